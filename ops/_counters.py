@@ -1,0 +1,49 @@
+"""Launch counters and the ``out=`` convention shared by both ops.
+
+The counters are how a test proves that a result came from a Triton kernel and not from a
+silent fallback to aten (the dispatch proof).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import torch
+
+#: Triton launches per op since import (or since ``reset``).
+LAUNCHES: Counter[str] = Counter()
+
+
+def count(op: str) -> None:
+    """Record one launch of ``op``'s kernel."""
+    LAUNCHES[op] += 1
+
+
+def launches(op: str) -> int:
+    """How many kernel launches ``op`` has made."""
+    return LAUNCHES[op]
+
+
+def write_out(
+    out: torch.Tensor,
+    sizes: Sequence[int],
+    dtype: torch.dtype,
+    device: torch.device,
+    fill: Callable[[torch.Tensor], None],
+    compute: Callable[[], torch.Tensor],
+) -> torch.Tensor:
+    """aten's ``out=`` rules: same dtype, resize (keeping strides that already fit), write.
+
+    A contiguous ``out`` is written by the kernel directly (``fill``); any other layout gets
+    the kernel's result (``compute``) copied in, which is what aten does too.
+    """
+    if out.dtype != dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {dtype}, but got {out.dtype} "
+                           "instead")
+    torch.ops.aten._resize_output_(out, list(sizes), device)
+    if out.is_contiguous() and not out.is_conj() and not out.is_neg():
+        fill(out)
+    else:
+        out.copy_(compute())
+    return out

@@ -1,0 +1,32 @@
+"""Choose where kernels run before Triton is imported.
+
+With no CUDA GPU, kernels run on CPU tensors through Triton's interpreter. The interpreter is
+selected when ``triton.jit`` decorates a kernel, so this module must run before any kernel
+module is imported; ``diagfuzz.ops`` imports it first. The user never sets TRITON_INTERPRET.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+#: True when kernels run through Triton's interpreter (CPU tensors), False on a CUDA GPU.
+INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+#: The device the kernels run on, and the dispatch key they are registered under.
+DEVICE: str = "cpu" if INTERPRET else "cuda"
+DISPATCH_KEY: str = "CPU" if INTERPRET else "CUDA"
+
+
+def check_device(tensor: torch.Tensor, argument: str) -> None:
+    """Refuse a tensor the kernels cannot read, naming the argument."""
+    if tensor.device.type != DEVICE:
+        raise RuntimeError(
+            f"diagfuzz kernels run on {DEVICE!r} tensors here "
+            f"({'Triton interpreter' if INTERPRET else 'CUDA'}), but {argument} is on "
+            f"{tensor.device}"
+        )

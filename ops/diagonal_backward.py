@@ -1,0 +1,186 @@
+"""diagonal_backward as one Triton launch that writes every element of a ``torch.empty`` result.
+
+The result (contiguous, ``input_sizes``) is seen as ``[rows, width]`` words. Two layouts:
+
+* ``SECOND_IN_COLS`` (the second diagonal dim is the innermost non-trivial dim): columns run
+  along that dim, and each row holds at most one diagonal element, at column ``p + shift``;
+* otherwise the second diagonal dim is a row dim and a whole row is on the diagonal or not;
+  columns then run along the innermost dim, read from grad_output with its own stride.
+
+Off the diagonal the kernel stores zero bits; on it, grad_output's bits. No torch.zeros and
+no copy: the kernel is the only data movement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from diagfuzz.ops import _counters
+from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
+from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._tiling import (
+    SHAPE_ARGS,
+    RowDim,
+    coalesce,
+    needs_int64,
+    peel,
+    plan_tile,
+    row_args,
+    tile_indices,
+)
+from diagfuzz.ops._words import as_words, words_per_element
+
+_DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_pos",
+              "second_pos"]
+
+
+@triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
+def _diagonal_backward_kernel(
+    out_ptr, grad_ptr, rows, width, n_col_blocks,
+    size0, size1, size2, size3, size4, size5, size6, size7,
+    stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
+    n_dims, first_pos, second_pos, diag_base, shift, length, diag_stride, col_stride,
+    SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr,
+):
+    row, col, row_ok, col_ok = tile_indices(rows, width, n_col_blocks, BLOCK_ROWS,
+                                            BLOCK_COLS, INDEX_64)
+    # Peel each row index into grad_output's offset and the two diagonal-dim indices.
+    rem = row
+    grad_row = tl.zeros_like(row)
+    first = tl.zeros_like(row)
+    second = tl.zeros_like(row)
+    rem, grad_row, idx = peel(rem, grad_row, size0, stride0, 0, n_dims)
+    first = tl.where(first_pos == 0, idx, first)
+    second = tl.where(second_pos == 0, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size1, stride1, 1, n_dims)
+    first = tl.where(first_pos == 1, idx, first)
+    second = tl.where(second_pos == 1, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size2, stride2, 2, n_dims)
+    first = tl.where(first_pos == 2, idx, first)
+    second = tl.where(second_pos == 2, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size3, stride3, 3, n_dims)
+    first = tl.where(first_pos == 3, idx, first)
+    second = tl.where(second_pos == 3, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size4, stride4, 4, n_dims)
+    first = tl.where(first_pos == 4, idx, first)
+    second = tl.where(second_pos == 4, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size5, stride5, 5, n_dims)
+    first = tl.where(first_pos == 5, idx, first)
+    second = tl.where(second_pos == 5, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size6, stride6, 6, n_dims)
+    first = tl.where(first_pos == 6, idx, first)
+    second = tl.where(second_pos == 6, idx, second)
+    rem, grad_row, idx = peel(rem, grad_row, size7, stride7, 7, n_dims)
+    first = tl.where(first_pos == 7, idx, first)
+    second = tl.where(second_pos == 7, idx, second)
+
+    # Diagonal element i sits where the second dim's index is first + shift.
+    i = first - diag_base
+    on_diag_row = row_ok & (i >= 0) & (i < length)
+    grad_row = grad_row + i * diag_stride
+    target = first + shift
+    if SECOND_IN_COLS:
+        hit = on_diag_row[:, None] & ((col // WORDS)[None, :] == target[:, None])
+        grad_off = grad_row[:, None] + (col % WORDS)[None, :]
+    else:
+        hit = (on_diag_row & (second == target))[:, None] & col_ok[None, :]
+        grad_off = grad_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
+    value = tl.load(grad_ptr + grad_off, mask=hit, other=0)
+    tl.store(out_ptr + row[:, None] * width + col[None, :], value,
+             mask=row_ok[:, None] & col_ok[None, :])
+
+
+def diagonal_backward(
+    grad_output: torch.Tensor, input_sizes: Sequence[int], offset: int, dim1: int, dim2: int
+) -> torch.Tensor:
+    """``aten::diagonal_backward``: zeros of ``input_sizes`` with grad_output on the diagonal.
+
+    grad_output is broadcast to the diagonal's shape, as aten's ``copy_`` does; the result
+    has grad_output's dtype and device and contiguous strides.
+    """
+    sizes, diag, grad = _prepare(grad_output, input_sizes, offset, dim1, dim2)
+    out = torch.empty(sizes, dtype=grad.dtype, device=grad.device)
+    _fill(out, grad, diag)
+    return out
+
+
+def diagonal_backward_out(
+    grad_output: torch.Tensor, input_sizes: Sequence[int], offset: int, dim1: int, dim2: int,
+    *, out: torch.Tensor,
+) -> torch.Tensor:
+    """The ``.out`` overload, with aten's dtype and resize rules."""
+    sizes, diag, grad = _prepare(grad_output, input_sizes, offset, dim1, dim2)
+    return _counters.write_out(
+        out, sizes, grad.dtype, grad.device,
+        fill=lambda o: _fill(o, grad, diag),
+        compute=lambda: diagonal_backward(grad, sizes, offset, dim1, dim2),
+    )
+
+
+def _prepare(grad_output, input_sizes, offset, dim1, dim2):
+    """Validate like aten; return sizes, the diagonal, and grad_output at the diagonal's shape."""
+    if not isinstance(grad_output, torch.Tensor):
+        raise TypeError(f"grad_output must be a Tensor, got {type(grad_output).__name__}")
+    sizes = check_sizes(input_sizes, "input_sizes")
+    diag = diagonal_of(sizes, offset, dim1, dim2)
+    check_device(grad_output, "grad_output")
+    if tuple(grad_output.shape) != diag.shape:
+        grad_output = grad_output.expand(diag.shape)  # aten broadcasts; raises like aten
+    return sizes, diag, grad_output.resolve_conj().resolve_neg()
+
+
+def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
+    """One launch writes every element of the contiguous ``out``."""
+    if out.numel() == 0:
+        return
+    sizes = tuple(out.shape)
+    words = words_per_element(out.dtype)
+    first_dim, second_dim = sorted((diag.dim1, diag.dim2))
+    # Index along the first dim is p; the second dim's index is p + shift on the diagonal.
+    if first_dim == diag.dim1:
+        diag_base, shift = diag.row0, diag.col0 - diag.row0
+    else:
+        diag_base, shift = diag.col0, diag.row0 - diag.col0
+    grad_strides = iter(s * words for s in grad.stride()[:-1])
+    dims = []
+    for d, size in enumerate(sizes):
+        if d == first_dim:
+            dims.append(RowDim(size, 0, "first"))
+        elif d == second_dim:
+            dims.append(RowDim(size, 0, "second"))
+        else:
+            dims.append(RowDim(size, next(grad_strides)))
+    diag_stride = grad.stride()[-1] * words
+    # Trailing size-1 dims do not matter; the second diagonal dim may then be innermost.
+    dims_nontrivial = [d for d in dims if d.size != 1 or d.tag == "second"]
+    second_in_cols = dims_nontrivial[-1].tag == "second"
+    if second_in_cols:
+        width = sizes[second_dim] * words
+        row_dims = coalesce(dims[:second_dim])
+        col_stride = 0
+    else:
+        merged = coalesce(dims)
+        width = merged[-1].size * words
+        col_stride = merged[-1].stride
+        row_dims = merged[:-1]
+    tags = [d.tag for d in reversed(row_dims)]
+    first_pos = tags.index("first") if "first" in tags else -1
+    second_pos = tags.index("second") if "second" in tags else -1
+    row_sizes, row_strides = row_args(row_dims)
+    rows = out.numel() * words // width
+    tile = plan_tile(rows, width, out.element_size() // words)
+    grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
+    index_64 = needs_int64((rows + tile.block_rows) * width, grad_extent + words)
+    _counters.count("diagonal_backward")
+    _diagonal_backward_kernel[(tile.n_programs,)](
+        as_words(out), as_words(grad), rows, width, tile.n_col_blocks,
+        *row_sizes, *row_strides, len(row_dims), first_pos, second_pos,
+        diag_base, shift, diag.length, diag_stride, col_stride,
+        SECOND_IN_COLS=second_in_cols, WORDS=words, BLOCK_ROWS=tile.block_rows,
+        BLOCK_COLS=tile.block_cols, INDEX_64=index_64, num_warps=tile.num_warps,
+    )

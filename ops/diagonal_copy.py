@@ -1,0 +1,112 @@
+"""diagonal_copy as one Triton launch: the strided diagonal gathered into a new tensor.
+
+The result (contiguous: the other dims, then the diagonal) is ``[rows, width]`` words with
+``width`` the diagonal's length. A row's start in the input is peeled once per row; along
+the row the input advances by ``stride(dim1) + stride(dim2)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from diagfuzz.ops import _counters
+from diagfuzz.ops._geometry import Diagonal, diagonal_of
+from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._tiling import (
+    SHAPE_ARGS,
+    RowDim,
+    coalesce,
+    needs_int64,
+    peel,
+    plan_tile,
+    row_args,
+    tile_indices,
+)
+from diagfuzz.ops._words import as_words, words_per_element
+
+
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride"])
+def _diagonal_copy_kernel(
+    out_ptr, in_ptr, rows, width, n_col_blocks,
+    size0, size1, size2, size3, size4, size5, size6, size7,
+    stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
+    n_dims, base, col_stride,
+    WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+    INDEX_64: tl.constexpr,
+):
+    row, col, row_ok, col_ok = tile_indices(rows, width, n_col_blocks, BLOCK_ROWS,
+                                            BLOCK_COLS, INDEX_64)
+    rem = row
+    in_row = tl.zeros_like(row) + base
+    rem, in_row, _ = peel(rem, in_row, size0, stride0, 0, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size1, stride1, 1, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size2, stride2, 2, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size3, stride3, 3, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size4, stride4, 4, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size5, stride5, 5, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size6, stride6, 6, n_dims)
+    rem, in_row, _ = peel(rem, in_row, size7, stride7, 7, n_dims)
+    in_off = in_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
+    mask = row_ok[:, None] & col_ok[None, :]
+    value = tl.load(in_ptr + in_off, mask=mask)
+    tl.store(out_ptr + row[:, None] * width + col[None, :], value, mask=mask)
+
+
+def diagonal_copy(
+    input: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1
+) -> torch.Tensor:
+    """``aten::diagonal_copy``: a new contiguous tensor holding ``input.diagonal(...)``."""
+    diag, source = _prepare(input, offset, dim1, dim2)
+    out = torch.empty(diag.shape, dtype=source.dtype, device=source.device)
+    _fill(out, source, diag)
+    return out
+
+
+def diagonal_copy_out(
+    input: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1, *, out: torch.Tensor
+) -> torch.Tensor:
+    """The ``.out`` overload, with aten's dtype and resize rules."""
+    diag, source = _prepare(input, offset, dim1, dim2)
+    return _counters.write_out(
+        out, diag.shape, source.dtype, source.device,
+        fill=lambda o: _fill(o, source, diag),
+        compute=lambda: diagonal_copy(source, offset, dim1, dim2),
+    )
+
+
+def _prepare(input, offset, dim1, dim2) -> tuple[Diagonal, torch.Tensor]:
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input must be a Tensor, got {type(input).__name__}")
+    diag = diagonal_of(tuple(input.shape), offset, dim1, dim2)
+    check_device(input, "input")
+    return diag, input.resolve_conj().resolve_neg()
+
+
+def _fill(out: torch.Tensor, source: torch.Tensor, diag: Diagonal) -> None:
+    """One launch gathers the diagonal of ``source`` into the contiguous ``out``."""
+    if out.numel() == 0:
+        return
+    words = words_per_element(source.dtype)
+    strides = [s * words for s in source.stride()]
+    row_dims = coalesce([
+        RowDim(size, strides[d])
+        for d, size in enumerate(source.shape)
+        if d not in (diag.dim1, diag.dim2)
+    ])
+    row_sizes, row_strides = row_args(row_dims)
+    base = diag.row0 * strides[diag.dim1] + diag.col0 * strides[diag.dim2]
+    col_stride = strides[diag.dim1] + strides[diag.dim2]
+    width = diag.length * words
+    rows = out.numel() * words // width
+    tile = plan_tile(rows, width, source.element_size() // words)
+    source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
+    index_64 = needs_int64((rows + tile.block_rows) * width, source_extent + words)
+    _counters.count("diagonal_copy")
+    _diagonal_copy_kernel[(tile.n_programs,)](
+        as_words(out), as_words(source), rows, width, tile.n_col_blocks,
+        *row_sizes, *row_strides, len(row_dims), base, col_stride,
+        WORDS=words, BLOCK_ROWS=tile.block_rows, BLOCK_COLS=tile.block_cols,
+        INDEX_64=index_64, num_warps=tile.num_warps,
+    )

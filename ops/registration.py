@@ -1,0 +1,68 @@
+"""Register the kernels into aten with ``torch.library``, and take them out again.
+
+Forward and backward are separate kernels under the backend key (CUDA, or CPU when Triton
+runs interpreted): never an ``autograd.Function`` or an Autograd key, so ``aten::diagonal``
+stays a view, autograd reaches our backward through ``aten::diagonal_backward``, and
+torch.compile sees plain aten ops. Dropping the library restores aten's kernels exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+
+import torch
+
+from diagfuzz.ops._runtime import DISPATCH_KEY
+from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_out
+from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out
+
+#: (aten overload name, implementation): everything this package registers.
+KERNELS = (
+    ("diagonal_backward", diagonal_backward),
+    ("diagonal_backward.out", diagonal_backward_out),
+    ("diagonal_copy", diagonal_copy),
+    ("diagonal_copy.out", diagonal_copy_out),
+)
+
+_library: torch.library.Library | None = None
+
+
+def enable() -> None:
+    """Route the aten ops to the Triton kernels. Enabling twice is harmless."""
+    global _library
+    if _library is not None:
+        return
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # aten already has a kernel for this key; overriding it is the point.
+        warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
+        for name, impl in KERNELS:
+            library.impl(name, impl, DISPATCH_KEY)
+    _library = library
+
+
+def disable() -> None:
+    """Restore aten's own kernels. Disabling when not enabled is harmless."""
+    global _library
+    if _library is None:
+        return
+    _library._destroy()
+    _library = None
+
+
+def enabled() -> bool:
+    """Whether the Triton kernels currently serve the aten ops."""
+    return _library is not None
+
+
+@contextlib.contextmanager
+def use_triton(on: bool = True) -> Iterator[None]:
+    """Within the block the kernels are on (or off, with ``on=False``); restored after."""
+    was = enabled()
+    (enable if on else disable)()
+    try:
+        yield
+    finally:
+        (enable if was else disable)()
