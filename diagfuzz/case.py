@@ -1,0 +1,239 @@
+"""Case: the currency of diagfuzz. A frozen, JSON-serialisable record of one op call.
+
+Strategies draw Cases, the executor runs Cases, the journal, reports, reproducers and the
+corpus store Cases. ``materialise`` rebuilds the tensors of a Case bit for bit on any device,
+so a Case alone reproduces a failure. Hypothesis never draws a tensor, only Cases, so it
+shrinks Cases.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import torch
+
+OPS = ("diagonal", "diagonal_backward")
+
+#: dtype names a Case may carry, in the order coverage reports list them.
+DTYPE_NAMES = (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+    "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz",
+)
+
+_INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """The torch dtype called ``name``; a clear error for names this torch lacks."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r} (this torch is {torch.__version__})")
+    return dtype
+
+
+def available_dtypes() -> tuple[str, ...]:
+    """The dtype names of DTYPE_NAMES that the installed torch supports."""
+    return tuple(n for n in DTYPE_NAMES if isinstance(getattr(torch, n, None), torch.dtype))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the tensor the op reads lives: a strided view into a storage of ``storage_size``.
+
+    ``kinds`` names how the layout arose (contiguous, permuted, sliced, offset, expanded,
+    channels_last) for coverage reports; shape, strides and storage_offset are the truth.
+    """
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    storage_offset: int = 0
+    kinds: tuple[str, ...] = ("contiguous",)
+
+    @property
+    def storage_size(self) -> int:
+        """Elements the storage needs: one past the furthest element the view can reach."""
+        if any(s == 0 for s in self.shape):
+            return self.storage_offset
+        return self.storage_offset + 1 + sum(
+            st * (n - 1) for st, n in zip(self.strides, self.shape, strict=True)
+        )
+
+    @staticmethod
+    def contiguous(shape: tuple[int, ...]) -> Layout:
+        """The plain row-major layout of ``shape``."""
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.append(step)
+            step *= max(n, 1)
+        return Layout(tuple(shape), tuple(reversed(strides)), 0, ("contiguous",))
+
+
+@dataclass(frozen=True)
+class Values:
+    """How the storage is filled: seeded random values, then special bit patterns.
+
+    ``mode`` is "normal" (random values of the dtype's usual range) or "bits" (uniformly
+    random bit patterns, NaN payloads included). ``specials`` overwrite storage elements:
+    (storage index, bit pattern as an unsigned integer of the element's width; a complex
+    element's pattern is real bits | imaginary bits << half width).
+    """
+
+    seed: int = 0
+    mode: str = "normal"
+    specials: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of an op, complete enough to rebuild every tensor bit for bit.
+
+    ``sizes`` are the input's sizes (for diagonal_backward: ``input_sizes``); ``layout`` is
+    the tensor the op reads (diagonal: input; diagonal_backward: grad_output). An invalid
+    Case names its class in ``invalid`` and may replace call arguments with raw JSON values
+    in ``raw_args`` (non-tensor or non-integer arguments). ``out_dtype``/``out_device``
+    select the ``.out`` overload with such an ``out`` tensor.
+    """
+
+    op: str
+    sizes: tuple[int, ...]
+    offset: int
+    dim1: int
+    dim2: int
+    dtype: str
+    layout: Layout
+    values: Values = field(default_factory=Values)
+    invalid: str = ""
+    raw_args: tuple[tuple[str, Any], ...] = ()
+    out_dtype: str = ""
+    out_device: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"Case.op must be one of {OPS}, got {self.op!r}")
+        if len(self.layout.shape) != len(self.layout.strides):
+            raise ValueError(f"Case.layout: shape {self.layout.shape} and strides "
+                             f"{self.layout.strides} differ in rank")
+
+    # --- serialisation -------------------------------------------------------------------
+    def to_json(self) -> str:
+        """One line of JSON; ``from_json`` gives back an equal Case."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str | dict) -> Case:
+        """Rebuild a Case from ``to_json``'s output (or its parsed dict)."""
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        try:
+            layout = data.pop("layout")
+            values = data.pop("values", {})
+            return Case(
+                **{k: v for k, v in data.items() if k not in ("sizes", "raw_args")},
+                sizes=tuple(data["sizes"]),
+                raw_args=tuple((k, v) for k, v in data.get("raw_args", ())),
+                layout=Layout(
+                    shape=tuple(layout["shape"]),
+                    strides=tuple(layout["strides"]),
+                    storage_offset=layout.get("storage_offset", 0),
+                    kinds=tuple(layout.get("kinds", ("contiguous",))),
+                ),
+                values=Values(
+                    seed=values.get("seed", 0),
+                    mode=values.get("mode", "normal"),
+                    specials=tuple((int(i), int(b)) for i, b in values.get("specials", ())),
+                ),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a diagfuzz Case: {exc}: {str(text)[:200]}") from exc
+
+    def replace(self, **changes: Any) -> Case:
+        """A copy with ``changes`` applied (dataclasses.replace)."""
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        """A short human-readable one-liner for test ids and reports."""
+        layout = "+".join(self.layout.kinds)
+        extra = f" invalid={self.invalid}" if self.invalid else ""
+        return (f"{self.op}(sizes={list(self.sizes)}, offset={self.offset}, "
+                f"dim1={self.dim1}, dim2={self.dim2}, {self.dtype}, {layout}){extra}")
+
+
+# --- materialise ------------------------------------------------------------------------
+
+def _random_storage(case: Case, numel: int) -> torch.Tensor:
+    """Seeded values on the CPU: the same bits on every machine and device."""
+    dtype = dtype_of(case.dtype)
+    gen = torch.Generator().manual_seed(case.values.seed)
+    if case.values.mode == "bits" and dtype is not torch.bool:
+        word = _INT_OF_SIZE[min(dtype.itemsize, 8)]
+        n_words = numel * max(dtype.itemsize // 8, 1)
+        info = torch.iinfo(word)
+        bits = torch.randint(info.min, info.max, (n_words,), generator=gen, dtype=torch.int64)
+        return bits.to(word).view(dtype) if dtype.itemsize <= 8 else bits.view(dtype)
+    if case.values.mode not in ("normal", "bits"):
+        raise ValueError(f"Case.values.mode must be 'normal' or 'bits', got "
+                         f"{case.values.mode!r}")
+    if dtype is torch.bool:
+        return torch.randint(0, 2, (numel,), generator=gen).bool()
+    if not dtype.is_floating_point and not dtype.is_complex:
+        info = torch.iinfo(dtype)
+        return torch.randint(info.min, info.max, (numel,), generator=gen,
+                             dtype=torch.int64).to(dtype)
+    if dtype.is_complex:
+        return torch.randn(numel, generator=gen, dtype=torch.complex128).to(dtype)
+    return torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype)
+
+
+def _apply_specials(storage: torch.Tensor, specials: tuple[tuple[int, int], ...]) -> None:
+    """Write each special bit pattern into the storage, in place."""
+    if not specials:
+        return
+    itemsize = storage.dtype.itemsize
+    if itemsize == 16:
+        words = torch.view_as_real(storage).view(torch.int64).view(-1, 2)
+        for index, bits in specials:
+            for half in range(2):
+                value = (bits >> (64 * half)) & (2**64 - 1)
+                words[index % storage.numel(), half] = value - 2**64 if value >= 2**63 else value
+        return
+    words = storage.view(_INT_OF_SIZE[itemsize])
+    width = 8 * itemsize
+    for index, bits in specials:
+        value = bits & (2**width - 1)
+        words[index % storage.numel()] = value - 2**width if value >= 2 ** (width - 1) else value
+
+
+def materialise(case: Case, device: str | torch.device = "cpu") -> torch.Tensor:
+    """The tensor the op reads, rebuilt bit for bit from the Case on ``device``.
+
+    The storage is made on the CPU (seeded, then specials), moved to ``device``, and viewed
+    with the Case's shape, strides and storage offset.
+    """
+    layout = case.layout
+    numel = max(layout.storage_size, 1)
+    storage = _random_storage(case, numel)
+    _apply_specials(storage, case.values.specials)
+    storage = storage.to(device)
+    return storage.as_strided(layout.shape, layout.strides, layout.storage_offset)
+
+
+def call_arguments(case: Case, device: str | torch.device = "cpu") -> dict[str, Any]:
+    """Every argument of the op call, by schema name, with ``raw_args`` applied.
+
+    diagonal: input, offset, dim1, dim2; diagonal_backward: grad_output, input_sizes, offset,
+    dim1, dim2. ``out`` is present when the Case selects the ``.out`` overload.
+    """
+    tensor = materialise(case, device)
+    if case.op == "diagonal":
+        args: dict[str, Any] = {"input": tensor}
+    else:
+        args = {"grad_output": tensor, "input_sizes": list(case.sizes)}
+    args.update(offset=case.offset, dim1=case.dim1, dim2=case.dim2)
+    for name, value in case.raw_args:
+        args[name] = value
+    if case.out_dtype or case.out_device:
+        args["out"] = torch.empty(0, dtype=dtype_of(case.out_dtype or case.dtype),
+                                  device=case.out_device or device)
+    return args

@@ -1,0 +1,63 @@
+"""Verdict: the outcome of one Case, as a value that crosses process boundaries.
+
+Oracles return Verdicts; tests turn them into assertions only at the edge; the executor,
+journal, reports and reproducers carry them as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from diagfuzz.case import Case
+
+#: Every kind a Verdict can have. "pass" is the only good one.
+KINDS = ("pass", "mismatch", "unwritten", "alias", "error-parity", "dispatch", "crash", "hang")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """pass, or a failure ``kind`` found by ``check``, with a human ``message``.
+
+    ``details`` is JSON-serialisable evidence (element counts, first differing indices with
+    expected/actual values and hex bits).
+    """
+
+    kind: str
+    check: str = ""
+    message: str = ""
+    case: Case | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Verdict.kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def ok(self) -> bool:
+        """True for a pass."""
+        return self.kind == "pass"
+
+    @staticmethod
+    def passed(case: Case | None = None) -> Verdict:
+        """The passing verdict."""
+        return Verdict("pass", case=case)
+
+    def to_json(self) -> str:
+        """One line of JSON; ``from_json`` gives back an equal Verdict."""
+        data = asdict(self)
+        data["case"] = json.loads(self.case.to_json()) if self.case else None
+        return json.dumps(data, sort_keys=True, default=repr)
+
+    @staticmethod
+    def from_json(text: str | dict) -> Verdict:
+        """Rebuild a Verdict from ``to_json``'s output (or its parsed dict)."""
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        case = data.pop("case", None)
+        return Verdict(**data, case=Case.from_json(case) if case else None)
+
+    def __str__(self) -> str:
+        where = f" [{self.check}]" if self.check else ""
+        case = f"\n  case: {self.case.describe()}" if self.case else ""
+        return f"{self.kind}{where}: {self.message}{case}"
