@@ -6,6 +6,7 @@ silent fallback to aten (the dispatch proof).
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -41,9 +42,25 @@ def write_out(
     if out.dtype != dtype:
         raise RuntimeError(f"Expected out tensor to have dtype {dtype}, but got {out.dtype} "
                            "instead")
-    torch.ops.aten._resize_output_(out, list(sizes), device)
+    _resize_output(out, tuple(sizes), device)
     if out.is_contiguous() and not out.is_conj() and not out.is_neg():
         fill(out)
     else:
         out.copy_(compute())
     return out
+
+
+def _resize_output(out: torch.Tensor, sizes: tuple[int, ...], device: torch.device) -> None:
+    """aten's ``resize_output``: device must match; a wrong shape is resized (with aten's
+    warning when ``out`` held elements); a right shape keeps its strides."""
+    if out.device != torch.device(device):
+        raise RuntimeError(f"Expected out tensor to have device {device}, but got "
+                           f"{out.device} instead")
+    if tuple(out.shape) == sizes:
+        return
+    if out.numel() != 0:
+        warnings.warn(
+            f"An output with one or more elements was resized since it had shape "
+            f"{list(out.shape)}, which does not match the required output shape "
+            f"{list(sizes)}.", UserWarning, stacklevel=3)
+    out.resize_(sizes)
