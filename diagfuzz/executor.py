@@ -1,0 +1,335 @@
+"""ProcessRunner: each Case runs in a spawned executor process, so a crash costs one Case.
+
+A segfault, an abort or a sticky CUDA error (illegal address, launch failure, device-side
+assert: the whole context is poisoned) kills or spoils only the executor. The runner
+reports that Case as ``crash``, starts a fresh executor on the next Case, and the run goes
+on. A Case that gives no answer within ``timeout`` seconds is killed and reported as
+``hang``. After any non-pass verdict a quick health check (synchronize, then
+``diagfuzz.ops.diagonal_copy`` of a known 2x2) decides whether the executor is still fit;
+if not, the Case that spoiled it is reported as ``crash``.
+
+Executors are spawned: a fresh interpreter (fork+exec, as multiprocessing's spawn context
+does, because forking a process that has initialised CUDA is undefined), given the parent's
+``sys.path`` but, unlike multiprocessing, never re-importing the caller's ``__main__`` (a
+reproducer script or a user's script without a ``__main__`` guard must still work). Requests
+and answers cross a pipe pair as JSON text (Cases and Verdicts).
+
+Hypothesis must never shrink against a poisoned context: a crash or hang seen in an
+executor that had already served other Cases is retried once in a fresh executor, and the
+fresh executor's verdict is the Case's verdict (the first attempt is kept in ``details``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from diagfuzz.case import Case
+from diagfuzz.impl import ImplError
+from diagfuzz.verdict import Verdict
+
+#: Seconds a Case may run before it is a hang, unless the caller says otherwise.
+DEFAULT_TIMEOUT = 60.0
+#: Seconds an executor may take to import torch, Triton and the impl and pass a health check.
+START_TIMEOUT = 300.0
+
+
+class ExecutorError(RuntimeError):
+    """The executor itself failed (cannot start, or the oracle raised): not a Case verdict."""
+
+
+# --- executor side (runs in the spawned process) ----------------------------------------
+
+def health_check(device: str) -> None:
+    """Raise unless ``device`` still runs a tiny known kernel correctly.
+
+    A sticky CUDA error surfaces at the synchronize; a broken runtime at the kernel.
+    """
+    import torch
+
+    import diagfuzz.ops as ops
+
+    cuda = str(device).startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    x = torch.arange(4, dtype=torch.float32, device=device).reshape(2, 2)
+    y = ops.diagonal_copy(x)
+    if cuda:
+        torch.cuda.synchronize()
+    if y.cpu().tolist() != [0.0, 3.0]:
+        raise RuntimeError(f"health check: diagonal_copy of a 2x2 gave {y.cpu().tolist()}")
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent is gone, so a hung executor never outlives its runner."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def _child_main(read_fd: int, write_fd: int, parent_pid: int, impl_spec: str,
+                device: str) -> None:
+    """Entry point of the spawned executor (see ``_BOOTSTRAP``)."""
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    _serve(inbox, outbox, impl_spec, device, parent_pid)
+
+
+def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
+           parent_pid: int) -> None:
+    """Executor main loop: load the impl, then answer run/health requests until closed."""
+    import faulthandler
+    import resource
+
+    faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files from expected aborts
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    try:
+        from diagfuzz import oracles
+        from diagfuzz.impl import load_impl
+
+        impl = load_impl(impl_spec)
+        health_check(device)
+    except ImplError as exc:
+        conn.send(json.dumps({"status": "impl-error", "message": str(exc)}))
+        return
+    except Exception:
+        conn.send(json.dumps({"status": "error", "message": traceback.format_exc()}))
+        return
+    conn.send(json.dumps({"status": "ready", "pid": os.getpid()}))
+    while True:
+        try:
+            request = json.loads(inbox.recv())
+        except EOFError:
+            return
+        op = request.get("op")
+        if op == "close":
+            return
+        try:
+            if op == "health":
+                health_check(device)
+                reply: dict[str, Any] = {"status": "ok"}
+            else:
+                oracle = getattr(oracles, request.get("oracle", "check"))
+                verdict = oracle(Case.from_json(request["case"]), impl, device)
+                reply = {"status": "ok", "verdict": verdict.to_json()}
+        except Exception as exc:
+            reply = {"status": "exception", "message": repr(exc),
+                     "traceback": traceback.format_exc()}
+        conn.send(json.dumps(reply))
+
+
+# --- runner side ------------------------------------------------------------------------
+
+#: The executor's command line: the parent's sys.path first, then ``_child_main``.
+_BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+              "from diagfuzz.executor import _child_main; "
+              "_child_main(*map(int, sys.argv[2:5]), *sys.argv[5:7])")
+
+def _exit_description(exitcode: int | None) -> str:
+    """'killed by SIGABRT' / 'exit code 3' for a dead executor."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+class ProcessRunner:
+    """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
+
+    ``oracle`` names the function of ``diagfuzz.oracles`` to call (``check`` by default;
+    e.g. ``check_compile`` for torch.compile parity). The executor starts lazily on the
+    first Case; ``ImplError`` is raised if the impl cannot be loaded there.
+    """
+
+    def __init__(self, impl_spec: str, device: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, *, oracle: str = "check",
+                 start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0) -> None:
+        if timeout <= 0:
+            raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
+        if device is None:
+            import diagfuzz.ops as ops
+
+            device = ops.DEVICE
+        self.impl_spec = impl_spec
+        self.device = device
+        self.timeout = float(timeout)
+        self.oracle = oracle
+        self.start_timeout = start_timeout
+        self.health_timeout = health_timeout
+        self.starts = 0  #: executors started so far (1 + replacements)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None  # answers from the executor
+        self._out: Connection | None = None  # requests to the executor
+        self._served = 0  # Cases the current executor has answered
+
+    # -- lifecycle --
+    def _start(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        argv = [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
+                str(from_child_w), str(os.getpid()), self.impl_spec, self.device]
+        try:
+            proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
+                                    stdin=subprocess.DEVNULL)
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.starts += 1
+        self._proc = proc
+        self._out = Connection(to_child_w, readable=False)
+        self._conn = Connection(from_child_r, writable=False)
+        self._served = 0
+        if not self._conn.poll(self.start_timeout):
+            self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} on {self.device!r} did not "
+                                f"start within {self.start_timeout}s")
+        try:
+            reply = json.loads(self._conn.recv())
+        except EOFError:
+            code = self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} died while starting "
+                                f"({_exit_description(code)})") from None
+        if reply["status"] == "impl-error":
+            self._kill()
+            raise ImplError(reply["message"])
+        if reply["status"] != "ready":
+            self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} failed to start:\n"
+                                f"{reply['message']}")
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> int | None:
+        """Stop the executor for good; returns its exit code (negative: the signal)."""
+        proc, self._proc = self._proc, None
+        for conn in (self._conn, self._out):
+            if conn is not None:
+                conn.close()
+        self._conn = self._out = None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            return proc.wait(10)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Ask the executor to exit, and make sure it has."""
+        if self._out is not None and self._alive():
+            try:
+                self._out.send(json.dumps({"op": "close"}))
+                self._proc.wait(2)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def __enter__(self) -> ProcessRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The current executor's pid (None before the first Case or after a crash)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- running --
+    def run(self, case: Case) -> Verdict:
+        """The Case's verdict; crash/hang in a used executor are confirmed in a fresh one."""
+        verdict = self._run_once(case)
+        if verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0) > 0:
+            retry = self._run_once(case)  # the executor was replaced: this one is fresh
+            details = {**retry.details, "first_attempt": json.loads(verdict.to_json())}
+            return Verdict(retry.kind, retry.check, retry.message, retry.case, details)
+        return verdict
+
+    def _send(self, request: dict[str, Any]) -> int:
+        """Send to a live executor (starting one if needed); returns Cases it served before."""
+        for _ in range(3):
+            if not self._alive():
+                self._kill()
+                self._start()
+            try:
+                assert self._out is not None
+                self._out.send(json.dumps(request))
+                return self._served
+            except (BrokenPipeError, OSError):
+                self._kill()  # died between Cases: not this Case's fault, start afresh
+        raise ExecutorError(f"executor for {self.impl_spec!r} keeps dying before it can "
+                            f"receive a Case")
+
+    def _run_once(self, case: Case) -> Verdict:
+        served = self._send({"op": "run", "case": case.to_json(), "oracle": self.oracle})
+        base = {"executor_cases": served, "timeout": self.timeout}
+        assert self._conn is not None
+        started = time.monotonic()
+        if not self._conn.poll(self.timeout):
+            self._kill()
+            return Verdict("hang", "executor:timeout",
+                           f"no verdict within {self.timeout:g}s; executor killed", case, base)
+        try:
+            reply = json.loads(self._conn.recv())
+        except EOFError:
+            code = self._kill()
+            return Verdict("crash", "executor:died",
+                           f"executor died running this Case ({_exit_description(code)})",
+                           case, {**base, "exitcode": code,
+                                  "seconds": round(time.monotonic() - started, 3)})
+        self._served += 1
+        if reply["status"] == "ok":
+            verdict = Verdict.from_json(reply["verdict"])
+            return verdict if verdict.ok else self._after_failure(case, verdict, base)
+        unhealthy = self._health()
+        if unhealthy:
+            return self._poisoned(case, unhealthy, reply["traceback"], base)
+        raise ExecutorError(f"oracle {self.oracle!r} raised on Case {case.to_json()}:\n"
+                            f"{reply['traceback']}")
+
+    def _after_failure(self, case: Case, verdict: Verdict, base: dict[str, Any]) -> Verdict:
+        """Keep ``verdict`` if the executor is healthy; else the Case poisoned it: crash."""
+        unhealthy = self._health()
+        if not unhealthy:
+            return verdict
+        return self._poisoned(case, unhealthy, str(verdict), base,
+                              original=json.loads(verdict.to_json()))
+
+    def _poisoned(self, case: Case, health: str, what: str, base: dict[str, Any],
+                  original: dict[str, Any] | None = None) -> Verdict:
+        self._kill()
+        details = {**base, "health": health, "original": original or what}
+        return Verdict("crash", "executor:health",
+                       f"executor unhealthy after this Case ({health.splitlines()[-1]}); "
+                       f"the Case's own outcome: {what.splitlines()[-1] if what else '?'}",
+                       case, details)
+
+    def _health(self) -> str:
+        """'' if the executor passes the health check, else why not."""
+        try:
+            assert self._conn is not None and self._out is not None
+            self._out.send(json.dumps({"op": "health"}))
+            if not self._conn.poll(self.health_timeout):
+                return f"health check gave no answer within {self.health_timeout:g}s"
+            reply = json.loads(self._conn.recv())
+        except (EOFError, BrokenPipeError, OSError):
+            return f"executor died during the health check ({_exit_description(self._kill())})"
+        if reply["status"] != "ok":
+            return reply.get("traceback") or reply.get("message", "health check failed")
+        return ""

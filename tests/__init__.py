@@ -1,0 +1,1 @@
+"""diagfuzz's tests (a package, so ``tests.faulty.x:impl`` is importable as an --impl)."""

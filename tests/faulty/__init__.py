@@ -1,0 +1,7 @@
+"""Deliberately faulty implementations, for testing isolation, classification and the gate.
+
+Each is aten (registration off) plus one fault, so every other Case passes:
+``tests.faulty.abort:impl`` aborts the process when offset == 1; ``tests.faulty.hang:impl``
+never returns when offset == -1; ``tests.faulty.wrong:impl`` flips a result bit when
+offset == 1; ``tests.faulty.flaky:impl`` flips a result bit about one call in three.
+"""
