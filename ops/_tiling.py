@@ -2,9 +2,10 @@
 
 Both kernels see their output as a row-major 2-D array ``[R, W]`` of integer words. A row's
 position in the other tensor is found once per row by peeling the row index over at most
-``MAX_ROW_DIMS`` (size, stride) pairs, innermost first; columns then need only adds and
-constant shifts. This keeps per-element integer division out of the kernels, which is what
-limited a naive flat kernel to 0.13-0.64x of aten.
+``MAX_ROW_DIMS`` (size, stride) pairs, innermost first (written out in each kernel: a
+nested @triton.jit call costs ~1 ms per launch under Triton's interpreter); columns then
+need only adds and constant shifts. This keeps per-element integer division out of the
+kernels, which is what limited a naive flat kernel to 0.13-0.64x of aten.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import triton
-import triton.language as tl
 
 from diagfuzz.ops._runtime import INTERPRET
 
@@ -114,30 +114,9 @@ def plan_tile(rows: int, width: int, word_bytes: int) -> Tile:
 
 
 def needs_int64(*extents: int) -> bool:
-    """Whether index arithmetic must be int64: any extent or offset beyond int32."""
-    return any(abs(e) > INT32_MAX for e in extents)
+    """Whether index arithmetic must be int64: any extent or offset beyond int32.
 
-
-@triton.jit
-def tile_indices(rows, width, n_col_blocks, BLOCK_ROWS: tl.constexpr,
-                 BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr):
-    """This program's row and column indices (int64 when INDEX_64) and their masks."""
-    pid = tl.program_id(0)
-    if INDEX_64:
-        pid = pid.to(tl.int64)
-    row_block = pid // n_col_blocks
-    col_block = pid - row_block * n_col_blocks
-    row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col = col_block * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
-    return row, col, row < rows, col < width
-
-
-@triton.jit
-def peel(rem, offset, size, stride, DIM: tl.constexpr, n_dims):
-    """Take one dim off a row index: its index times ``stride`` joins ``offset``."""
-    index = tl.zeros_like(rem)
-    if n_dims > DIM:
-        index = rem % size
-        rem = rem // size
-        offset = offset + index * stride
-    return rem, offset, index
+    Always under the interpreter: there int64 costs nothing extra, while every int32 add and
+    multiply gets an overflow check that doubled the time of a CPU launch.
+    """
+    return INTERPRET or any(abs(e) > INT32_MAX for e in extents)

@@ -27,15 +27,13 @@ from diagfuzz.ops._tiling import (
     RowDim,
     coalesce,
     needs_int64,
-    peel,
     plan_tile,
     row_args,
-    tile_indices,
 )
 from diagfuzz.ops._words import as_words, words_per_element
 
-_DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_pos",
-              "second_pos"]
+_DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
+              "first_size", "second_inner", "second_size"]
 
 
 @triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
@@ -43,41 +41,59 @@ def _diagonal_backward_kernel(
     out_ptr, grad_ptr, rows, width, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
-    n_dims, first_pos, second_pos, diag_base, shift, length, diag_stride, col_stride,
+    n_dims, first_inner, first_size, second_inner, second_size,
+    diag_base, shift, length, diag_stride, col_stride,
     SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
     BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr,
 ):
-    row, col, row_ok, col_ok = tile_indices(rows, width, n_col_blocks, BLOCK_ROWS,
-                                            BLOCK_COLS, INDEX_64)
-    # Peel each row index into grad_output's offset and the two diagonal-dim indices.
+    # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
+    # language module on every such call, which made a CPU launch ~10x slower.
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    row_block = pid // n_col_blocks
+    row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    col = (pid - row_block * n_col_blocks) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    row_ok = row < rows
+    col_ok = col < width
+    # Peel each row index (innermost dim first) into grad_output's offset; the indices along
+    # the two diagonal dims come from one division each.
     rem = row
-    grad_row = tl.zeros_like(row)
-    first = tl.zeros_like(row)
-    second = tl.zeros_like(row)
-    rem, grad_row, idx = peel(rem, grad_row, size0, stride0, 0, n_dims)
-    first = tl.where(first_pos == 0, idx, first)
-    second = tl.where(second_pos == 0, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size1, stride1, 1, n_dims)
-    first = tl.where(first_pos == 1, idx, first)
-    second = tl.where(second_pos == 1, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size2, stride2, 2, n_dims)
-    first = tl.where(first_pos == 2, idx, first)
-    second = tl.where(second_pos == 2, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size3, stride3, 3, n_dims)
-    first = tl.where(first_pos == 3, idx, first)
-    second = tl.where(second_pos == 3, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size4, stride4, 4, n_dims)
-    first = tl.where(first_pos == 4, idx, first)
-    second = tl.where(second_pos == 4, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size5, stride5, 5, n_dims)
-    first = tl.where(first_pos == 5, idx, first)
-    second = tl.where(second_pos == 5, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size6, stride6, 6, n_dims)
-    first = tl.where(first_pos == 6, idx, first)
-    second = tl.where(second_pos == 6, idx, second)
-    rem, grad_row, idx = peel(rem, grad_row, size7, stride7, 7, n_dims)
-    first = tl.where(first_pos == 7, idx, first)
-    second = tl.where(second_pos == 7, idx, second)
+    grad_row = row * 0
+    first = (row // first_inner) % first_size
+    second = (row // second_inner) % second_size
+    if n_dims > 0:
+        idx = rem % size0
+        rem = rem // size0
+        grad_row += idx * stride0
+    if n_dims > 1:
+        idx = rem % size1
+        rem = rem // size1
+        grad_row += idx * stride1
+    if n_dims > 2:
+        idx = rem % size2
+        rem = rem // size2
+        grad_row += idx * stride2
+    if n_dims > 3:
+        idx = rem % size3
+        rem = rem // size3
+        grad_row += idx * stride3
+    if n_dims > 4:
+        idx = rem % size4
+        rem = rem // size4
+        grad_row += idx * stride4
+    if n_dims > 5:
+        idx = rem % size5
+        rem = rem // size5
+        grad_row += idx * stride5
+    if n_dims > 6:
+        idx = rem % size6
+        rem = rem // size6
+        grad_row += idx * stride6
+    if n_dims > 7:
+        idx = rem % size7
+        rem = rem // size7
+        grad_row += idx * stride7
 
     # Diagonal element i sits where the second dim's index is first + shift.
     i = first - diag_base
@@ -168,9 +184,8 @@ def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
         width = merged[-1].size * words
         col_stride = merged[-1].stride
         row_dims = merged[:-1]
-    tags = [d.tag for d in reversed(row_dims)]
-    first_pos = tags.index("first") if "first" in tags else -1
-    second_pos = tags.index("second") if "second" in tags else -1
+    first_inner, first_size = _index_divisor(row_dims, "first")
+    second_inner, second_size = _index_divisor(row_dims, "second")
     row_sizes, row_strides = row_args(row_dims)
     rows = out.numel() * words // width
     tile = plan_tile(rows, width, out.element_size() // words)
@@ -179,8 +194,18 @@ def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
     _counters.count("diagonal_backward")
     _diagonal_backward_kernel[(tile.n_programs,)](
         as_words(out), as_words(grad), rows, width, tile.n_col_blocks,
-        *row_sizes, *row_strides, len(row_dims), first_pos, second_pos,
+        *row_sizes, *row_strides, len(row_dims), first_inner, first_size, second_inner, second_size,
         diag_base, shift, diag.length, diag_stride, col_stride,
         SECOND_IN_COLS=second_in_cols, WORDS=words, BLOCK_ROWS=tile.block_rows,
         BLOCK_COLS=tile.block_cols, INDEX_64=index_64, num_warps=tile.num_warps,
     )
+
+
+def _index_divisor(row_dims: list[RowDim], tag: str) -> tuple[int, int]:
+    """(product of the sizes inside the tagged row dim, its size); (1, 1) when absent."""
+    inner = 1
+    for dim in reversed(row_dims):
+        if dim.tag == tag:
+            return inner, dim.size
+        inner *= dim.size
+    return 1, 1

@@ -19,10 +19,8 @@ from diagfuzz.ops._tiling import (
     RowDim,
     coalesce,
     needs_int64,
-    peel,
     plan_tile,
     row_args,
-    tile_indices,
 )
 from diagfuzz.ops._words import as_words, words_per_element
 
@@ -36,18 +34,41 @@ def _diagonal_copy_kernel(
     WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
     INDEX_64: tl.constexpr,
 ):
-    row, col, row_ok, col_ok = tile_indices(rows, width, n_col_blocks, BLOCK_ROWS,
-                                            BLOCK_COLS, INDEX_64)
+    # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    row_block = pid // n_col_blocks
+    row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    col = (pid - row_block * n_col_blocks) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    row_ok = row < rows
+    col_ok = col < width
     rem = row
-    in_row = tl.zeros_like(row) + base
-    rem, in_row, _ = peel(rem, in_row, size0, stride0, 0, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size1, stride1, 1, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size2, stride2, 2, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size3, stride3, 3, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size4, stride4, 4, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size5, stride5, 5, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size6, stride6, 6, n_dims)
-    rem, in_row, _ = peel(rem, in_row, size7, stride7, 7, n_dims)
+    in_row = row * 0 + base
+    if n_dims > 0:
+        in_row += (rem % size0) * stride0
+        rem = rem // size0
+    if n_dims > 1:
+        in_row += (rem % size1) * stride1
+        rem = rem // size1
+    if n_dims > 2:
+        in_row += (rem % size2) * stride2
+        rem = rem // size2
+    if n_dims > 3:
+        in_row += (rem % size3) * stride3
+        rem = rem // size3
+    if n_dims > 4:
+        in_row += (rem % size4) * stride4
+        rem = rem // size4
+    if n_dims > 5:
+        in_row += (rem % size5) * stride5
+        rem = rem // size5
+    if n_dims > 6:
+        in_row += (rem % size6) * stride6
+        rem = rem // size6
+    if n_dims > 7:
+        in_row += (rem % size7) * stride7
+        rem = rem // size7
     in_off = in_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
     mask = row_ok[:, None] & col_ok[None, :]
     value = tl.load(in_ptr + in_off, mask=mask)
