@@ -55,12 +55,13 @@ class Journal:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, run_seed: int | None = None,
-                 worker_id: str = "main", env: dict[str, Any] | None = None) -> None:
+                 worker_id: str = "main", impl: str = "",
+                 env: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         self._seq = 0
-        self._write({"type": "header", "run_seed": run_seed, "worker": worker_id,
+        self._write({"type": "header", "run_seed": run_seed, "worker": worker_id, "impl": impl,
                      "pid": os.getpid(), "time": time.time(),
                      **(env if env is not None else environment())})
 
@@ -106,6 +107,16 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return records
+
+
+def header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The latest session's header record ({} if there is none)."""
+    found: dict[str, Any] = {}
+    if Path(path).exists():
+        for record in read(path):
+            if record.get("type") == "header":
+                found = record
+    return found
 
 
 def last_unfinished(path: str | os.PathLike[str]) -> tuple[Case, str] | None:
