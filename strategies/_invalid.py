@@ -1,0 +1,175 @@
+"""Invalid Cases: calls aten rejects, for error-parity checks.
+
+Most classes start from a valid Case and break exactly one thing, so the error the Case
+provokes is the one its ``invalid`` field names; the rank classes build their own sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from math import prod
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from diagfuzz.case import OPS, Case, available_dtypes
+from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
+from diagfuzz.strategies._cases import (
+    INT64_MAX,
+    Narrowing,
+    _backward,
+    _diagonal,
+    draw_sizes,
+    narrowing,
+    positions,
+)
+from diagfuzz.strategies._layouts import layout_strategy
+from diagfuzz.strategies._values import _special_values, _values
+
+#: Invalid classes in shrink order, and the ops they apply to.
+INVALID_CLASSES = {
+    "dim_above_range": OPS,
+    "dim_below_range": OPS,
+    "same_dims": OPS,
+    "rank1": OPS,
+    "rank0": OPS,
+    "grad_output_shape": ("diagonal_backward",),
+    "negative_size": ("diagonal_backward",),
+    "out_dtype": OPS,
+    "out_device": OPS,
+    "non_integer": OPS,
+    "int_overflow": OPS,
+    "non_tensor": OPS,
+}
+#: JSON values that are not tensors, and not ints, as aten's schema sees them.
+NOT_TENSORS = ([1, 2], 1.5, None, "x")
+NOT_INTS = (1.5, "0", None, 1.0, [1])
+OVERFLOWING = (INT64_MAX + 1, -INT64_MAX - 2, 2**64)
+
+
+def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = None,
+                  ranks: int | Sequence[int] = DEFAULT_RANKS,
+                  dtypes: Sequence[str | torch.dtype] | None = None,
+                  max_elements: int = DEFAULT_MAX_ELEMENTS,
+                  layout_kinds: Collection[str] | None = None,
+                  devices: Sequence[str] = ("meta",)) -> st.SearchStrategy[Case]:
+    """Cases of ``op`` (default: both ops) that aten rejects; ``Case.invalid`` names why.
+
+    ``classes`` narrows INVALID_CLASSES: a dim above or below its range, dim1 == dim2 after
+    normalisation (any spelling), rank 1 and rank 0 inputs, a grad_output that does not
+    broadcast to the diagonal (aten broadcasts one that does, so that is valid), negative
+    input_sizes, an ``out`` of another dtype or on another device (``devices``, default
+    "meta", through the ``.out`` overload), non-integer or int64-overflowing int arguments
+    and non-tensor tensor arguments (``Case.raw_args``). The other arguments narrow the
+    valid Case each class starts from, as in ``diagonal_cases``.
+
+    Shrinks towards the first class (a dim above its range) applied to the simplest valid
+    Case, and otherwise as ``diagonal_cases`` does.
+    """
+    ops = OPS if op is None else (op,)
+    if op is not None and op not in OPS:
+        raise InvalidArgument(f"op={op!r} must be None or one of {OPS}")
+    applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
+                       if any(o in for_ops for o in ops))
+    chosen = check_kinds("classes", classes, applicable)
+    ops = tuple(o for o in ops if any(o in INVALID_CLASSES[c] for c in chosen))
+    if isinstance(devices, str) or not devices:
+        raise InvalidArgument(f"devices={devices!r} must be a non-empty sequence of names")
+    for device in devices:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise InvalidArgument(f"devices: {device!r} is not a device ({exc})") from None
+    n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
+                  layout_kinds=layout_kinds)
+    # Broken Cases start from a smaller valid one: a wrong grad_output may be larger.
+    base = replace(n, max_elements=max(1, n.max_elements // 4))
+    valid = {"diagonal": _diagonal(base), "diagonal_backward": _backward(base)}
+    return _invalid(ops, chosen, n, valid, tuple(devices))
+
+
+@st.composite
+def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
+             valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
+    op = draw(st.sampled_from(ops))
+    kind = draw(st.sampled_from([c for c in classes if op in INVALID_CLASSES[c]]))
+    if kind in ("rank0", "rank1"):
+        return _low_rank(draw, op, kind, n)
+    case = draw(valid[op]).replace(invalid=kind)
+    rank = len(case.sizes)
+    if kind == "dim_above_range":
+        bad = draw(st.integers(rank, rank + 2) | st.just(INT64_MAX))
+        return case.replace(**{draw(st.sampled_from(("dim1", "dim2"))): bad})
+    if kind == "dim_below_range":
+        bad = draw(st.integers(-rank - 3, -rank - 1) | st.just(-INT64_MAX - 1))
+        return case.replace(**{draw(st.sampled_from(("dim1", "dim2"))): bad})
+    if kind == "same_dims":
+        d = draw(st.integers(0, rank - 1))
+        spell = [d - rank if draw(st.booleans()) else d for _ in range(2)]
+        return case.replace(dim1=spell[0], dim2=spell[1])
+    if kind == "grad_output_shape":
+        return _wrong_grad(draw, case, n)
+    if kind == "negative_size":
+        i = draw(st.integers(0, rank - 1))
+        bad = -draw(st.integers(1, 3))
+        return case.replace(sizes=(*case.sizes[:i], bad, *case.sizes[i + 1:]))
+    if kind == "out_dtype":
+        others = [d for d in n.dtypes if d != case.dtype] or [
+            d for d in available_dtypes() if d != case.dtype]
+        return case.replace(out_dtype=draw(st.sampled_from(others)))
+    if kind == "out_device":
+        return case.replace(out_device=draw(st.sampled_from(devices)))
+    names = ["offset", "dim1", "dim2"]
+    if kind == "non_integer":
+        if op == "diagonal_backward":
+            names.append("input_sizes")
+        name = draw(st.sampled_from(names))
+        if name == "input_sizes":
+            value = draw(st.sampled_from((len(case.sizes), [*case.sizes[:-1], 1.5])))
+        else:
+            value = draw(st.sampled_from(NOT_INTS))
+        return case.replace(raw_args=((name, value),))
+    if kind == "int_overflow":
+        name = draw(st.sampled_from(names))
+        return case.replace(raw_args=((name, draw(st.sampled_from(OVERFLOWING))),))
+    tensor = "input" if op == "diagonal" else "grad_output"
+    return case.replace(raw_args=((tensor, draw(st.sampled_from(NOT_TENSORS))),))
+
+
+def _low_rank(draw: st.DrawFn, op: str, kind: str, n: Narrowing) -> Case:
+    """A rank-0 or rank-1 input (diagonal) or input_sizes (backward), any small dims."""
+    sizes = draw_sizes(draw, 0 if kind == "rank0" else 1, n.max_elements)
+    dim1, dim2 = draw(st.integers(-2, 2)), draw(st.integers(-2, 2))
+    offset = draw(st.integers(-2, 2))
+    dtype = draw(st.sampled_from(n.dtypes))
+    shape = sizes if op == "diagonal" else draw_sizes(draw, draw(st.integers(0, 2)),
+                                                      n.max_elements)
+    layout = draw(layout_strategy(shape, n.layout_kinds, n.max_elements))
+    values = draw(_values(_special_values(dtype), positions(layout), n.value_modes))
+    return Case(op, sizes, offset, dim1, dim2, dtype, layout, values, invalid=kind)
+
+
+def _wrong_grad(draw: st.DrawFn, case: Case, n: Narrowing) -> Case:
+    """The Case with a grad_output that does not broadcast to the diagonal's shape."""
+    diag = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2).shape
+    if draw(st.booleans()):
+        shape = (*draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)), *diag)
+    else:
+        i = draw(st.integers(0, len(diag) - 1))
+        bad = draw(st.sampled_from([v for v in range(diag[i] + 4) if v not in (diag[i], 1)]))
+        shape = (*diag[:i], bad, *diag[i + 1:])
+    assert not broadcastable(shape, diag), (shape, diag)
+    budget = max(n.max_elements, prod(max(s, 1) for s in shape))
+    layout = draw(layout_strategy(shape, n.layout_kinds, budget))
+    values = draw(_values(_special_values(case.dtype), positions(layout), n.value_modes))
+    return case.replace(layout=layout, values=values)
+
+
+def broadcastable(source: Sequence[int], target: Sequence[int]) -> bool:
+    """Whether ``copy_`` broadcasts ``source`` to ``target`` (never adds leading dims)."""
+    if len(source) > len(target):
+        return False
+    return all(s in (t, 1) for s, t in zip(reversed(source), reversed(target), strict=False))

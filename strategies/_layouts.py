@@ -1,0 +1,120 @@
+"""Layouts of the tensor an op reads: how a real program could have produced it.
+
+A drawn layout is the result of a short recipe applied to a fresh contiguous buffer: a
+physical dimension order (row-major, channels-last style, or any permutation), expanded
+dims (stride 0, as ``.sum().backward()`` hands out), slicing with steps and trailing
+padding, and a storage offset. ``Layout`` keeps only the resulting shape, strides and
+storage offset, plus ``kinds`` tags naming which steps of the recipe applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from math import prod
+
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from diagfuzz.case import Layout
+from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, check_kinds, check_max_elements
+
+#: Layout kinds in shrink order: each Layout's ``kinds`` tags are a sub-tuple of these.
+LAYOUT_KINDS = ("contiguous", "permuted", "channels_last", "sliced", "offset", "expanded")
+#: The largest slicing step and trailing padding per dim (they multiply the storage).
+MAX_STEP = 4
+MAX_PAD = 3
+
+
+def layouts(shape: Sequence[int], *, kinds: Collection[str] | None = None,
+            max_elements: int = DEFAULT_MAX_ELEMENTS) -> st.SearchStrategy[Layout]:
+    """Strided layouts of ``shape`` whose storage holds at most ``max_elements`` elements.
+
+    ``kinds`` narrows the recipe to a subset of LAYOUT_KINDS: "permuted" (any physical dim
+    order), "channels_last" (dim 1 innermost, rank >= 3), "sliced" (steps up to MAX_STEP and
+    up to MAX_PAD elements of padding per dim), "offset" (a non-zero storage offset) and
+    "expanded" (stride-0 dims); combinations are drawn too. Without "contiguous" in
+    ``kinds`` every layout has at least one of the others.
+
+    Shrinks towards the contiguous layout: row-major order, no expanded dims, steps of 1,
+    no padding and storage offset 0, each dropped independently of the others.
+    """
+    shape = tuple(shape)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise InvalidArgument(f"shape={shape!r} must be a sequence of non-negative ints")
+    budget = check_max_elements(max_elements)
+    if prod(max(n, 1) for n in shape) > budget:
+        raise InvalidArgument(f"shape={shape!r} needs more than max_elements={budget} "
+                              f"elements even when contiguous")
+    return layout_strategy(shape, check_kinds("kinds", kinds, LAYOUT_KINDS), budget)
+
+
+def layout_strategy(shape: tuple[int, ...], kinds: tuple[str, ...],
+                    budget: int) -> st.SearchStrategy[Layout]:
+    """``layouts`` without argument checks, for strategies that checked them already."""
+    strategy = _layout(shape, kinds, budget)
+    if "contiguous" in kinds:
+        return strategy
+    return strategy.filter(lambda layout: layout.kinds != ("contiguous",))
+
+
+@st.composite
+def _layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
+            budget: int) -> Layout:
+    rank = len(shape)
+    tags: set[str] = set()
+    order = tuple(range(rank))
+    how = ["row_major"]
+    if "channels_last" in kinds and rank >= 3:
+        how.append("channels_last")
+    if "permuted" in kinds and rank >= 2:
+        how.append("permuted")
+    chosen = draw(st.sampled_from(how)) if len(how) > 1 else "row_major"
+    if chosen == "channels_last":
+        order = (0, *range(2, rank), 1)
+        tags.add("channels_last")
+    elif chosen == "permuted":
+        order = tuple(draw(st.permutations(order)))
+        if order != tuple(range(rank)):
+            tags.add("permuted")
+
+    expanded = [False] * rank
+    if "expanded" in kinds and rank and draw(st.booleans()):
+        mask = draw(st.integers(1, 2**rank - 1))
+        expanded = [bool(mask >> d & 1) for d in range(rank)]
+        tags.add("expanded")
+
+    extents = [1 if expanded[d] else max(shape[d], 1) for d in range(rank)]
+    steps = [1] * rank
+    if "sliced" in kinds and rank and draw(st.booleans()):
+        _slice(draw, shape, expanded, extents, steps, budget)
+        if any(e != max(n, 1) for e, n, x in zip(extents, shape, expanded, strict=True)
+               if not x):
+            tags.add("sliced")
+
+    strides = [0] * rank
+    size = 1
+    for d in reversed(order):
+        strides[d] = 0 if expanded[d] else size * steps[d]
+        size *= extents[d]
+    storage_offset = 0
+    if "offset" in kinds and budget > size and draw(st.booleans()):
+        storage_offset = draw(st.integers(1, budget - size))
+        tags.add("offset")
+    named = tuple(k for k in LAYOUT_KINDS if k in tags) or ("contiguous",)
+    return Layout(shape, tuple(strides), storage_offset, named)
+
+
+def _slice(draw: st.DrawFn, shape: tuple[int, ...], expanded: list[bool], extents: list[int],
+           steps: list[int], budget: int) -> None:
+    """Draw a step and trailing padding per dim, keeping the buffer within ``budget``."""
+    for d, n in enumerate(shape):
+        if expanded[d]:
+            continue
+        n = max(n, 1)
+        room = budget // (prod(extents) // extents[d])  # the most this dim's extent may be
+        top_step = min(MAX_STEP, room // n)
+        step = draw(st.integers(1, top_step)) if top_step > 1 else 1
+        top_pad = min(MAX_PAD, room - n * step)
+        pad = draw(st.integers(0, top_pad)) if top_pad > 0 else 0
+        steps[d] = step
+        extents[d] = n * step + pad

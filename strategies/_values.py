@@ -1,0 +1,223 @@
+"""Value recipes: seeded random storage plus special bit patterns, per dtype.
+
+A special is a raw bit pattern (an unsigned int of the element's width), never a Python
+float: NaN payloads, signalling NaNs and negative zero survive only as bits. Complex
+patterns are ``real_bits | imag_bits << half_width``, as ``Values.specials`` stores them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+from hypothesis import strategies as st
+
+from diagfuzz.case import Values, available_dtypes, dtype_of
+from diagfuzz.strategies._args import check_kinds
+
+#: Value modes in shrink order: plain random values first, random bit patterns second.
+VALUE_MODES = ("normal", "bits")
+#: The most specials one Case carries; shrinking drops them one by one.
+MAX_SPECIALS = 8
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary floating-point format: field widths and how it spells inf and NaN.
+
+    ``style`` is "ieee" (inf, quiet/signalling NaNs), "fn" (no inf; NaN is all ones) or
+    "fnuz" (no inf, no negative zero; NaN is the negative-zero pattern).
+    """
+
+    exp_bits: int
+    man_bits: int
+    style: str = "ieee"
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.exp_bits + self.man_bits)
+
+    @property
+    def exp_mask(self) -> int:
+        return ((1 << self.exp_bits) - 1) << self.man_bits
+
+    @property
+    def man_mask(self) -> int:
+        return (1 << self.man_bits) - 1
+
+
+FLOAT_FORMATS = {
+    "float16": FloatFormat(5, 10),
+    "bfloat16": FloatFormat(8, 7),
+    "float32": FloatFormat(8, 23),
+    "float64": FloatFormat(11, 52),
+    "float8_e5m2": FloatFormat(5, 2),
+    "float8_e4m3fn": FloatFormat(4, 3, "fn"),
+    "float8_e4m3fnuz": FloatFormat(4, 3, "fnuz"),
+    "float8_e5m2fnuz": FloatFormat(5, 2, "fnuz"),
+}
+#: complex dtype -> the float format of each half.
+COMPLEX_HALVES = {"complex64": "float32", "complex128": "float64"}
+
+
+def _float_table(fmt: FloatFormat) -> tuple[int, ...]:
+    """Every special pattern of ``fmt``, +0.0 first (the simplest)."""
+    s, e, m = fmt.sign, fmt.exp_mask, fmt.man_mask
+    one_bit = 1 << fmt.man_bits
+    positive = [1, m, one_bit]  # smallest subnormal, largest subnormal, smallest normal
+    if fmt.style == "ieee":
+        quiet = 1 << (fmt.man_bits - 1)
+        positive += [e - one_bit | m, e]  # largest finite, inf
+        positive += [e | quiet, e | quiet | 1, e | m]  # quiet NaNs: default, payloads
+        positive += [e | 1, e | (quiet - 1)]  # signalling NaNs (payload never 0)
+        if quiet - 1 == 1:
+            positive.pop()
+    elif fmt.style == "fn":
+        positive += [e | (m - 1), e | m]  # largest finite, the NaN
+    else:  # fnuz: the sign-only pattern is the one NaN; there is no -0.0
+        positive += [e | m]
+    table = [0, s]  # +0.0 and -0.0 (fnuz: the NaN)
+    for bits in positive:
+        table += [bits, bits | s]
+    return tuple(dict.fromkeys(table))
+
+
+def _int_table(name: str) -> tuple[int, ...]:
+    """0, 1, all ones, min, max, min + 1, max - 1 as unsigned patterns of the width."""
+    dtype = dtype_of(name)
+    if dtype is torch.bool:
+        return (0, 1)
+    width = 8 * dtype.itemsize
+    info = torch.iinfo(dtype)
+    values = (0, 1, -1, info.min, info.max, info.min + 1, info.max - 1)
+    return tuple(dict.fromkeys(v % (1 << width) for v in values))
+
+
+@cache
+def special_table(dtype: str) -> tuple[int, ...]:
+    """The fixed special patterns of a non-complex ``dtype``, simplest (zero) first."""
+    if dtype in FLOAT_FORMATS:
+        return _float_table(FLOAT_FORMATS[dtype])
+    if dtype in COMPLEX_HALVES:
+        raise ValueError(f"special_table: {dtype!r} is complex; use each half's table")
+    return _int_table(dtype)
+
+
+def classify_bits(dtype: str, bits: int) -> str:
+    """Name the class of one element's bit pattern, for coverage counts.
+
+    Floats: "+0", "-0", "+inf", "-inf", "+qnan", "-qnan_payload", "+snan", "-subnormal",
+    "+min_normal", "-max", "+normal", ... (fnuz's NaN is "nan"). Integers: "zero", "one",
+    "min", "max", "other". bool: "false"/"true". Complex: "real:<class>|imag:<class>".
+    """
+    if dtype in COMPLEX_HALVES:
+        half = COMPLEX_HALVES[dtype]
+        width = 8 * dtype_of(half).itemsize
+        real, imag = bits & ((1 << width) - 1), bits >> width
+        return f"real:{classify_bits(half, real)}|imag:{classify_bits(half, imag)}"
+    if dtype not in FLOAT_FORMATS:
+        return _classify_int(dtype, bits)
+    fmt = FLOAT_FORMATS[dtype]
+    sign = "-" if bits & fmt.sign else "+"
+    exp, man = bits & fmt.exp_mask, bits & fmt.man_mask
+    top = fmt.exp_mask
+    if fmt.style == "fnuz" and bits == fmt.sign:
+        return "nan"
+    if fmt.style == "fn" and exp == top and man == fmt.man_mask:
+        return sign + "nan"
+    if fmt.style == "ieee" and exp == top:
+        quiet = 1 << (fmt.man_bits - 1)
+        if man == 0:
+            return sign + "inf"
+        if man & quiet:
+            return sign + ("qnan" if man == quiet else "qnan_payload")
+        return sign + "snan"
+    largest = (top - (1 << fmt.man_bits) | fmt.man_mask) if fmt.style == "ieee" else (
+        top | fmt.man_mask if fmt.style == "fnuz" else top | (fmt.man_mask - 1))
+    if bits & ~fmt.sign == largest:
+        return sign + "max"
+    if exp == 0:
+        return sign + ("0" if man == 0 else "subnormal")
+    if exp == 1 << fmt.man_bits and man == 0:
+        return sign + "min_normal"
+    return sign + "normal"
+
+
+def _classify_int(dtype: str, bits: int) -> str:
+    torch_dtype = dtype_of(dtype)
+    if torch_dtype is torch.bool:
+        return {0: "false", 1: "true"}.get(bits, "invalid_bool")
+    width = 8 * torch_dtype.itemsize
+    info = torch.iinfo(torch_dtype)
+    value = bits - (1 << width) if info.min < 0 and bits >= 1 << (width - 1) else bits
+    return {0: "zero", 1: "one", -1: "minus_one", info.min: "min", info.max: "max"}.get(
+        value, "other")
+
+
+def _nan_payloads(fmt: FloatFormat) -> st.SearchStrategy[int]:
+    """NaNs with any payload and either sign (IEEE formats only)."""
+    return st.builds(
+        lambda negative, payload: fmt.exp_mask | payload | (fmt.sign if negative else 0),
+        st.booleans(), st.integers(1, fmt.man_mask))
+
+
+@cache
+def _half_values(dtype: str) -> st.SearchStrategy[int]:
+    """Specials of one float format: the fixed table, then arbitrary NaN payloads."""
+    table = st.sampled_from(special_table(dtype))
+    fmt = FLOAT_FORMATS[dtype]
+    return st.one_of(table, _nan_payloads(fmt)) if fmt.style == "ieee" else table
+
+
+@cache
+def _special_values(dtype: str) -> st.SearchStrategy[int]:
+    if dtype in COMPLEX_HALVES:
+        half = COMPLEX_HALVES[dtype]
+        width = 8 * dtype_of(half).itemsize
+        return st.builds(lambda re, im: re | im << width, _half_values(half), _half_values(half))
+    if dtype in FLOAT_FORMATS:
+        return _half_values(dtype)
+    return st.sampled_from(special_table(dtype))
+
+
+def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
+    """Special bit patterns of one element of ``dtype``, as unsigned ints of its width.
+
+    Floats: ±0.0, ±inf, quiet NaNs (default and other payloads) and signalling NaNs of both
+    signs, the smallest and largest subnormals, the smallest normal and the largest finite
+    values of both signs, and NaNs with arbitrary payloads; float8 formats without inf or
+    -0.0 get their own NaN and extremes. Integers: 0, 1, -1, min, max, min + 1, max - 1.
+    bool: 0 and 1 only (a bool byte is never anything else). Complex: each half drawn from
+    its float's specials, ``real | imag << half_width``.
+
+    Shrinks towards 0 (+0.0, False, 0+0j).
+    """
+    name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
+    check_kinds("dtype", (name,), available_dtypes())
+    return _special_values(name)
+
+
+def values(dtype: str | torch.dtype, positions: st.SearchStrategy[int] | None = None, *,
+           modes: tuple[str, ...] | None = None,
+           specials: bool = True) -> st.SearchStrategy[Values]:
+    """Value recipes (``Values``) for a storage of ``dtype``.
+
+    ``positions`` draws the storage indices the specials go to (default: no specials);
+    ``modes`` narrows the fill ("normal": random values of the usual range, "bits": random
+    bit patterns). Shrinks towards seed 0, mode "normal" and no specials.
+    """
+    special = special_values(dtype)
+    chosen = check_kinds("modes", modes, VALUE_MODES)
+    return _values(special, positions if specials else None, chosen)
+
+
+def _values(special: st.SearchStrategy[int], positions: st.SearchStrategy[int] | None,
+            modes: tuple[str, ...]) -> st.SearchStrategy[Values]:
+    """``values`` without argument checks, for strategies that checked them already."""
+    specials = (st.lists(st.tuples(positions, special), max_size=MAX_SPECIALS).map(tuple)
+                if positions is not None else st.just(()))
+    return st.builds(Values, seed=st.integers(0, 2**32 - 1), mode=st.sampled_from(modes),
+                     specials=specials)
+
+
