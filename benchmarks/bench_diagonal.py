@@ -1,0 +1,363 @@
+"""Side-by-side benchmark of diagfuzz's diagonal_backward and diagonal_copy on a CUDA GPU.
+
+Each grid row times, in one run and with CUDA events (``triton.testing.do_bench`` medians):
+aten eager (registration off), a two-launch baseline (``torch.zeros`` + a copy into the
+diagonal view for backward, as FlagGems ships; ``torch.empty`` + a copy out of the view for
+copy), and our single Triton launch; the floor is the minimum bytes moved over the fill/copy
+bandwidth measured at the start of the same run. Small shapes also get host wall time per
+call. It then counts compiled kernel variants over random shapes (checked bitwise against
+aten on the way) and over the grid.
+
+    python benchmarks/bench_diagonal.py [--out DIR] [--quick]
+
+Writes ``bench.csv`` and ``bench.json`` (host times in their ``host_*`` columns) under
+``--out`` (default ``$OUT`` or ``bench-out``) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import importlib
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+import triton
+from triton.testing import do_bench
+
+import diagfuzz.ops as ops
+from diagfuzz.ops._geometry import diagonal_of
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "int8": torch.int8, "bool": torch.bool}
+MB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One grid row's geometry: the full tensor's sizes, the diagonal, the dtype and layout."""
+
+    op: str  # "backward" or "copy"
+    sizes: tuple[int, ...]
+    offset: int
+    dim1: int
+    dim2: int
+    dtype: str
+    strided: bool = False  # grad_output (backward) / input (copy) read with inner stride 2
+
+    def label(self) -> str:
+        size = "x".join(map(str, self.sizes))
+        return (f"{self.op:8s} {size:>17s} o={self.offset:<5d} d=({self.dim1},{self.dim2}) "
+                f"{self.dtype:8s} {'strided' if self.strided else 'contig'}")
+
+
+@dataclass
+class Row:
+    """Timings (µs) and ratios for one Shape."""
+
+    shape: Shape
+    out_bytes: int
+    read_bytes: int
+    aten_us: float
+    two_launch_us: float
+    ours_us: float
+    floor_us: float
+    extra: dict = field(default_factory=dict)
+
+    def flat(self) -> dict:
+        d = {k: v for k, v in asdict(self.shape).items()}
+        d["sizes"] = "x".join(map(str, self.shape.sizes))
+        d.update(out_bytes=self.out_bytes, read_bytes=self.read_bytes, aten_us=self.aten_us,
+                 two_launch_us=self.two_launch_us, ours_us=self.ours_us,
+                 floor_us=self.floor_us, vs_aten=self.aten_us / self.ours_us,
+                 vs_two_launch=self.two_launch_us / self.ours_us,
+                 floor_frac=self.floor_us / self.ours_us, **self.extra)
+        return d
+
+
+def random_bits(shape: tuple[int, ...], dtype: torch.dtype, strided: bool) -> torch.Tensor:
+    """Random bit patterns (never zeros: zeros hide unwritten output), optionally strided."""
+    alloc = list(shape)
+    if strided and alloc:
+        alloc[-1] *= 2
+    if dtype == torch.bool:
+        base = torch.randint(0, 2, alloc, device=ops.DEVICE, dtype=torch.bool)
+    else:
+        word = {1: torch.int8, 2: torch.int16, 4: torch.int32}[dtype.itemsize]
+        info = torch.iinfo(word)
+        base = torch.randint(info.min, info.max, alloc, device=ops.DEVICE, dtype=word).view(dtype)
+    return base[..., ::2] if strided and alloc else base
+
+
+def grid(quick: bool) -> list[Shape]:
+    """The issue's grid: 2-D 64²..16384², batched 3-D/4-D, offsets 0/±1/large, 5 dtypes."""
+    shapes: list[Shape] = []
+    sides = [64, 1024, 8192] if quick else [64, 256, 1024, 2048, 4096, 8192, 16384]
+    for op in ("backward", "copy"):
+        for dtype in DTYPES:
+            for n in sides:
+                shapes.append(Shape(op, (n, n), 0, 0, 1, dtype))
+        for n in ([1024] if quick else [1024, 8192]):
+            for off in (1, -1, n // 2):
+                shapes.append(Shape(op, (n, n), off, 0, 1, "float32"))
+            shapes.append(Shape(op, (n, n), 0, 0, 1, "float32", strided=True))
+            shapes.append(Shape(op, (n, n), 0, 0, 1, "bfloat16", strided=True))
+        batched = [
+            ((64, 512, 512), 0, 1, 2), ((512, 512, 64), 0, 0, 1), ((512, 64, 512), 0, 0, 2),
+            ((512, 64, 512), 3, 2, 0), ((8, 256, 8, 256), 1, 1, 3),
+            ((16, 16, 256, 256), 0, 0, 1), ((32, 128, 128, 4), -2, 1, 2),
+            ((4096, 8, 8), 0, 1, 2),
+        ]
+        if quick:
+            batched = batched[:3]
+        for sizes, off, d1, d2 in batched:
+            for dtype in ("float32", "bfloat16", "int8"):
+                shapes.append(Shape(op, sizes, off, d1, d2, dtype))
+            shapes.append(Shape(op, sizes, off, d1, d2, "float32", strided=True))
+    return shapes
+
+
+def prepare(s: Shape) -> tuple[dict[str, Callable[[], object]], int, int]:
+    """The three callables for a shape, with the bytes its result writes and its read needs."""
+    dtype = DTYPES[s.dtype]
+    diag = diagonal_of(s.sizes, s.offset, s.dim1, s.dim2)
+    if s.op == "backward":
+        g = random_bits(diag.shape, dtype, s.strided)
+        sizes = list(s.sizes)
+        args = (s.offset, s.dim1, s.dim2)
+
+        def two_launch() -> torch.Tensor:
+            z = torch.zeros(sizes, dtype=dtype, device=ops.DEVICE)
+            z.diagonal(*args).copy_(g)
+            return z
+
+        fns = {
+            "aten": lambda: torch.ops.aten.diagonal_backward(g, sizes, *args),
+            "two_launch": two_launch,
+            "ours": lambda: ops.diagonal_backward(g, sizes, *args),
+        }
+        out_bytes = _numel(s.sizes) * dtype.itemsize
+        read_bytes = g.numel() * dtype.itemsize
+    else:
+        x = random_bits(s.sizes, dtype, s.strided)
+        args = (s.offset, s.dim1, s.dim2)
+
+        def two_launch() -> torch.Tensor:
+            view = x.diagonal(*args)
+            out = torch.empty(view.shape, dtype=dtype, device=ops.DEVICE)
+            out.copy_(view)
+            return out
+
+        fns = {
+            "aten": lambda: torch.ops.aten.diagonal_copy(x, *args),
+            "two_launch": two_launch,
+            "ours": lambda: ops.diagonal_copy(x, *args),
+        }
+        out_bytes = _numel(diag.shape) * dtype.itemsize
+        read_bytes = out_bytes
+    return fns, out_bytes, read_bytes
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality: shape, strides and raw bits."""
+    if a.shape != b.shape or a.stride() != b.stride() or a.dtype != b.dtype:
+        return False
+    word = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return bool(torch.equal(a.view(word), b.view(word)))
+
+
+def median_us(fn: Callable[[], object], quick: bool) -> float:
+    """do_bench's median in µs (it flushes L2 before each timed call)."""
+    return do_bench(fn, warmup=5 if quick else 10, rep=20 if quick else 40,
+                    return_mode="median") * 1e3
+
+
+def host_us(fn: Callable[[], object], calls: int = 2000) -> float:
+    """Host wall time per call, back to back, synchronised once at the end."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def bandwidths() -> tuple[float, float]:
+    """Fill (bytes written) and copy (bytes read + written) bandwidth, bytes/s, on 2 GiB."""
+    buf = torch.empty(2 << 30, dtype=torch.uint8, device=ops.DEVICE)
+    fill_s = do_bench(lambda: buf.fill_(7), warmup=20, rep=200, return_mode="median") / 1e3
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=ops.DEVICE).fill_(3)
+    dst = torch.empty_like(src)
+    copy_s = do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median") / 1e3
+    torch.cuda.empty_cache()
+    return (2 << 30) / fill_s, 2 * (1 << 30) / copy_s
+
+
+def variants(kernel) -> int:
+    """Compiled variants in a @triton.jit kernel's cache, over all devices (3.6 and 3.9)."""
+    caches = getattr(kernel, "device_caches", None) or getattr(kernel, "cache", {})
+    total = 0
+    for entry in caches.values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        total += len(cache)
+    return total
+
+
+#: The kernels whose compiled variants are counted (the package re-exports the launchers
+#: under the modules' names, so the modules are imported by path).
+KERNELS = {
+    "diagonal_backward":
+        importlib.import_module("diagfuzz.ops.diagonal_backward")._diagonal_backward_kernel,
+    "diagonal_copy": importlib.import_module("diagfuzz.ops.diagonal_copy")._diagonal_copy_kernel,
+}
+
+
+def random_shapes(count: int, seed: int) -> dict:
+    """Random ranks 2-5, sizes, dims, offsets and layouts, per element size: the new variants
+    each element size compiles, and every result checked bitwise against aten."""
+    rng = random.Random(seed)
+    report: dict = {}
+    mismatches = []
+    for dtype in (torch.int8, torch.float16, torch.float32, torch.float64):
+        before = {name: variants(k) for name, k in KERNELS.items()}
+        t0 = time.perf_counter()
+        for _ in range(count):
+            rank = rng.randint(2, 5)
+            sizes = tuple(rng.randint(1, 40 if rank < 4 else 9) for _ in range(rank))
+            d1, d2 = rng.sample(range(-rank, rank), 2)
+            while (d1 % rank) == (d2 % rank):
+                d1, d2 = rng.sample(range(-rank, rank), 2)
+            offset = rng.randint(-5, 5)
+            strided = rng.random() < 0.4
+            shape = Shape("copy", sizes, offset, d1, d2, "float32", strided)
+            x = _random_any(sizes, dtype, strided)
+            diag = diagonal_of(sizes, offset, d1, d2)
+            g = _random_any(diag.shape, dtype, rng.random() < 0.4)
+            ours_c = ops.diagonal_copy(x, offset, d1, d2)
+            ours_b = ops.diagonal_backward(g, list(sizes), offset, d1, d2)
+            ref_c = torch.ops.aten.diagonal_copy(x, offset, d1, d2)
+            ref_b = torch.ops.aten.diagonal_backward(g, list(sizes), offset, d1, d2)
+            if not same_bits(ours_c, ref_c) or not same_bits(ours_b, ref_b):
+                mismatches.append(shape.label() + f" {dtype}")
+        torch.cuda.synchronize()
+        report[str(dtype)] = {
+            name: variants(k) - before[name] for name, k in KERNELS.items()
+        } | {"cases_per_s": round(count / (time.perf_counter() - t0), 1)}
+    report["mismatches"] = mismatches[:20]
+    report["mismatch_count"] = len(mismatches)
+    return report
+
+
+def _random_any(shape: tuple[int, ...], dtype: torch.dtype, strided: bool) -> torch.Tensor:
+    alloc = list(shape)
+    if strided and alloc:
+        alloc[-1] *= 2
+    word = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+    info = torch.iinfo(word)
+    base = torch.randint(info.min, info.max, alloc, device=ops.DEVICE, dtype=word).view(dtype)
+    return base[..., ::2] if strided and alloc else base
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT") or "bench-out")
+    parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
+    parser.add_argument("--random", type=int, default=1000,
+                        help="random shapes per element size for the variant count")
+    args = parser.parse_args()
+    if ops.INTERPRET:
+        print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
+        return 2
+    ops.disable()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__, "triton": triton.__version__,
+        "python": platform.python_version(), "command": " ".join(sys.argv),
+    }
+    fill_bw, copy_bw = bandwidths()
+    meta.update(fill_TBps=fill_bw / 1e12, copy_TBps=copy_bw / 1e12)
+    print(f"# {meta['gpu']} torch {meta['torch']} triton {meta['triton']}: "
+          f"fill {fill_bw / 1e12:.2f} TB/s, copy {copy_bw / 1e12:.2f} TB/s", flush=True)
+
+    rand = random_shapes(args.random, seed=1)
+    meta["random_shapes"] = rand
+    print(f"# random shapes: {json.dumps(rand)}", flush=True)
+
+    rows: list[Row] = []
+    wrong: list[str] = []
+    for s in grid(args.quick):
+        fns, out_bytes, read_bytes = prepare(s)
+        if not same_bits(fns["ours"](), fns["aten"]()):
+            wrong.append(s.label())
+        times = {name: median_us(fn, args.quick) for name, fn in fns.items()}
+        if s.op == "backward":
+            floor = (out_bytes / fill_bw + 2 * read_bytes / copy_bw) * 1e6
+        else:
+            floor = 2 * (out_bytes + read_bytes) / copy_bw * 1e6
+        row = Row(s, out_bytes, read_bytes, times["aten"], times["two_launch"],
+                  times["ours"], floor)
+        row.extra["ours_TBps"] = (out_bytes + read_bytes) / (row.ours_us * 1e-6) / 1e12
+        row.extra["fill_frac"] = out_bytes / (row.ours_us * 1e-6) / fill_bw
+        if out_bytes <= MB and s.dtype == "float32" and not s.strided:
+            for name, fn in fns.items():
+                row.extra[f"host_{name}_us"] = host_us(fn)
+        rows.append(row)
+        print(f"{s.label()} aten {row.aten_us:8.1f} two {row.two_launch_us:8.1f} "
+              f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}", flush=True)
+        del fns
+    meta["grid_variants"] = {name: variants(k) for name, k in KERNELS.items()}
+    meta["grid_bitwise_mismatches"] = wrong
+
+    flat = [r.flat() for r in rows]
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"meta": meta, "rows": flat}, f, indent=1)
+    keys = sorted({k for d in flat for k in d}, key=lambda k: list(flat[0]).index(k)
+                  if k in flat[0] else 99)
+    with open(os.path.join(args.out, "bench.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(flat)
+    print_table(rows, meta)
+    return 1 if wrong or rand["mismatch_count"] else 0
+
+
+def print_table(rows: list[Row], meta: dict) -> None:
+    """The short table: µs medians, ratios to aten and to two-launch, floor fraction."""
+    print(f"\n## {meta['gpu']} torch {meta['torch']} triton {meta['triton']} {meta['date']}; "
+          f"fill {meta['fill_TBps']:.2f} TB/s copy {meta['copy_TBps']:.2f} TB/s")
+    print(f"{'shape':66s} {'MB':>7s} {'aten':>8s} {'2-launch':>8s} {'ours':>8s} "
+          f"{'x aten':>6s} {'x 2L':>5s} {'fill%':>5s} {'host ours/aten':>14s}")
+    for r in rows:
+        host = ""
+        if "host_ours_us" in r.extra:
+            host = f"{r.extra['host_ours_us']:.1f}/{r.extra['host_aten_us']:.1f}"
+        print(f"{r.shape.label():66s} {r.out_bytes / MB:7.2f} {r.aten_us:8.1f} "
+              f"{r.two_launch_us:8.1f} {r.ours_us:8.1f} {r.aten_us / r.ours_us:6.2f} "
+              f"{r.two_launch_us / r.ours_us:5.2f} {100 * r.extra['fill_frac']:5.1f} {host:>14s}")
+    print(f"variants after random shapes + grid: {meta['grid_variants']}; "
+          f"random: {json.dumps(meta['random_shapes'])}")
+    print(f"grid bitwise mismatches: {meta['grid_bitwise_mismatches'] or 'none'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
