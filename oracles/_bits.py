@@ -1,0 +1,132 @@
+"""Raw bits of tensors and bit-level diffs: the only notion of equality the oracles use.
+
+Every element is viewed as a same-width integer word (complex128 as a pair of int64), so NaN
+payloads, signed zeros and the byte value of a bool all count. ``diff`` turns two word
+tensors into JSON-serialisable evidence: how many elements differ and the first few, with
+their indices, values and hex bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+#: How many differing elements a Verdict lists.
+FIRST_FEW = 5
+
+
+def words_per_element(dtype: torch.dtype) -> int:
+    """Integer words per element: 2 for 16-byte elements (complex128), else 1."""
+    return 2 if dtype.itemsize == 16 else 1
+
+
+def word_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The signed integer dtype one word of ``dtype`` is viewed as."""
+    return torch.int64 if dtype.itemsize == 16 else _INT_OF_SIZE[dtype.itemsize]
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as words, shape ``[numel, words]``, contiguous, on ``t``'s device."""
+    t = t.resolve_conj().resolve_neg().contiguous()
+    if t.dtype.itemsize == 16:
+        return torch.view_as_real(t).view(torch.int64).reshape(-1, 2)
+    return t.view(_INT_OF_SIZE[t.dtype.itemsize]).reshape(-1, 1)
+
+
+def storage_words(t: torch.Tensor) -> torch.Tensor:
+    """All of ``t``'s storage as flat words of ``t``'s element width (a view, no copy)."""
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    usable = raw.numel() - raw.numel() % t.dtype.itemsize
+    return raw[:usable].view(word_dtype(t.dtype))
+
+
+def from_words(words: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    """Inverse of ``bits``: a contiguous tensor of ``dtype`` and ``shape`` from its words."""
+    words = words.contiguous()
+    if dtype.itemsize == 16:
+        return words.reshape(-1, 2).view(torch.complex128).reshape(shape)
+    return words.reshape(-1).view(dtype).reshape(shape)
+
+
+def hex_word(value: int, width_bytes: int) -> str:
+    """A signed word as unsigned hex of its full width, e.g. -1 (int16) -> 0xffff."""
+    return f"0x{value & ((1 << (8 * width_bytes)) - 1):0{2 * width_bytes}x}"
+
+
+def element_hex(words: list[int], dtype: torch.dtype) -> str:
+    """One element's bits as hex; complex128 as real|imaginary words."""
+    width = min(dtype.itemsize, 8)
+    return "|".join(hex_word(w, width) for w in words)
+
+
+def element_repr(t_words: torch.Tensor, dtype: torch.dtype) -> str:
+    """A readable value for one element's words (a string: NaN and inf stay JSON-safe)."""
+    return repr(from_words(t_words.reshape(1, -1), dtype, (1,))[0].item())
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """Row-major multi-index of a flat position."""
+    index = []
+    for n in reversed(shape):
+        index.append(flat % n if n else 0)
+        flat = flat // n if n else 0
+    return list(reversed(index))
+
+
+def differing(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
+    """Flat positions (CPU int64) where two tensors of one dtype and shape differ in bits."""
+    e, a = bits(expected), bits(actual)
+    return (e != a).any(dim=1).nonzero().reshape(-1).cpu()
+
+
+def diff(expected: torch.Tensor, actual: torch.Tensor, positions: torch.Tensor,
+         sentinel: int | None = None) -> dict[str, Any]:
+    """Evidence for a Verdict: count and first few differing elements with values and bits.
+
+    ``sentinel`` (a byte) marks elements whose actual bits are that byte repeated: memory
+    the implementation never wrote.
+    """
+    shape = tuple(expected.shape)
+    e_words, a_words = bits(expected).cpu(), bits(actual).cpu()
+    first = []
+    for p in positions[:FIRST_FEW].tolist():
+        first.append({
+            "index": unravel(p, shape),
+            "expected": element_repr(e_words[p], expected.dtype),
+            "actual": element_repr(a_words[p], actual.dtype),
+            "expected_bits": element_hex(e_words[p].tolist(), expected.dtype),
+            "actual_bits": element_hex(a_words[p].tolist(), actual.dtype),
+        })
+    details: dict[str, Any] = {
+        "differing": len(positions),
+        "numel": expected.numel(),
+        "first": first,
+    }
+    if sentinel is not None:
+        details["sentinel"] = hex_word(sentinel, 1)
+        details["sentinel_elements"] = int(is_sentinel(actual, sentinel)[positions].sum())
+    return details
+
+
+def sentinel_word(byte: int, dtype: torch.dtype) -> int:
+    """``byte`` repeated across one word of ``dtype``, as a signed integer of that width."""
+    width = min(dtype.itemsize, 8)
+    value = int.from_bytes(bytes([byte]) * width, "little")
+    return value - (1 << (8 * width)) if value >= 1 << (8 * width - 1) else value
+
+
+def is_sentinel(t: torch.Tensor, byte: int) -> torch.Tensor:
+    """Per element (flat, CPU bool): every byte of the element equals ``byte``."""
+    return (bits(t) == sentinel_word(byte, t.dtype)).all(dim=1).cpu()
+
+
+def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors' storages share any byte (the result aliases the input)."""
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    if sa.nbytes() == 0 or sb.nbytes() == 0:
+        return False
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a.device == b.device and a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()

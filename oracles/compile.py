@@ -1,0 +1,71 @@
+"""torch.compile parity: a compiled forward + backward gives eager's bits.
+
+For a valid, differentiable Case, ``y = torch.diagonal(x, offset, dim1, dim2)`` is computed
+and back-propagated once eagerly (registration off: the reference) and once through
+``torch.compile(fullgraph=True)`` with the implementation's registration as it runs in the
+suite (on when ``impl.uses_triton_registration``). The forward values (for a diagonal Case,
+a ``diagonal_copy`` of the compiled view) and ``x.grad`` must match bit for bit. Slow: each
+call compiles (dynamo is reset first, so a recompile limit can never make the compiled path
+silently fall back to eager). Has its own pytest marker, ``compile``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.case import Case, call_arguments
+from diagfuzz.oracles import reference
+from diagfuzz.oracles.checks import _compare
+from diagfuzz.verdict import Verdict
+
+
+def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor,
+                                                                             torch.Tensor]:
+    leaf = x.detach().clone().requires_grad_(True)
+    y = fn(leaf)
+    y.backward(grad)
+    return y.detach(), leaf.grad
+
+
+def check_compile(case: Case, impl: Any, device: str = ops.DEVICE,
+                  backend: str = "inductor") -> Verdict:
+    """Compiled forward + backward vs eager, bitwise. Non-differentiable Cases pass as skipped."""
+    if case.invalid or case.out_dtype or case.out_device:
+        return Verdict("pass", "compile", "skipped: not a plain valid Case", case,
+                       {"skipped": "case"})
+    args = call_arguments(case, device)
+    tensor = args["input"] if case.op == "diagonal" else args["grad_output"]
+    if not reference.differentiable(tensor.dtype):
+        return Verdict("pass", "compile", "skipped: dtype not differentiable", case,
+                       {"skipped": "dtype"})
+    offset, dim1, dim2 = case.offset, case.dim1, case.dim2
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.diagonal(x, offset, dim1, dim2).clone()  # materialised, bits kept
+
+    if case.op == "diagonal":
+        x = tensor
+        with ops.use_triton(False):
+            grad = torch.ones_like(torch.diagonal(x, offset, dim1, dim2))
+    else:
+        x = torch.zeros(case.sizes, dtype=tensor.dtype, device=tensor.device)
+        grad = tensor
+    with ops.use_triton(False):
+        eager_y, eager_grad = _forward_backward(fn, x, grad)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+    with ops.use_triton(bool(getattr(impl, "uses_triton_registration", False))):
+        try:
+            y, x_grad = _forward_backward(compiled, x, grad)
+        except Exception as exc:
+            return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",
+                           case, {"type": type(exc).__name__, "message": str(exc)[:500]})
+    for what, expected, actual in (("forward", eager_y, y), ("grad", eager_grad, x_grad)):
+        found = _compare(case, expected, actual, f"eager-{what}")
+        if found:
+            return Verdict(found.kind, f"compile:{what}:{found.check}", found.message, case,
+                           found.details)
+    return Verdict("pass", "compile", "", case, {"backend": backend})

@@ -1,0 +1,68 @@
+"""Metamorphic relations: properties a correct result has, checked without a reference.
+
+* diagonal_backward: reading the result's diagonal back gives grad_output bit for bit
+  (``diagonal(diagonal_backward(g)) == g``), and every element off the diagonal has all bits
+  zero (+0.0, never -0.0; a bool byte of 0).
+* diagonal_copy: the result holds the values of aten's ``diagonal`` *view* of the input (no
+  copy involved on aten's side), in a tensor of its own (checked by the alias check).
+Each returns None when the relation holds, else (check name, message, details).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.case import Case
+from diagfuzz.oracles import index_reference
+from diagfuzz.oracles._bits import bits, diff, differing
+
+Finding = tuple[str, str, dict[str, Any]]
+
+
+def backward_round_trip(case: Case, grad: torch.Tensor, result: torch.Tensor) -> Finding | None:
+    """``diagonal(result)`` equals grad_output (broadcast to the diagonal's shape) in bits."""
+    with ops.use_triton(False):
+        back = torch.diagonal(result, case.offset, case.dim1, case.dim2)
+    want = grad.expand(back.shape)
+    positions = differing(want, back)
+    if len(positions):
+        return ("metamorphic:diagonal(diagonal_backward(g))==g",
+                f"{len(positions)} diagonal elements of the result differ from grad_output",
+                diff(want, back, positions))
+    return None
+
+
+def backward_off_diagonal_zero(case: Case, result: torch.Tensor) -> Finding | None:
+    """Every element off the diagonal has all bits zero."""
+    on = index_reference.diagonal_mask(case, result.device)
+    words = bits(result)
+    bad = ((words != 0).any(dim=1) & ~on).nonzero().reshape(-1).cpu()
+    if len(bad):
+        zeros = torch.zeros_like(result)
+        return ("metamorphic:off-diagonal-zero",
+                f"{len(bad)} elements off the diagonal are not all-zero bits",
+                diff(zeros, result, bad))
+    return None
+
+
+def copy_equals_view(case: Case, x: torch.Tensor, result: torch.Tensor) -> Finding | None:
+    """The copy holds the values of aten's diagonal view of the input."""
+    with ops.use_triton(False):
+        view = torch.diagonal(x, case.offset, case.dim1, case.dim2)
+    positions = differing(view, result)
+    if len(positions):
+        return ("metamorphic:diagonal_copy==diagonal-view",
+                f"{len(positions)} elements differ from the input's diagonal view",
+                diff(view, result, positions))
+    return None
+
+
+def relations(case: Case, tensor: torch.Tensor, result: torch.Tensor) -> Finding | None:
+    """The first relation ``result`` breaks (shape and dtype already checked), or None."""
+    if case.op == "diagonal":
+        return copy_equals_view(case, tensor, result)
+    return (backward_off_diagonal_zero(case, result)
+            or backward_round_trip(case, tensor, result))

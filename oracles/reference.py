@@ -1,0 +1,99 @@
+"""References with diagfuzz's registration switched off: aten directly, and torch.autograd.
+
+The gradient reference is what a user actually gets: ``torch.diagonal(x, ...)`` on an input
+that requires grad, ``.backward(grad_output)``, then ``x.grad``. Dtypes autograd cannot
+differentiate (integers, bool, and float8 where autograd refuses) call
+``aten.diagonal_backward`` directly. The reference never shares a buffer with the
+implementation: it runs on tensors of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.case import Case
+
+_aten = torch.ops.aten
+
+
+def call_op(impl: Any, case: Case, args: dict[str, Any]) -> Any:
+    """Call ``impl``'s op for ``case`` with ``args`` (from ``call_arguments``), ``.out`` too."""
+    out = args.get("out")
+    if case.op == "diagonal":
+        positional = (args["input"], args["offset"], args["dim1"], args["dim2"])
+        if out is not None:
+            return impl.diagonal_out(*positional, out=out)
+        return impl.diagonal(*positional)
+    positional = (args["grad_output"], args["input_sizes"], args["offset"], args["dim1"],
+                  args["dim2"])
+    if out is not None:
+        return impl.diagonal_backward_out(*positional, out=out)
+    return impl.diagonal_backward(*positional)
+
+
+class Aten:
+    """aten's kernels with the registration off: the reference for every Case."""
+
+    uses_triton_registration = False
+
+    def diagonal(self, x, offset=0, dim1=0, dim2=1):
+        with ops.use_triton(False):
+            return _aten.diagonal_copy(x, offset, dim1, dim2)
+
+    def diagonal_backward(self, grad_output, input_sizes, offset, dim1, dim2):
+        with ops.use_triton(False):
+            return _aten.diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)
+
+    def diagonal_out(self, x, offset=0, dim1=0, dim2=1, *, out):
+        with ops.use_triton(False):
+            return _aten.diagonal_copy.out(x, offset, dim1, dim2, out=out)
+
+    def diagonal_backward_out(self, grad_output, input_sizes, offset, dim1, dim2, *, out):
+        with ops.use_triton(False):
+            return _aten.diagonal_backward.out(grad_output, input_sizes, offset, dim1, dim2,
+                                               out=out)
+
+
+ATEN = Aten()
+
+
+def differentiable(dtype: torch.dtype) -> bool:
+    """Whether autograd can differentiate a tensor of ``dtype``."""
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def autograd_gradient(grad: torch.Tensor, case: Case) -> torch.Tensor | None:
+    """``x.grad`` after ``torch.diagonal(x, ...).backward(grad)``; None if autograd refuses.
+
+    Registration off. Only for differentiable dtypes; the input ``x`` is zeros (its values do
+    not enter a linear op's gradient).
+    """
+    if not differentiable(grad.dtype):
+        return None
+    with ops.use_triton(False), torch.enable_grad():
+        try:
+            x = torch.zeros(case.sizes, dtype=grad.dtype, device=grad.device,
+                            requires_grad=True)
+            torch.diagonal(x, case.offset, case.dim1, case.dim2).backward(grad)
+        except (RuntimeError, NotImplementedError):
+            return None  # e.g. float8: autograd has no kernel; aten is the reference then
+    return x.grad
+
+
+def gradient(grad: torch.Tensor, case: Case) -> tuple[torch.Tensor, str]:
+    """The reference gradient and where it came from ("autograd" or "aten")."""
+    via_autograd = autograd_gradient(grad, case)
+    if via_autograd is not None:
+        return via_autograd, "autograd"
+    return ATEN.diagonal_backward(grad, list(case.sizes), case.offset, case.dim1,
+                                  case.dim2), "aten"
+
+
+def expected(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
+    """The reference result of a valid Case (functional form) and its source."""
+    if case.op == "diagonal":
+        return ATEN.diagonal(args["input"], case.offset, case.dim1, case.dim2), "aten"
+    return gradient(args["grad_output"], case)

@@ -1,0 +1,151 @@
+"""Prove a result fully written: every allocation the implementation makes holds a sentinel.
+
+Why a dispatcher override and not "allocate, fill, free": on CPU ``torch.empty`` is malloc,
+which may hand back fresh zero pages, reuse a freed block only when the size class matches,
+or return memory from another arena; nothing guarantees that a freed, sentinel-filled block
+is what the next ``empty`` gets, so a kernel leaving an element unwritten could pass by luck
+(fresh pages are zero, which is exactly right off a backward's diagonal). Instead, while
+``SentinelAllocations`` is active, ``aten::empty.memory_format`` and ``aten::empty_strided``
+are overridden at the BackendSelect key (every factory call passes there, from Python and
+from C++, on CPU and CUDA, before the backend allocator runs). The override allocates the
+real buffer, fills every byte with the sentinel, and places the tensor inside a larger
+buffer whose ``GUARD`` bytes on either side also hold the sentinel. Everything built on
+them (``empty_like``, ``new_empty``, ``zeros``, the Triton launchers' ``torch.empty``) is
+covered; memory obtained without aten's factories (``resize_``, raw storages) is not.
+
+Why one run suffices: the oracle picks the sentinel byte *after* computing the reference,
+as a byte ``b`` such that no reference element's bits are ``b`` repeated
+(``choose_sentinel``). An element the implementation never wrote then holds ``b...b``,
+which differs from the reference there, so the bitwise comparison fails, whatever the
+allocator happened to contain. If every byte value occurs (only possible for 1-byte dtypes
+with at least 256 elements), ``choose_sentinel`` gives None and the oracle runs the
+implementation twice with two different sentinels: an unwritten element cannot equal the
+reference in both runs. After the call, the guard bytes are checked: a write past either
+end of a buffer changes them (an out-of-bounds write).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from diagfuzz.oracles._bits import bits
+
+#: Bytes of sentinel on either side of every allocation (a multiple of every element size).
+GUARD = 64
+
+#: Sentinel bytes in order of preference: no small integer, no common float, not zero.
+PREFERRED = (0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0xE7, 0x7E)
+
+_aten = torch.ops.aten
+_BACKEND_KEYS = {"cpu": torch._C.DispatchKey.CPU, "cuda": torch._C.DispatchKey.CUDA}
+
+
+def choose_sentinel(reference: torch.Tensor) -> int | None:
+    """A byte whose repetition is no element of ``reference``; None when all 256 occur."""
+    if reference.numel() == 0:
+        return PREFERRED[0]
+    words = bits(reference).cpu()
+    raw = words.view(torch.uint8).reshape(words.shape[0], -1)
+    uniform = (raw == raw[:, :1]).all(dim=1)
+    taken = set(raw[uniform, 0].unique().tolist())
+    for byte in (*PREFERRED, *range(256)):
+        if byte not in taken:
+            return byte
+    return None
+
+
+@dataclass
+class _Allocation:
+    """One guarded buffer: ``GUARD`` sentinel bytes, the tensor's bytes, ``GUARD`` more."""
+
+    buffer: torch.Tensor
+    nbytes: int
+
+
+@dataclass
+class SentinelAllocations:
+    """Context manager: aten's empty factories return sentinel-filled, guarded memory.
+
+    ``allocations`` counts what was handed out; ``guard_violations()`` lists buffers whose
+    guard bytes changed (out-of-bounds writes) after the block.
+    """
+
+    byte: int
+    allocations: list[_Allocation] = field(default_factory=list)
+    _library: Any = None
+
+    def __enter__(self) -> SentinelAllocations:
+        library = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
+            library.impl("empty.memory_format", self._empty, "BackendSelect", with_keyset=True)
+            library.impl("empty_strided", self._empty_strided, "BackendSelect",
+                         with_keyset=True)
+        self._library = library
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._library._destroy()
+        self._library = None
+
+    # --- the overrides ---------------------------------------------------------------
+    @staticmethod
+    def _backend(keyset: Any, device: Any) -> Any | None:
+        device = torch.device(device) if device is not None else torch.get_default_device()
+        key = _BACKEND_KEYS.get(device.type)
+        if key is None:
+            return None
+        after = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
+        return (keyset & after) | torch._C.DispatchKeySet(key)
+
+    def _empty(self, keyset: Any, size: Any, **kwargs: Any) -> torch.Tensor:
+        ks = self._backend(keyset, kwargs.get("device"))
+        if ks is None:
+            raise RuntimeError(f"SentinelAllocations: cannot allocate on {kwargs.get('device')}")
+        real = _aten.empty.memory_format.redispatch(ks, size, **kwargs)
+        return self._guarded(ks, real, kwargs)
+
+    def _empty_strided(self, keyset: Any, size: Any, stride: Any,
+                       **kwargs: Any) -> torch.Tensor:
+        ks = self._backend(keyset, kwargs.get("device"))
+        if ks is None:
+            raise RuntimeError(f"SentinelAllocations: cannot allocate on {kwargs.get('device')}")
+        real = _aten.empty_strided.default.redispatch(ks, size, stride, **kwargs)
+        return self._guarded(ks, real, kwargs)
+
+    def _guarded(self, ks: Any, real: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+        """``real``'s shape and strides, placed inside a sentinel-filled guarded buffer."""
+        if real.layout != torch.strided or kwargs.get("pin_memory"):
+            real.view(torch.uint8).fill_(self.byte) if real.numel() else None
+            return real
+        span = 0
+        if real.numel():
+            span = 1 + sum((n - 1) * s for n, s in zip(real.shape, real.stride(), strict=True))
+        nbytes = span * real.element_size()
+        buffer = _aten.empty.memory_format.redispatch(
+            ks, [2 * GUARD + nbytes], dtype=torch.uint8, device=real.device)
+        buffer.fill_(self.byte)
+        self.allocations.append(_Allocation(buffer, nbytes))
+        inner = buffer[GUARD:GUARD + nbytes].view(real.dtype)
+        return inner.as_strided(real.shape, real.stride())
+
+    # --- evidence --------------------------------------------------------------------
+    def guard_violations(self) -> list[dict[str, Any]]:
+        """Buffers whose guard bytes no longer all hold the sentinel, with where they changed."""
+        found = []
+        for a in self.allocations:
+            before = a.buffer[:GUARD]
+            after = a.buffer[GUARD + a.nbytes:]
+            bad_before = (before != self.byte).nonzero().reshape(-1).tolist()
+            bad_after = (after != self.byte).nonzero().reshape(-1).tolist()
+            if bad_before or bad_after:
+                found.append({
+                    "buffer_bytes": a.nbytes,
+                    "bytes_before_start": [GUARD - i for i in bad_before][:8],
+                    "bytes_after_end": [i for i in bad_after][:8],
+                })
+        return found
