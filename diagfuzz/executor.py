@@ -30,14 +30,25 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from diagfuzz.case import Case
 from diagfuzz.impl import ImplError
 from diagfuzz.verdict import Verdict
 
-#: Seconds a Case may run before it is a hang, unless the caller says otherwise.
+#: Seconds a Case may run before it is a hang, unless the caller (or DIAGFUZZ_TIMEOUT) says
+#: otherwise. Generous: the first call of a kernel on a GPU compiles it.
 DEFAULT_TIMEOUT = 60.0
+
+
+def default_timeout() -> float:
+    """DIAGFUZZ_TIMEOUT if set (the gate's --timeout reaches pytest workers this way)."""
+    value = os.environ.get("DIAGFUZZ_TIMEOUT", "")
+    try:
+        return float(value) if value else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
 #: Seconds an executor may take to import torch, Triton and the impl and pass a health check.
 START_TIMEOUT = 300.0
 
@@ -147,17 +158,28 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+def _tail(log: Path, start: int, limit: int = 4000) -> str:
+    """What the executor wrote to ``log`` since byte ``start`` (its last ``limit`` bytes)."""
+    with open(log, "rb") as f:
+        f.seek(max(start, log.stat().st_size - limit))
+        return f.read().decode("utf-8", "replace")
+
+
 class ProcessRunner:
     """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
 
     ``oracle`` names the function of ``diagfuzz.oracles`` to call (``check`` by default;
     e.g. ``check_compile`` for torch.compile parity). The executor starts lazily on the
-    first Case; ``ImplError`` is raised if the impl cannot be loaded there.
+    first Case; ``ImplError`` is raised if the impl cannot be loaded there. With ``workdir``
+    the executor's stderr goes to ``workdir/executor.log`` and a crash verdict carries its
+    tail (faulthandler's Python stack of the dying process); otherwise stderr is inherited.
     """
 
     def __init__(self, impl_spec: str, device: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, *, oracle: str = "check",
+                 timeout: float | None = None, *, oracle: str = "check",
+                 workdir: str | os.PathLike[str] | None = None,
                  start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0) -> None:
+        timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
         if device is None:
@@ -170,6 +192,10 @@ class ProcessRunner:
         self.oracle = oracle
         self.start_timeout = start_timeout
         self.health_timeout = health_timeout
+        self.log: Path | None = None
+        if workdir is not None:
+            Path(workdir).mkdir(parents=True, exist_ok=True)
+            self.log = Path(workdir) / "executor.log"
         self.starts = 0  #: executors started so far (1 + replacements)
         self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None  # answers from the executor
@@ -182,10 +208,13 @@ class ProcessRunner:
         from_child_r, from_child_w = os.pipe()
         argv = [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
                 str(from_child_w), str(os.getpid()), self.impl_spec, self.device]
+        stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
         try:
             proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, stderr=stderr)
         finally:
+            if stderr is not None:
+                stderr.close()
             os.close(to_child_r)
             os.close(from_child_w)
         self.starts += 1
@@ -279,6 +308,7 @@ class ProcessRunner:
     def _run_once(self, case: Case) -> Verdict:
         served = self._send({"op": "run", "case": case.to_json(), "oracle": self.oracle})
         base = {"executor_cases": served, "timeout": self.timeout}
+        log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
         assert self._conn is not None
         started = time.monotonic()
         if not self._conn.poll(self.timeout):
@@ -289,10 +319,12 @@ class ProcessRunner:
             reply = json.loads(self._conn.recv())
         except EOFError:
             code = self._kill()
+            details = {**base, "exitcode": code, "seconds": round(time.monotonic() - started, 3)}
+            if self.log is not None:
+                details["stderr_tail"] = _tail(self.log, log_start)
             return Verdict("crash", "executor:died",
                            f"executor died running this Case ({_exit_description(code)})",
-                           case, {**base, "exitcode": code,
-                                  "seconds": round(time.monotonic() - started, 3)})
+                           case, details)
         self._served += 1
         if reply["status"] == "ok":
             verdict = Verdict.from_json(reply["verdict"])

@@ -120,25 +120,25 @@ def header(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def last_unfinished(path: str | os.PathLike[str]) -> tuple[Case, str] | None:
-    """The (Case, test_id) of the last Case begun but never ended in the latest session.
+    """The (Case, test_id) of the latest session's last Case, if it never got a verdict.
 
-    None when the journal is missing or every Case got its verdict. Sequence numbers restart
-    with each header, so only the last session counts.
+    None when the journal is missing, empty, or its last Case finished (a process that
+    dies between Cases did not die of a Case). Sequence numbers restart with each header.
     """
     if not Path(path).exists():
         return None
-    pending: dict[int, dict[str, Any]] = {}
+    last: dict[str, Any] | None = None
+    finished = False
     for record in read(path):
         kind = record.get("type")
         if kind == "header":
-            pending = {}
+            last, finished = None, False
         elif kind == "case":
-            pending[record["seq"]] = record
-        elif kind == "verdict":
-            pending.pop(record.get("seq"), None)
-    if not pending:
+            last, finished = record, False
+        elif kind == "verdict" and last is not None and record.get("seq") == last["seq"]:
+            finished = True
+    if last is None or finished:
         return None
-    last = pending[max(pending)]
     return Case.from_json(last["case"]), last.get("test_id", "")
 
 
@@ -161,4 +161,33 @@ class JournaledRunner:
 
     def close(self) -> None:
         self.inner.close()
+        self.journal.close()
+
+
+class JournalPlugin:
+    """pytest plugin object: journals each Case through diagfuzz's case hooks.
+
+    The diagfuzz plugin calls ``pytest_diagfuzz_case_begin`` before a Case runs and
+    ``pytest_diagfuzz_case_end`` after; register one of these per worker
+    (``config.pluginmanager.register(JournalPlugin.for_worker(...))``).
+    """
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._seq = 0
+
+    @staticmethod
+    def for_worker(journal_dir: str | os.PathLike[str], worker_id: str, *,
+                   run_seed: int | None, impl: str) -> JournalPlugin:
+        """The journal of ``worker_id`` in ``journal_dir`` (what ``attribute_crash`` reads)."""
+        return JournalPlugin(Journal(journal_path(journal_dir, worker_id), run_seed=run_seed,
+                                     worker_id=worker_id, impl=impl))
+
+    def pytest_diagfuzz_case_begin(self, item: Any, case: Case) -> None:
+        self._seq = self.journal.begin(case, getattr(item, "nodeid", str(item)))
+
+    def pytest_diagfuzz_case_end(self, item: Any, case: Case, verdict: Verdict) -> None:
+        self.journal.end(self._seq, verdict)
+
+    def pytest_sessionfinish(self) -> None:
         self.journal.close()
