@@ -1,0 +1,461 @@
+"""The diagfuzz pytest plugin: sharded fuzzing over xdist workers, isolation, coverage report.
+
+Enabled with ``pytest -p diagfuzz`` (the ``pytest11`` entry point installs it in every
+pytest run, but it stays inert unless named with ``-p``, so a project that only installs
+diagfuzz keeps its GPUs, caches and Hypothesis profiles as they were).
+
+Laid out like pytest-xdist: the hooks are gathered here, in three parts.
+
+* Both sides: options, hook specs, activation, ``-n auto`` sizing.
+* Controller side (``RunController``, ``Reporter``): resolves the ``RunPlan`` once (run
+  seed, impl, shards, budget), validates ``--impl`` (a usage error, not a failure), pins one
+  GPU per xdist worker, ships the plan to workers, names the Case that killed a dead worker
+  (from its journal), aggregates the workers' counts and failures, prints the coverage
+  table and writes ``--diagfuzz-report``.
+* Worker side (``ShardSession``): isolates the worker (Triton cache, example database),
+  parametrizes the suite's shards, runs each Case through the runner (an executor process
+  by default, behind the write-ahead journal), and attaches the item's counts and failure
+  to its test report.
+
+Without xdist one process plays both sides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from diagfuzz import workers
+from diagfuzz.sharding import (
+    RunPlan,
+    examples_per_shard,
+    new_run_seed,
+    shard_count,
+)
+
+if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
+    from diagfuzz.journal import JournaledRunner
+    from diagfuzz.report import Failure
+
+#: The fixture the suite's shard tests take; the plugin parametrizes it with shard indices.
+SHARD_FIXTURE = "diagfuzz_shard"
+_PLUGIN_NAMES = ("diagfuzz", "diagfuzz.plugin")
+_PLAN_KEY = "diagfuzz"
+_TALLY = pytest.StashKey[Any]()  # a diagfuzz.report.Tally
+_FAILURE = pytest.StashKey["Failure | None"]()
+
+
+# ============================================================================================
+# Both sides
+# ============================================================================================
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("diagfuzz", "diagfuzz fuzzing (active with -p diagfuzz)")
+    group.addoption("--impl", dest="diagfuzz_impl", metavar="MODULE:ATTR", default=None,
+                    help="implementation under test (default diagfuzz.impl:triton_aten)")
+    group.addoption("--diagfuzz-seed", type=int, default=None, metavar="N",
+                    help="run seed; every shard's seed derives from it (default: random, "
+                         "0 under a derandomized profile such as gate)")
+    group.addoption("--diagfuzz-shards", type=int, default=None, metavar="N",
+                    help="shards per stream (default: the profile's, at least "
+                         "workers/3); the budget is split over them")
+    group.addoption("--diagfuzz-budget", type=int, default=None, metavar="N",
+                    help="total examples over all shards (default: the profile's)")
+    group.addoption("--diagfuzz-max-elements", type=int, default=None, metavar="N",
+                    help="largest tensor the strategies draw (default: the profile's)")
+    group.addoption("--diagfuzz-isolation", choices=("auto", "process", "inprocess"),
+                    default="auto",
+                    help="run Cases in a spawned executor process (crash/hang isolation) "
+                         "or in the worker itself (auto: process when diagfuzz.executor "
+                         "is available)")
+    group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
+                    help="per-Case timeout before a Case is a hang (process isolation; "
+                         "default the executor's)")
+    group.addoption("--diagfuzz-root", default=None, metavar="DIR",
+                    help="root of per-run, per-worker directories (default <rootdir>/"
+                         ".diagfuzz); a run uses DIR/run-<seed>/<worker>")
+    group.addoption("--diagfuzz-report", default=None, metavar="PATH",
+                    help="write the JSON report (seed, impl, counts, failures) to PATH")
+    group.addoption("--diagfuzz-workers-per-gpu", type=int, default=None, metavar="N",
+                    help="workers per GPU for -n auto on a GPU machine "
+                         f"(default min({workers.MAX_WORKERS_PER_GPU}, CPUs per GPU))")
+
+
+def active(config: pytest.Config) -> bool:
+    """Whether the plugin was asked for with ``-p diagfuzz``."""
+    return any(name in _PLUGIN_NAMES for name in (config.getoption("plugins", None) or ()))
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """This process is an xdist controller that will start workers."""
+    return (not _is_worker(config) and config.getoption("dist", "no") != "no"
+            and bool(config.getoption("tx", None)))
+
+
+def _cuda_device_count() -> int:
+    """GPUs torch sees; only ever called on the controller, which runs no kernel."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def _gpus() -> list[str]:
+    return workers.visible_gpus(os.environ, 0 if "CUDA_VISIBLE_DEVICES" in os.environ
+                                else _cuda_device_count())
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on a GPU machine: a few workers per GPU; elsewhere xdist decides."""
+    if not active(config) or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    gpus = _gpus()
+    if not gpus:
+        return None
+    return workers.auto_workers(len(gpus), workers.cpu_count(),
+                                config.getoption("diagfuzz_workers_per_gpu"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not active(config):
+        return
+    from diagfuzz import profiles
+
+    profiles.register()
+    if _is_worker(config):
+        plan = RunPlan.from_dict(config.workerinput[_PLAN_KEY])  # type: ignore[attr-defined]
+    else:
+        plan = resolve_plan(config)
+        config.pluginmanager.register(Reporter(config, plan), "diagfuzz-reporter")
+        if _distributed(config):
+            config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
+            config.pluginmanager.register(RunController(plan), "diagfuzz-controller")
+            return
+    config.pluginmanager.register(ShardSession(config, plan), "diagfuzz-shards")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Without the plugin's worker side, a shard test says how to run it."""
+    if SHARD_FIXTURE in metafunc.fixturenames and not active(metafunc.config):
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid} is a diagfuzz fuzz shard: run it with the plugin, "
+            "`pytest -p diagfuzz --pyargs diagfuzz.suite`")
+
+
+# ============================================================================================
+# Controller side
+# ============================================================================================
+
+def resolve_plan(config: pytest.Config) -> RunPlan:
+    """Decide the run once: seed, impl (validated), profile budget, shards, directories."""
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    from diagfuzz import profiles
+    from diagfuzz.impl import DEFAULT_IMPL, ImplError, load_impl
+
+    impl = config.getoption("diagfuzz_impl") or DEFAULT_IMPL
+    try:
+        load_impl(impl)
+    except ImplError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    profile = config.getoption("hypothesis_profile", None) or profiles.DEFAULT_PROFILE
+    try:
+        budget = profiles.budget_for(profile)
+        derandomize = settings.get_profile(profile).derandomize
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--hypothesis-profile {profile!r}: {exc}") from exc
+    n_workers = len(workers.pin_specs(config.getoption("tx"), [])) if _distributed(config) else 1
+    shards = _positive(config, "diagfuzz_shards") or shard_count(budget.shards, n_workers)
+    total = _positive(config, "diagfuzz_budget") or budget.total
+    seed = config.getoption("diagfuzz_seed")
+    if seed is None:
+        seed = 0 if derandomize else new_run_seed()
+    root = Path(config.getoption("diagfuzz_root") or config.rootpath / ".diagfuzz")
+    return RunPlan(
+        seed=seed,
+        impl=impl,
+        profile=profile,
+        shards=shards,
+        examples=examples_per_shard(total, shards),
+        max_elements=_positive(config, "diagfuzz_max_elements") or budget.max_elements,
+        isolation=_isolation(config.getoption("diagfuzz_isolation")),
+        timeout=_timeout(config.getoption("diagfuzz_timeout")),
+        run_dir=str(root.resolve() / f"run-{seed}"),
+        workers=n_workers,
+    )
+
+
+def _positive(config: pytest.Config, dest: str) -> int | None:
+    value = config.getoption(dest)
+    if value is not None and value < 1:
+        raise pytest.UsageError(f"--{dest.replace('_', '-')} must be at least 1, got {value}")
+    return value
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise pytest.UsageError(f"--diagfuzz-timeout must be > 0 seconds, got {value}")
+    return value
+
+
+def _isolation(choice: str) -> str:
+    """auto means process isolation as soon as the executor module exists."""
+    has_executor = importlib.util.find_spec("diagfuzz.executor") is not None
+    if choice == "process" and not has_executor:
+        raise pytest.UsageError("--diagfuzz-isolation process: diagfuzz.executor is not "
+                                "available in this diagfuzz")
+    if choice == "auto":
+        return "process" if has_executor else "inprocess"
+    return choice
+
+
+class RunController:
+    """xdist controller: ships the plan to every worker, and names a dead worker's Case."""
+
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[_PLAN_KEY] = self.plan.to_dict()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
+                               sched: Any) -> None:
+        """Replace xdist's bare "worker crashed" with the Case the worker's journal names."""
+        from diagfuzz.crash import attribute_crash
+        from diagfuzz.journal import journal_path, last_unfinished
+        from diagfuzz.report import Failure
+        from diagfuzz.verdict import Verdict
+
+        worker = report.node.gateway.id  # type: ignore[attr-defined]
+        journal_dir = self.plan.journal_dir
+        report.longrepr = attribute_crash(journal_dir, worker, crashitem)
+        found = last_unfinished(journal_path(journal_dir, worker))
+        verdict = Verdict("crash", "worker", f"worker {worker} died running this Case",
+                          found[0] if found else None)
+        report.diagfuzz = {  # type: ignore[attr-defined]
+            "tally": {}, "failure": asdict(Failure.from_verdict(crashitem, verdict))}
+
+
+class Reporter:
+    """Aggregates every shard item's counts and failure; prints and writes the report."""
+
+    def __init__(self, config: pytest.Config, plan: RunPlan) -> None:
+        from diagfuzz.report import Tally
+
+        self.config = config
+        self.plan = plan
+        self.tally = Tally()
+        self.failures: list[Failure] = []
+        self.started = time.monotonic()
+        self.report_path: Path | None = None
+
+    def pytest_report_header(self) -> str:
+        return self.plan.describe()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from diagfuzz.report import Failure, Tally
+
+        payload = getattr(report, "diagfuzz", None)
+        if payload is not None:
+            self.tally.merge(Tally.from_dict(payload["tally"]))
+            if payload["failure"] is not None:
+                self.failures.append(Failure(**{**payload["failure"],
+                                                "test_id": report.nodeid}))
+                return
+        if report.failed and _is_shard_id(report.nodeid) and (
+                payload is None or report.when == "call"):
+            # A worker that died mid-item (xdist reports when="???"), or the harness raised
+            # before any verdict: keep it, with what pytest knows.
+            kind = "crash" if report.when == "???" else "harness-error"
+            self.failures.append(Failure(report.nodeid, kind,
+                                         message=_tail(report.longreprtext)))
+
+    def header(self, exitstatus: int) -> dict[str, Any]:
+        """The run description at the top of the JSON report."""
+        return {
+            "diagfuzz_report": 1,
+            **self.plan.to_dict(),
+            "exit_status": int(exitstatus),
+            "duration_s": round(time.monotonic() - self.started, 3),
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        from diagfuzz.report import write_json
+
+        path = self.config.getoption("diagfuzz_report")
+        if path:
+            self.report_path = Path(path)
+            write_json(self.report_path, self.header(exitstatus), self.tally, self.failures)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from diagfuzz.report import format_table
+
+        title = (f"diagfuzz: {self.tally.total} cases, {len(self.failures)} failures "
+                 f"(seed {self.plan.seed}, impl {self.plan.impl})")
+        terminalreporter.write_sep("=", title)
+        for line in format_table(self.tally, self.failures):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"rerun: --diagfuzz-seed {self.plan.seed}")
+        if self.report_path is not None:
+            terminalreporter.write_line(f"report: {self.report_path}")
+
+
+def _is_shard_id(nodeid: str) -> bool:
+    return nodeid.endswith("]") and "[shard" in nodeid
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ============================================================================================
+# Worker side
+# ============================================================================================
+
+class ShardSession:
+    """One worker's part of the run: isolation, shard parametrization, the per-case loop."""
+
+    def __init__(self, config: pytest.Config, plan: RunPlan) -> None:
+        self.config = config
+        self.plan = plan
+        self.worker_id = workers.worker_id(os.environ)
+        self.worker_dir = plan.worker_dir(self.worker_id)
+        self.database_dir = workers.isolate(self.worker_dir, os.environ)
+        self._runner: Any = None
+
+    # --- collection -------------------------------------------------------------------
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if SHARD_FIXTURE in metafunc.fixturenames:
+            metafunc.parametrize(SHARD_FIXTURE, range(self.plan.shards), indirect=True,
+                                 ids=[f"shard{i}" for i in range(self.plan.shards)])
+
+    @pytest.fixture
+    def diagfuzz_shard(self, request: pytest.FixtureRequest) -> Shard:
+        """The shard this item fuzzes (its stream is the test function's name)."""
+        from diagfuzz.report import Tally
+
+        item = request.node
+        item.stash[_TALLY] = Tally()
+        item.stash[_FAILURE] = None
+        self.runner.test_id = item.nodeid  # what the journal names for this item's Cases
+        return Shard(self, item, request.function.__name__, request.param)
+
+    # --- the per-case loop --------------------------------------------------------------
+    @property
+    def runner(self) -> JournaledRunner:
+        """The worker's journaled runner, made on first use, closed at session end."""
+        if self._runner is None:
+            self._runner = make_runner(self.plan, self.worker_id)
+        return self._runner
+
+    def check(self, item: pytest.Item, case: Any) -> None:
+        """Run one Case; a non-pass verdict raises AssertionError so Hypothesis shrinks."""
+        from diagfuzz.report import Failure
+
+        try:
+            verdict = self.runner.run(case)  # journaled, flushed, before it runs
+        except Exception as exc:
+            item.stash[_TALLY].add(case, failed=True)
+            item.stash[_FAILURE] = Failure(item.nodeid, "harness-error", "",
+                                           f"{type(exc).__name__}: {exc}",
+                                           json.loads(case.to_json()))
+            raise
+        item.stash[_TALLY].add(case, failed=not verdict.ok)
+        if not verdict.ok:
+            # The last failure of an item is Hypothesis' final, shrunk example.
+            item.stash[_FAILURE] = Failure.from_verdict(item.nodeid, verdict)
+            raise AssertionError(str(verdict))
+
+    # --- reporting ----------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Iterator[None]:
+        report = yield
+        if call.when == "call" and _TALLY in item.stash:
+            failure = item.stash.get(_FAILURE, None) if report.failed else None
+            report.diagfuzz = {  # type: ignore[attr-defined]  (xdist ships it)
+                "tally": item.stash[_TALLY].to_dict(),
+                "failure": None if failure is None else asdict(failure),
+            }
+        return report
+
+    def pytest_sessionfinish(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
+class Shard:
+    """One collected shard: a Hypothesis run with a fixed seed over one stream's strategy."""
+
+    def __init__(self, session: ShardSession, item: pytest.Item, stream: str,
+                 index: int) -> None:
+        self.session = session
+        self.item = item
+        self.stream = stream
+        self.index = index
+        self.seed = session.plan.shard_seed(stream, index)
+
+    def fuzz(self, strategy_factory: Callable[..., Any]) -> None:
+        """Draw Cases from ``strategy_factory(max_elements=...)`` and check each one."""
+        from hypothesis import given, seed
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        from diagfuzz import profiles
+
+        plan = self.session.plan
+        strategy = strategy_factory(max_elements=plan.max_elements)
+        check, item = self.session.check, self.item
+
+        def fuzz_shard(case: Any) -> None:
+            check(item, case)
+
+        # Each shard saves and replays its failures under its own database key.
+        fuzz_shard._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
+            f"{self.stream}:{self.index}".encode())
+        shard_settings = profiles.shard_settings(
+            plan.profile, max_examples=plan.examples,
+            database=DirectoryBasedExampleDatabase(self.session.database_dir))
+        test = shard_settings(seed(self.seed)(given(strategy)(fuzz_shard)))
+        test()
+
+
+def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
+    """The runner of ``plan.isolation`` (executor process or in-process), journaled.
+
+    Every Case is in the worker's journal (``<run dir>/journal/<worker>.jsonl``) before it
+    runs, so even a death of the whole worker is attributed to its Case.
+    """
+    import diagfuzz.ops as ops
+    from diagfuzz.journal import Journal, journal_path
+
+    inner: Any
+    if plan.isolation == "process":
+        executor = importlib.import_module("diagfuzz.executor")
+        timeout = {} if plan.timeout is None else {"timeout": plan.timeout}
+        inner = executor.ProcessRunner(plan.impl, ops.DEVICE, **timeout)
+    else:
+        from diagfuzz.runner import InProcessRunner
+
+        inner = InProcessRunner(plan.impl, ops.DEVICE)
+    journal = Journal(journal_path(plan.journal_dir, worker_id), run_seed=plan.seed,
+                      worker_id=worker_id, impl=plan.impl)
+    return JournaledRunner(inner, journal)

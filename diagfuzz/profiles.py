@@ -1,0 +1,93 @@
+"""Hypothesis profiles of the fuzz suite, and the budget each one stands for.
+
+A profile's budget is ``examples`` per shard × ``shards`` per stream × 3 streams (diagonal,
+diagonal_backward, invalid), on tensors of at most ``max_elements`` elements. The Hypothesis
+profile carries ``max_examples = examples``; the rest lives here because Hypothesis settings
+cannot hold it. Every profile has ``deadline=None`` (the first call of a kernel compiles,
+which trips any deadline) and suppresses the health checks that flag slow or large *data*,
+since big tensors are what a kernel fuzzer must draw. Health checks that point at a broken
+strategy (filter_too_much, large_base_example) stay on.
+
+Profiles are registered only when the diagfuzz plugin is active (``pytest -p diagfuzz``), so
+a project that merely installs diagfuzz keeps its own ``dev``/``ci`` profiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, settings
+
+#: Hypothesis profile name used when ``--hypothesis-profile`` is not given.
+DEFAULT_PROFILE = "dev"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one profile fuzzes: examples per shard, shards per stream, tensor size cap."""
+
+    examples: int
+    shards: int
+    max_elements: int
+    derandomize: bool = False
+    doc: str = ""
+
+    @property
+    def total(self) -> int:
+        """Examples over all shards of the three streams."""
+        return self.examples * self.shards * 3
+
+
+#: The budgets, documented in the README. Times are for the CPU (Triton interpreter).
+BUDGETS: dict[str, Budget] = {
+    "dev": Budget(200, 4, 4096, doc="default; about 1-2 minutes on 2 CPU cores"),
+    "ci": Budget(40, 2, 1024, doc="the fuzz part of CI; well under a minute on 2 CPU cores"),
+    "gate": Budget(100, 4, 4096, derandomize=True,
+                   doc="pre-merge gate: derandomized, no example database, same cases "
+                       "on every run of one seed"),
+    "nightly": Budget(5000, 16, 1 << 20, doc="large; meant for a GPU machine"),
+}
+
+_QUIET = (HealthCheck.too_slow, HealthCheck.data_too_large)
+
+
+def register() -> None:
+    """Register every profile of BUDGETS with Hypothesis (idempotent)."""
+    for name, budget in BUDGETS.items():
+        extra = {"database": None, "derandomize": True} if budget.derandomize else {}
+        settings.register_profile(
+            name,
+            max_examples=budget.examples,
+            deadline=None,
+            suppress_health_check=_QUIET,
+            print_blob=True,
+            report_multiple_bugs=False,
+            **extra,
+        )
+
+
+def budget_for(profile: str) -> Budget:
+    """The budget of ``profile``; a foreign profile keeps its max_examples, dev's shape."""
+    if profile in BUDGETS:
+        return BUDGETS[profile]
+    dev = BUDGETS[DEFAULT_PROFILE]
+    return Budget(settings.get_profile(profile).max_examples, dev.shards, dev.max_elements)
+
+
+def shard_settings(profile: str, *, max_examples: int, database: object) -> settings:
+    """The settings one shard runs under: ``profile`` with the shard's budget and database.
+
+    A foreign profile gets the same deadline and health-check relief as ours. A profile
+    without a database (gate) keeps none, so a derandomized run never replays old failures.
+    """
+    parent = settings.get_profile(profile)
+    keep_no_db = parent.database is None
+    suppressed = tuple(dict.fromkeys((*parent.suppress_health_check, *_QUIET)))
+    return settings(
+        parent,
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=suppressed,
+        report_multiple_bugs=False,
+        database=None if keep_no_db else database,
+    )

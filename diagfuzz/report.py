@@ -1,0 +1,227 @@
+"""What a fuzz run covered and what failed: the end-of-run table and the JSON report.
+
+Workers count cases per shard item into a ``Tally`` and ship it with the item's test report
+(``report.diagfuzz``; pytest-xdist serialises it to the controller), so counts aggregate over
+all workers and survive a worker that dies later. The controller merges them, prints
+``format_table`` and writes ``write_json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagfuzz.case import DTYPE_NAMES, Case
+from diagfuzz.verdict import Verdict
+
+#: Report columns: the two ops, and error-parity Cases of either op.
+GROUPS = ("diagonal", "diagonal_backward", "invalid")
+#: Coverage axes, in table order.
+AXES = ("op", "invalid", "rank", "dtype", "layout", "offset", "diagonal", "call")
+
+
+def diagonal_length(case: Case) -> int | None:
+    """Length of the diagonal the Case selects; None when its dims are not a valid pair."""
+    dims = _dims(case)
+    if dims is None or not isinstance(case.offset, int):
+        return None
+    n1, n2 = case.sizes[dims[0]], case.sizes[dims[1]]
+    if case.offset >= 0:
+        return max(0, min(n1, n2 - case.offset))
+    return max(0, min(n1 + case.offset, n2))
+
+
+def _dims(case: Case) -> tuple[int, int] | None:
+    rank = len(case.sizes)
+    d1 = case.dim1 + rank if case.dim1 < 0 else case.dim1
+    d2 = case.dim2 + rank if case.dim2 < 0 else case.dim2
+    if rank < 2 or not (0 <= d1 < rank and 0 <= d2 < rank) or d1 == d2:
+        return None
+    return d1, d2
+
+
+def classify(case: Case) -> dict[str, list[str]]:
+    """The coverage classes of one Case, per axis (a layout can be of several kinds).
+
+    Offsets use the strategies' own classes (``offset_class``: 0, +1, +inside, +size,
+    +beyond ...), so the report counts what the strategies aim at.
+    """
+    from diagfuzz.strategies import offset_class
+
+    length = diagonal_length(case)
+    dims = _dims(case)
+    offset = "n/a"
+    if dims is not None and isinstance(case.offset, int):
+        offset = offset_class(case.offset, case.sizes[dims[0]], case.sizes[dims[1]])
+    classes = {
+        "rank": [str(len(case.sizes))],
+        "dtype": [case.dtype],
+        "layout": list(case.layout.kinds) or ["contiguous"],
+        "offset": [offset],
+        "diagonal": ["n/a" if length is None else "empty" if length == 0 else "non-empty"],
+        "call": ["out=" if case.out_dtype or case.out_device else "functional"],
+    }
+    if case.invalid:
+        classes["op"] = [case.op]
+        classes["invalid"] = [case.invalid]
+    return classes
+
+
+def group_of(case: Case) -> str:
+    """The report column of a Case."""
+    return "invalid" if case.invalid else case.op
+
+
+@dataclass
+class Tally:
+    """Cases and failures per group, and cases per (group, axis, class)."""
+
+    cases: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    classes: dict[str, dict[str, Counter[str]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
+
+    def add(self, case: Case, failed: bool) -> None:
+        """Count one executed Case."""
+        group = group_of(case)
+        self.cases[group] += 1
+        if failed:
+            self.failures[group] += 1
+        for axis, values in classify(case).items():
+            for value in values:
+                self.classes[group][axis][value] += 1
+
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s counts to this tally."""
+        self.cases.update(other.cases)
+        self.failures.update(other.failures)
+        for group, axes in other.classes.items():
+            for axis, values in axes.items():
+                self.classes[group][axis].update(values)
+
+    @property
+    def total(self) -> int:
+        """Cases over all groups."""
+        return sum(self.cases.values())
+
+    def coverage(self) -> dict[str, dict[str, int]]:
+        """Cases per (axis, class) over all groups together."""
+        merged: dict[str, Counter[str]] = defaultdict(Counter)
+        for axes in self.classes.values():
+            for axis, values in axes.items():
+                merged[axis].update(values)
+        return {a: dict(sorted(merged[a].items(), key=lambda kv, a=a: _class_order(a, kv[0])))
+                for a in sorted(merged, key=_axis_order)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data: ``{group: {cases, failures, classes: {axis: {class: n}}}}``."""
+        groups = sorted(set(self.cases) | set(self.failures), key=_group_order)
+        return {g: {"cases": self.cases[g], "failures": self.failures[g],
+                    "classes": {a: dict(sorted(v.items())) for a, v in
+                                sorted(self.classes[g].items(), key=lambda av: _axis_order(av[0]))}}
+                for g in groups}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Tally:
+        """The inverse of ``to_dict``."""
+        tally = Tally()
+        for group, entry in data.items():
+            tally.cases[group] += entry["cases"]
+            tally.failures[group] += entry["failures"]
+            for axis, values in entry["classes"].items():
+                tally.classes[group][axis].update(values)
+        return tally
+
+
+def _group_order(group: str) -> tuple[int, str]:
+    return (GROUPS.index(group) if group in GROUPS else len(GROUPS), group)
+
+
+def _axis_order(axis: str) -> tuple[int, str]:
+    return (AXES.index(axis) if axis in AXES else len(AXES), axis)
+
+
+def _class_order(axis: str, value: str) -> tuple[int, int, str]:
+    if axis == "rank" and value.isdigit():
+        return (0, int(value), "")
+    if axis == "dtype" and value in DTYPE_NAMES:
+        return (0, DTYPE_NAMES.index(value), "")
+    return (1, 0, value)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing shard item: its test id, the (shrunk) Case and the Verdict.
+
+    ``kind`` is the Verdict's kind (a worker that died mid-item is a ``crash`` Verdict
+    attributed from the journal), or ``harness-error`` when the harness itself raised:
+    then ``verdict`` is None. ``reproducer`` is a standalone script's path, once written.
+    """
+
+    test_id: str
+    kind: str
+    check: str = ""
+    message: str = ""
+    case: dict[str, Any] | None = None
+    verdict: dict[str, Any] | None = None
+    reproducer: str | None = None
+
+    @staticmethod
+    def from_verdict(test_id: str, verdict: Verdict) -> Failure:
+        """The failure a non-pass Verdict stands for."""
+        data = json.loads(verdict.to_json())
+        return Failure(test_id, verdict.kind, verdict.check, verdict.message, data["case"],
+                       data)
+
+    def describe(self) -> str:
+        """One line for the terminal."""
+        case = Case.from_json(self.case).describe() if self.case else "case unknown"
+        where = f" [{self.check}]" if self.check else ""
+        return f"{self.kind}{where} {self.test_id}: {case}"
+
+
+def format_table(tally: Tally, failures: list[Failure]) -> list[str]:
+    """The end-of-run coverage table: a column per group, a row per (axis, class)."""
+    groups = [g for g in GROUPS if tally.cases[g]] + sorted(
+        g for g in tally.cases if g not in GROUPS)
+    if not groups:
+        return ["no diagfuzz cases ran"]
+    rows: list[tuple[str, str, list[int]]] = [
+        ("cases", "", [tally.cases[g] for g in groups]),
+        ("failures", "", [tally.failures[g] for g in groups]),
+    ]
+    axes = sorted({a for g in groups for a in tally.classes[g]}, key=_axis_order)
+    for axis in axes:
+        values = sorted({v for g in groups for v in tally.classes[g][axis]},
+                        key=lambda v, a=axis: _class_order(a, v))
+        for i, value in enumerate(values):
+            rows.append((axis if i == 0 else "", value,
+                         [tally.classes[g][axis][value] for g in groups]))
+    head = max(len(a) for a, _, _ in rows)
+    sub = max(len(v) for _, v, _ in rows)
+    widths = [max(len(g), 7) for g in groups]
+    lines = [" " * (head + sub + 2) + "  ".join(g.rjust(w) for g, w in zip(groups, widths,
+                                                                          strict=True))]
+    for axis, value, counts in rows:
+        cells = "  ".join((str(n) if n else ".").rjust(w)
+                          for n, w in zip(counts, widths, strict=True))
+        lines.append(f"{axis.ljust(head)}  {value.ljust(sub)}{cells}")
+    lines.extend(f"FAILED {f.describe()}" for f in failures)
+    return lines
+
+
+def write_json(path: Path, header: dict[str, Any], tally: Tally,
+               failures: list[Failure]) -> None:
+    """Write the JSON report: run header (seed, impl, ...), counts, and every failure."""
+    data = {
+        **header,
+        "cases": tally.total,
+        "counts": tally.to_dict(),
+        "coverage": tally.coverage(),
+        "failures": [asdict(f) for f in failures],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")

@@ -1,0 +1,100 @@
+"""Per-worker isolation: one GPU, one Triton cache and one example database per xdist worker.
+
+GPU pinning has to happen before CUDA initialises in the worker, which is earlier than any
+pytest hook of the worker can promise. So the controller writes it into each worker's
+execnet spec (``popen//env:CUDA_VISIBLE_DEVICES=N``): execnet sets it before the worker's
+Python imports anything. Slots go round-robin over the *caller's* CUDA_VISIBLE_DEVICES (or
+every GPU when that is unset). A worker that crashes is replaced by xdist with a clone of its
+spec (a new id, gw4, gw5 ...), so the replacement inherits the same GPU: no drift.
+
+Triton's cache and Hypothesis' database live under ``<root>/run-<seed>/<worker id>``:
+processes sharing one TRITON_CACHE_DIR race, and a database per worker never locks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
+
+#: Used for -n auto on a GPU machine when --diagfuzz-workers-per-gpu is not given: fuzzing
+#: is mostly host-side Python (drawing, checking), so a few processes keep one GPU busy.
+MAX_WORKERS_PER_GPU = 4
+
+
+def visible_gpus(environ: Mapping[str, str], device_count: int) -> list[str]:
+    """The GPU ids workers may be pinned to: the caller's CUDA_VISIBLE_DEVICES entries
+    (indices, UUIDs or MIG ids, kept verbatim), else ``0 .. device_count-1``."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(device_count)]
+    entries = [e.strip() for e in listed.split(",") if e.strip()]
+    # CUDA stops at the first invalid entry; "-1" is the usual way to hide every GPU.
+    valid: list[str] = []
+    for entry in entries:
+        if entry.startswith("-"):
+            break
+        valid.append(entry)
+    return valid
+
+
+def pin_specs(specs: Sequence[str], gpus: Sequence[str]) -> list[str]:
+    """Give each local (popen) xdist spec one GPU, round-robin; leave remote specs alone.
+
+    ``specs`` are xdist's --tx values (``popen``, ``3*popen``, ``ssh=host``...); ``N*spec``
+    is expanded so that each worker gets its own slot.
+    """
+    expanded: list[str] = []
+    for spec in specs:
+        count, star, rest = spec.partition("*")
+        if star and count.isdigit():
+            expanded.extend([rest] * int(count))
+        else:
+            expanded.append(spec)
+    if not gpus:
+        return expanded
+    pinned, slot = [], 0
+    for spec in expanded:
+        if _is_popen(spec) and "env:CUDA_VISIBLE_DEVICES=" not in spec:
+            spec = f"{spec}//env:CUDA_VISIBLE_DEVICES={gpus[slot % len(gpus)]}"
+            slot += 1
+        pinned.append(spec)
+    return pinned
+
+
+def _is_popen(spec: str) -> bool:
+    return any(part == "popen" for part in spec.split("//"))
+
+
+def auto_workers(n_gpus: int, cpus: int, per_gpu: int | None) -> int:
+    """Workers for ``-n auto`` on a machine with ``n_gpus`` GPUs (at least one)."""
+    if per_gpu is None:
+        per_gpu = max(1, min(MAX_WORKERS_PER_GPU, cpus // n_gpus))
+    return n_gpus * per_gpu
+
+
+def worker_id(environ: Mapping[str, str]) -> str:
+    """This process's xdist worker id, or ``main`` outside xdist."""
+    return environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def isolate(worker_dir: Path, environ: MutableMapping[str, str]) -> Path:
+    """Create ``worker_dir`` and point TRITON_CACHE_DIR into it; return the database dir.
+
+    Child processes (the executor) inherit the environment, so they share their worker's
+    cache but no other worker's.
+    """
+    cache = worker_dir / "triton-cache"
+    database = worker_dir / "hypothesis"
+    cache.mkdir(parents=True, exist_ok=True)
+    database.mkdir(parents=True, exist_ok=True)
+    environ["TRITON_CACHE_DIR"] = str(cache)
+    return database
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
