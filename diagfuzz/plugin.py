@@ -445,13 +445,14 @@ def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
     runs, so even a death of the whole worker is attributed to its Case.
     """
     import diagfuzz.ops as ops
-    from diagfuzz.journal import Journal, journal_path
+    from diagfuzz.journal import Journal, JournaledRunner, journal_path
 
     inner: Any
     if plan.isolation == "process":
         executor = importlib.import_module("diagfuzz.executor")
-        timeout = {} if plan.timeout is None else {"timeout": plan.timeout}
-        inner = executor.ProcessRunner(plan.impl, ops.DEVICE, **timeout)
+        # The executor's stderr (faulthandler's stack of a dying Case) goes to the worker dir.
+        inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
+                                       workdir=plan.worker_dir(worker_id))
     else:
         from diagfuzz.runner import InProcessRunner
 
