@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 import torch
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz.case import OPS, Case, Layout
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.ops._geometry import Diagonal, diagonal_of
 from diagfuzz.strategies._args import (
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_RANKS,
@@ -27,8 +28,9 @@ from diagfuzz.strategies._args import (
     check_max_elements,
     check_ranks,
 )
-from diagfuzz.strategies._layouts import LAYOUT_KINDS, layout_strategy
-from diagfuzz.strategies._values import VALUE_MODES, _special_values, _values
+from diagfuzz.strategies._draws import BOOLS, below, choice
+from diagfuzz.strategies._layouts import LAYOUT_KINDS, draw_layout, layout_strategy
+from diagfuzz.strategies._values import VALUE_MODES, draw_values
 
 #: Offset kinds in shrink order. Each is drawn with a sign (positive first); "size" is the
 #: length of dim2 for positive offsets and of dim1 for negative ones.
@@ -125,58 +127,80 @@ def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
 
 # --- pieces ------------------------------------------------------------------------------
 
-def draw_sizes(draw: st.DrawFn, rank: int, budget: int) -> tuple[int, ...]:
-    """Sizes whose product (zeros counted as 1) stays within ``budget``.
+@lru_cache(maxsize=256)
+def _raw_sizes(ranks: tuple[int, int], budget: int) -> st.SearchStrategy[list[int]]:
+    top = max(budget.bit_length() - 1, 0)
+    return st.lists(st.integers(0, (top + 1) * (budget + 1) - 1),
+                    min_size=ranks[0], max_size=ranks[1])
 
-    Each size draws an exponent first (so long and short dims are both common whatever the
-    rank), then a size up to 2**exponent; the size is (k + 1) % (cap + 1) so it shrinks
-    towards 1 and 0 comes last: an empty tensor is kept only when a failure needs it.
+
+def draw_sizes(draw: st.DrawFn, ranks: tuple[int, int], budget: int) -> tuple[int, ...]:
+    """Sizes of a rank in ``ranks`` whose product (zeros counted as 1) is within ``budget``.
+
+    One list element per dim, so shrinking deletes whole dims. Each element encodes an
+    exponent (scaled to the rank's fair share of the budget, so long and short dims are
+    both common whatever the rank) and a number k; the size is (k + 1) % (cap + 1) with
+    cap = 2**exponent, so sizes shrink towards 1 and 0 comes last: an empty tensor is kept
+    only when a failure needs one.
     """
-    fair = max(1, (budget.bit_length() - 1 + rank // 2) // rank)
+    return fit_sizes(draw(_raw_sizes(ranks, budget)), budget)
+
+
+def fit_sizes(raw: list[int], budget: int) -> tuple[int, ...]:
+    """Turn drawn numbers into sizes within ``budget`` (see ``draw_sizes``)."""
+    if not raw:
+        return ()
+    top = max(budget.bit_length() - 1, 0)
+    fair = min(top, max(1, 2 * ((top + len(raw) // 2) // len(raw))))
     sizes: list[int] = []
     used = 1
-    for _ in range(rank):
+    for number in raw:
+        k, exponent = divmod(number, top + 1)
         remaining = budget // used
-        top = min(remaining.bit_length() - 1, 2 * fair)
-        exponent = draw(st.integers(0, top)) if top > 0 else 0
-        cap = min(1 << exponent, remaining)
-        k = draw(st.integers(0, cap))
-        size = (k + 1) % (cap + 1)
+        scaled = exponent * fair // top if top else 0
+        cap = min(1 << scaled, remaining)
+        size = (k % (cap + 1) + 1) % (cap + 1)
         sizes.append(size)
         used *= max(size, 1)
     return tuple(sizes)
 
 
 def draw_dims(draw: st.DrawFn, rank: int) -> tuple[int, int, int, int]:
-    """(dim1, dim2, normalised dim1, normalised dim2): any ordered pair, either spelling."""
-    d1 = draw(st.integers(0, rank - 1))
-    j = draw(st.integers(0, rank - 2))
-    d2 = j if j < d1 else j + 1
-    spelled1 = d1 - rank if draw(st.booleans()) else d1
-    spelled2 = d2 - rank if draw(st.booleans()) else d2
-    return spelled1, spelled2, d1, d2
+    """(dim1, dim2, normalised dim1, normalised dim2): any ordered pair, either spelling.
+
+    One draw per dim: numbers below ``rank`` spell the dim positive, the rest negative.
+    """
+    a = below(draw, 2 * rank)
+    b = below(draw, 2 * (rank - 1))
+    d1 = a % rank
+    d2 = b % (rank - 1)
+    d2 += d2 >= d1
+    return (d1 - rank if a >= rank else d1), (d2 - rank if b >= rank - 1 else d2), d1, d2
+
+
+_BEYOND = st.integers(1, 2**40)
+_EXTREME = (st.sampled_from((INT64_MAX, INT64_MAX + 1)) | st.integers(2**31, INT64_MAX))
 
 
 def draw_offset(draw: st.DrawFn, kinds: tuple[str, ...], rows: int, cols: int) -> int:
     """An offset of one of ``kinds`` for a (rows, cols) matrix, sign drawn second."""
-    kind = draw(st.sampled_from(kinds)) if len(kinds) > 1 else kinds[0]
+    kind = draw(choice(kinds)) if len(kinds) > 1 else kinds[0]
     if kind == "zero":
         return 0
-    negative = draw(st.booleans())
+    negative = draw(BOOLS)
     size = rows if negative else cols
     if kind == "one":
         magnitude = 1
     elif kind == "inside":
-        magnitude = draw(st.integers(0, size))
+        magnitude = below(draw, size + 1)
     elif kind == "size_minus_one":
         magnitude = size - 1
     elif kind == "size":
         magnitude = size
     elif kind == "beyond":
-        magnitude = size + draw(st.integers(1, 2**40))
-    else:  # extreme
-        magnitude = draw(st.sampled_from((INT64_MAX, INT64_MAX + negative)) | st.integers(
-            2**31, INT64_MAX))
+        magnitude = size + draw(_BEYOND)
+    else:  # extreme: up to 2**63 - 1 either way, and -2**63
+        magnitude = min(draw(_EXTREME), INT64_MAX + negative)
     return -magnitude if negative else magnitude
 
 
@@ -194,33 +218,37 @@ def view_position(layout: Layout) -> Callable[[int], int]:
     return storage_index
 
 
-def diagonal_position(layout: Layout, diag_shape: tuple[int, ...], d1: int, d2: int,
-                      row0: int, col0: int) -> Callable[[int], int]:
+def diagonal_position(layout: Layout, diag: Diagonal) -> Callable[[int], int]:
     """Maps a row-major element number of the diagonal to the input's storage index."""
-    others = [d for d in range(len(layout.shape)) if d not in (d1, d2)]
+    others = [d for d in range(len(layout.shape)) if d not in (diag.dim1, diag.dim2)]
+    strides = layout.strides
 
     def storage_index(k: int) -> int:
-        k, i = divmod(k, diag_shape[-1])
-        index = layout.storage_offset + (row0 + i) * layout.strides[d1] + (
-            col0 + i) * layout.strides[d2]
-        for d, n in zip(reversed(others), reversed(diag_shape[:-1]), strict=True):
+        k, i = divmod(k, diag.length)
+        index = (layout.storage_offset + (diag.row0 + i) * strides[diag.dim1]
+                 + (diag.col0 + i) * strides[diag.dim2])
+        for d, n in zip(reversed(others), reversed(diag.shape[:-1]), strict=True):
             k, j = divmod(k, n)
-            index += j * layout.strides[d]
+            index += j * strides[d]
         return index
 
     return storage_index
 
 
-def positions(layout: Layout, diagonal: Callable[[int], int] | None = None,
-              diag_numel: int = 0) -> st.SearchStrategy[int] | None:
-    """Storage indices for specials: elements of the view, or of its diagonal if given."""
+def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], int] | None:
+    """Where a special with drawn number i goes: even i on the diagonal (if given and not
+    empty), odd i (or any i without a diagonal) anywhere in the view; None for no elements.
+    """
     numel = prod(layout.shape)
     if numel == 0:
         return None
-    anywhere = st.integers(0, numel - 1).map(view_position(layout))
-    if diagonal is None or diag_numel == 0:
-        return anywhere
-    return st.integers(0, diag_numel - 1).map(diagonal) | anywhere
+    anywhere = view_position(layout)
+    diag_numel = prod(diag.shape) if diag is not None else 0
+    if diag_numel == 0:
+        return lambda i: anywhere(i % numel)
+    on_diagonal = diagonal_position(layout, diag)
+    return lambda i: (on_diagonal((i >> 1) % diag_numel) if i % 2 == 0
+                      else anywhere((i >> 1) % numel))
 
 
 # --- the Case strategies -----------------------------------------------------------------
@@ -228,18 +256,13 @@ def positions(layout: Layout, diagonal: Callable[[int], int] | None = None,
 def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
-        rank = draw(st.integers(*n.ranks))
-        sizes = draw_sizes(draw, rank, n.max_elements)
-        dim1, dim2, d1, d2 = draw_dims(draw, rank)
+        sizes = draw_sizes(draw, n.ranks, n.max_elements)
+        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
-        dtype = draw(st.sampled_from(n.dtypes))
-        layout = draw(layout_strategy(sizes, n.layout_kinds, n.max_elements))
-        where = None
-        if n.specials:
-            diag = diagonal_of(sizes, offset, dim1, dim2)
-            where = positions(layout, diagonal_position(layout, diag.shape, d1, d2, diag.row0,
-                                                        diag.col0), prod(diag.shape))
-        values = draw(_values(_special_values(dtype), where, n.value_modes))
+        dtype = draw(choice(n.dtypes))
+        layout = draw_some_layout(draw, sizes, n)
+        where = placement(layout, diagonal_of(sizes, offset, d1, d2)) if n.specials else None
+        values = draw_values(draw, dtype, where, n.value_modes)
         return Case("diagonal", sizes, offset, dim1, dim2, dtype, layout, values)
 
     return draw_case()
@@ -248,15 +271,23 @@ def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
 def _backward(n: Narrowing) -> st.SearchStrategy[Case]:
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
-        rank = draw(st.integers(*n.ranks))
-        sizes = draw_sizes(draw, rank, n.max_elements)
-        dim1, dim2, d1, d2 = draw_dims(draw, rank)
+        sizes = draw_sizes(draw, n.ranks, n.max_elements)
+        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
-        dtype = draw(st.sampled_from(n.dtypes))
-        grad_shape = diagonal_of(sizes, offset, dim1, dim2).shape
-        layout = draw(layout_strategy(grad_shape, n.layout_kinds, n.max_elements))
-        where = positions(layout) if n.specials else None
-        values = draw(_values(_special_values(dtype), where, n.value_modes))
+        dtype = draw(choice(n.dtypes))
+        grad_shape = diagonal_of(sizes, offset, d1, d2).shape
+        layout = draw_some_layout(draw, grad_shape, n)
+        where = placement(layout) if n.specials else None
+        values = draw_values(draw, dtype, where, n.value_modes)
         return Case("diagonal_backward", sizes, offset, dim1, dim2, dtype, layout, values)
 
     return draw_case()
+
+
+def draw_some_layout(draw: st.DrawFn, shape: tuple[int, ...], n: Narrowing,
+                     budget: int | None = None) -> Layout:
+    """A layout as ``n.layout_kinds`` allow: without "contiguous", never the plain one."""
+    budget = n.max_elements if budget is None else budget
+    if "contiguous" in n.layout_kinds:
+        return draw_layout(draw, shape, n.layout_kinds, budget)
+    return draw(layout_strategy(shape, n.layout_kinds, budget))

@@ -23,19 +23,20 @@ from diagfuzz.strategies._cases import (
     _backward,
     _diagonal,
     draw_sizes,
+    draw_some_layout,
     narrowing,
-    positions,
+    placement,
 )
-from diagfuzz.strategies._layouts import layout_strategy
-from diagfuzz.strategies._values import _special_values, _values
+from diagfuzz.strategies._draws import BOOLS, choice, ints
+from diagfuzz.strategies._values import draw_values
 
 #: Invalid classes in shrink order, and the ops they apply to.
 INVALID_CLASSES = {
+    "rank0": OPS,
+    "rank1": OPS,
     "dim_above_range": OPS,
     "dim_below_range": OPS,
     "same_dims": OPS,
-    "rank1": OPS,
-    "rank0": OPS,
     "grad_output_shape": ("diagonal_backward",),
     "negative_size": ("diagonal_backward",),
     "out_dtype": OPS,
@@ -44,9 +45,10 @@ INVALID_CLASSES = {
     "int_overflow": OPS,
     "non_tensor": OPS,
 }
-#: JSON values that are not tensors, and not ints, as aten's schema sees them.
-NOT_TENSORS = ([1, 2], 1.5, None, "x")
-NOT_INTS = (1.5, "0", None, 1.0, [1])
+#: Values that are not tensors, and not ints, as aten's schema sees them (a tuple stands
+#: for a JSON list: the tables must be hashable).
+NOT_TENSORS = (1.5, None, "x", (1, 2))
+NOT_INTS = (1.5, "0", None, 1.0, (1,))
 OVERFLOWING = (INT64_MAX + 1, -INT64_MAX - 2, 2**64)
 
 
@@ -66,8 +68,8 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
     and non-tensor tensor arguments (``Case.raw_args``). The other arguments narrow the
     valid Case each class starts from, as in ``diagonal_cases``.
 
-    Shrinks towards the first class (a dim above its range) applied to the simplest valid
-    Case, and otherwise as ``diagonal_cases`` does.
+    Shrinks towards the earlier classes (a rank-0 input has the fewest choices of all), and
+    within a class as ``diagonal_cases`` does.
     """
     ops = OPS if op is None else (op,)
     if op is not None and op not in OPS:
@@ -94,77 +96,78 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
 @st.composite
 def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
              valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
-    op = draw(st.sampled_from(ops))
-    kind = draw(st.sampled_from([c for c in classes if op in INVALID_CLASSES[c]]))
+    op = draw(choice(ops))
+    kind = draw(choice(tuple(c for c in classes if op in INVALID_CLASSES[c])))
     if kind in ("rank0", "rank1"):
         return _low_rank(draw, op, kind, n)
     case = draw(valid[op]).replace(invalid=kind)
     rank = len(case.sizes)
     if kind == "dim_above_range":
-        bad = draw(st.integers(rank, rank + 2) | st.just(INT64_MAX))
-        return case.replace(**{draw(st.sampled_from(("dim1", "dim2"))): bad})
+        bad = draw(choice((rank, rank + 1, rank + 2, INT64_MAX)))
+        return case.replace(**{draw(choice(("dim1", "dim2"))): bad})
     if kind == "dim_below_range":
-        bad = draw(st.integers(-rank - 3, -rank - 1) | st.just(-INT64_MAX - 1))
-        return case.replace(**{draw(st.sampled_from(("dim1", "dim2"))): bad})
+        bad = draw(choice((-rank - 1, -rank - 2, -rank - 3, -INT64_MAX - 1)))
+        return case.replace(**{draw(choice(("dim1", "dim2"))): bad})
     if kind == "same_dims":
-        d = draw(st.integers(0, rank - 1))
-        spell = [d - rank if draw(st.booleans()) else d for _ in range(2)]
+        d = draw(ints(0, rank - 1))
+        spell = [d - rank if draw(BOOLS) else d for _ in range(2)]
         return case.replace(dim1=spell[0], dim2=spell[1])
     if kind == "grad_output_shape":
         return _wrong_grad(draw, case, n)
     if kind == "negative_size":
-        i = draw(st.integers(0, rank - 1))
-        bad = -draw(st.integers(1, 3))
+        i = draw(ints(0, rank - 1))
+        bad = -draw(ints(1, 3))
         return case.replace(sizes=(*case.sizes[:i], bad, *case.sizes[i + 1:]))
     if kind == "out_dtype":
         others = [d for d in n.dtypes if d != case.dtype] or [
             d for d in available_dtypes() if d != case.dtype]
-        return case.replace(out_dtype=draw(st.sampled_from(others)))
+        return case.replace(out_dtype=draw(choice(tuple(others))))
     if kind == "out_device":
-        return case.replace(out_device=draw(st.sampled_from(devices)))
+        return case.replace(out_device=draw(choice(devices)))
     names = ["offset", "dim1", "dim2"]
     if kind == "non_integer":
         if op == "diagonal_backward":
             names.append("input_sizes")
-        name = draw(st.sampled_from(names))
-        if name == "input_sizes":
-            value = draw(st.sampled_from((len(case.sizes), [*case.sizes[:-1], 1.5])))
+        name = draw(choice(tuple(names)))
+        if name != "input_sizes":
+            value = _as_json(draw(choice(NOT_INTS)))
+        elif draw(BOOLS):
+            value = [*case.sizes[:-1], 1.5]
         else:
-            value = draw(st.sampled_from(NOT_INTS))
+            value = len(case.sizes)  # an int where aten wants a list of ints
         return case.replace(raw_args=((name, value),))
     if kind == "int_overflow":
-        name = draw(st.sampled_from(names))
-        return case.replace(raw_args=((name, draw(st.sampled_from(OVERFLOWING))),))
+        name = draw(choice(tuple(names)))
+        return case.replace(raw_args=((name, draw(choice(OVERFLOWING))),))
     tensor = "input" if op == "diagonal" else "grad_output"
-    return case.replace(raw_args=((tensor, draw(st.sampled_from(NOT_TENSORS))),))
+    return case.replace(raw_args=((tensor, _as_json(draw(choice(NOT_TENSORS)))),))
 
 
 def _low_rank(draw: st.DrawFn, op: str, kind: str, n: Narrowing) -> Case:
     """A rank-0 or rank-1 input (diagonal) or input_sizes (backward), any small dims."""
-    sizes = draw_sizes(draw, 0 if kind == "rank0" else 1, n.max_elements)
-    dim1, dim2 = draw(st.integers(-2, 2)), draw(st.integers(-2, 2))
-    offset = draw(st.integers(-2, 2))
-    dtype = draw(st.sampled_from(n.dtypes))
-    shape = sizes if op == "diagonal" else draw_sizes(draw, draw(st.integers(0, 2)),
-                                                      n.max_elements)
-    layout = draw(layout_strategy(shape, n.layout_kinds, n.max_elements))
-    values = draw(_values(_special_values(dtype), positions(layout), n.value_modes))
+    rank = 0 if kind == "rank0" else 1
+    sizes = draw_sizes(draw, (rank, rank), n.max_elements)
+    dim1, dim2, offset = draw(ints(-2, 2)), draw(ints(-2, 2)), draw(ints(-2, 2))
+    dtype = draw(choice(n.dtypes))
+    shape = sizes if op == "diagonal" else draw_sizes(draw, (0, 2), n.max_elements)
+    layout = draw_some_layout(draw, shape, n)
+    values = draw_values(draw, dtype, placement(layout), n.value_modes)
     return Case(op, sizes, offset, dim1, dim2, dtype, layout, values, invalid=kind)
 
 
 def _wrong_grad(draw: st.DrawFn, case: Case, n: Narrowing) -> Case:
     """The Case with a grad_output that does not broadcast to the diagonal's shape."""
     diag = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2).shape
-    if draw(st.booleans()):
-        shape = (*draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)), *diag)
+    if draw(BOOLS):
+        shape = (*(draw(ints(1, 3)) for _ in range(draw(ints(1, 2)))), *diag)
     else:
-        i = draw(st.integers(0, len(diag) - 1))
-        bad = draw(st.sampled_from([v for v in range(diag[i] + 4) if v not in (diag[i], 1)]))
+        i = draw(ints(0, len(diag) - 1))
+        bad = draw(choice(tuple(v for v in range(diag[i] + 4) if v not in (diag[i], 1))))
         shape = (*diag[:i], bad, *diag[i + 1:])
     assert not broadcastable(shape, diag), (shape, diag)
     budget = max(n.max_elements, prod(max(s, 1) for s in shape))
-    layout = draw(layout_strategy(shape, n.layout_kinds, budget))
-    values = draw(_values(_special_values(case.dtype), positions(layout), n.value_modes))
+    layout = draw_some_layout(draw, shape, n, budget)
+    values = draw_values(draw, case.dtype, placement(layout), n.value_modes)
     return case.replace(layout=layout, values=values)
 
 
@@ -173,3 +176,8 @@ def broadcastable(source: Sequence[int], target: Sequence[int]) -> bool:
     if len(source) > len(target):
         return False
     return all(s in (t, 1) for s, t in zip(reversed(source), reversed(target), strict=False))
+
+
+def _as_json(value: object) -> object:
+    """The value as JSON gives it back (a list for a tuple), so Cases round-trip equal."""
+    return list(value) if isinstance(value, tuple) else value

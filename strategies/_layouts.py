@@ -10,13 +10,14 @@ storage offset, plus ``kinds`` tags naming which steps of the recipe applied.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from math import prod
+from math import factorial, prod
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz.case import Layout
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, check_kinds, check_max_elements
+from diagfuzz.strategies._draws import BOOLS, below, choice, ints
 
 #: Layout kinds in shrink order: each Layout's ``kinds`` tags are a sub-tuple of these.
 LAYOUT_KINDS = ("contiguous", "permuted", "channels_last", "sliced", "offset", "expanded")
@@ -51,41 +52,41 @@ def layouts(shape: Sequence[int], *, kinds: Collection[str] | None = None,
 def layout_strategy(shape: tuple[int, ...], kinds: tuple[str, ...],
                     budget: int) -> st.SearchStrategy[Layout]:
     """``layouts`` without argument checks, for strategies that checked them already."""
-    strategy = _layout(shape, kinds, budget)
+    strategy = st.composite(draw_layout)(shape, kinds, budget)
     if "contiguous" in kinds:
         return strategy
     return strategy.filter(lambda layout: layout.kinds != ("contiguous",))
 
 
-@st.composite
-def _layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
-            budget: int) -> Layout:
+def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
+                budget: int) -> Layout:
+    """Draw one layout of ``shape`` (see ``layouts``); "contiguous" in ``kinds`` is ignored."""
     rank = len(shape)
     tags: set[str] = set()
-    order = tuple(range(rank))
+    order = list(range(rank))
     how = ["row_major"]
     if "channels_last" in kinds and rank >= 3:
         how.append("channels_last")
     if "permuted" in kinds and rank >= 2:
         how.append("permuted")
-    chosen = draw(st.sampled_from(how)) if len(how) > 1 else "row_major"
+    chosen = draw(choice(tuple(how))) if len(how) > 1 else "row_major"
     if chosen == "channels_last":
-        order = (0, *range(2, rank), 1)
+        order = [0, *range(2, rank), 1]
         tags.add("channels_last")
     elif chosen == "permuted":
-        order = tuple(draw(st.permutations(order)))
-        if order != tuple(range(rank)):
+        order = nth_permutation(rank, below(draw, factorial(rank)))
+        if order != sorted(order):
             tags.add("permuted")
 
     expanded = [False] * rank
-    if "expanded" in kinds and rank and draw(st.booleans()):
-        mask = draw(st.integers(1, 2**rank - 1))
+    if "expanded" in kinds and rank and draw(BOOLS):
+        mask = draw(ints(1, 2**rank - 1))
         expanded = [bool(mask >> d & 1) for d in range(rank)]
         tags.add("expanded")
 
     extents = [1 if expanded[d] else max(shape[d], 1) for d in range(rank)]
     steps = [1] * rank
-    if "sliced" in kinds and rank and draw(st.booleans()):
+    if "sliced" in kinds and rank and draw(BOOLS):
         _slice(draw, shape, expanded, extents, steps, budget)
         if any(e != max(n, 1) for e, n, x in zip(extents, shape, expanded, strict=True)
                if not x):
@@ -97,8 +98,8 @@ def _layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
         strides[d] = 0 if expanded[d] else size * steps[d]
         size *= extents[d]
     storage_offset = 0
-    if "offset" in kinds and budget > size and draw(st.booleans()):
-        storage_offset = draw(st.integers(1, budget - size))
+    if "offset" in kinds and budget > size and draw(BOOLS):
+        storage_offset = 1 + below(draw, budget - size)
         tags.add("offset")
     named = tuple(k for k in LAYOUT_KINDS if k in tags) or ("contiguous",)
     return Layout(shape, tuple(strides), storage_offset, named)
@@ -112,9 +113,19 @@ def _slice(draw: st.DrawFn, shape: tuple[int, ...], expanded: list[bool], extent
             continue
         n = max(n, 1)
         room = budget // (prod(extents) // extents[d])  # the most this dim's extent may be
-        top_step = min(MAX_STEP, room // n)
-        step = draw(st.integers(1, top_step)) if top_step > 1 else 1
-        top_pad = min(MAX_PAD, room - n * step)
-        pad = draw(st.integers(0, top_pad)) if top_pad > 0 else 0
+        pad, step = divmod(below(draw, min(MAX_STEP, room // n) * (MAX_PAD + 1)),
+                           min(MAX_STEP, room // n))  # one draw for both
+        step += 1
+        pad = min(pad, room - n * step)
         steps[d] = step
         extents[d] = n * step + pad
+
+
+def nth_permutation(n: int, index: int) -> list[int]:
+    """The ``index``-th permutation of range(n) in lexicographic order (0: the identity)."""
+    pool = list(range(n))
+    out = []
+    for i in range(n, 0, -1):
+        position, index = divmod(index, factorial(i - 1))
+        out.append(pool.pop(position))
+    return out

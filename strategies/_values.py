@@ -7,6 +7,7 @@ patterns are ``real_bits | imag_bits << half_width``, as ``Values.specials`` sto
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cache
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from diagfuzz.case import Values, available_dtypes, dtype_of
 from diagfuzz.strategies._args import check_kinds
+from diagfuzz.strategies._draws import INDEX, ints
 
 #: Value modes in shrink order: plain random values first, random bit patterns second.
 VALUE_MODES = ("normal", "bits")
@@ -198,26 +200,34 @@ def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
     return _special_values(name)
 
 
-def values(dtype: str | torch.dtype, positions: st.SearchStrategy[int] | None = None, *,
-           modes: tuple[str, ...] | None = None,
+def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, *,
+           modes: Collection[str] | None = None,
            specials: bool = True) -> st.SearchStrategy[Values]:
     """Value recipes (``Values``) for a storage of ``dtype``.
 
-    ``positions`` draws the storage indices the specials go to (default: no specials);
-    ``modes`` narrows the fill ("normal": random values of the usual range, "bits": random
-    bit patterns). Shrinks towards seed 0, mode "normal" and no specials.
+    ``where`` maps a drawn number (any int >= 0) to the storage index a special goes to;
+    without it, or with ``specials=False``, there are no specials. ``modes`` narrows the
+    fill ("normal": random values of the usual range; "bits": random bit patterns).
+
+    Shrinks towards seed 0, mode "normal" and no specials.
     """
-    special = special_values(dtype)
+    special_values(dtype)  # checks dtype
+    name = str(dtype).removeprefix("torch.")
     chosen = check_kinds("modes", modes, VALUE_MODES)
-    return _values(special, positions if specials else None, chosen)
+    return st.composite(draw_values)(name, where if specials else None, chosen)
 
 
-def _values(special: st.SearchStrategy[int], positions: st.SearchStrategy[int] | None,
-            modes: tuple[str, ...]) -> st.SearchStrategy[Values]:
-    """``values`` without argument checks, for strategies that checked them already."""
-    specials = (st.lists(st.tuples(positions, special), max_size=MAX_SPECIALS).map(tuple)
-                if positions is not None else st.just(()))
-    return st.builds(Values, seed=st.integers(0, 2**32 - 1), mode=st.sampled_from(modes),
-                     specials=specials)
+@cache
+def _special_list(dtype: str) -> st.SearchStrategy[list[tuple[int, int]]]:
+    return st.lists(st.tuples(INDEX, _special_values(dtype)), max_size=MAX_SPECIALS)
 
 
+def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
+                modes: tuple[str, ...]) -> Values:
+    """Draw one Values (see ``values``), arguments already checked."""
+    seed, mode = divmod(draw(ints(0, len(modes) << 32)), len(modes))  # one draw for both
+    mode = modes[mode]
+    if where is None:
+        return Values(seed, mode)
+    specials = tuple((where(i), bits) for i, bits in draw(_special_list(dtype)))
+    return Values(seed, mode, specials)
