@@ -33,6 +33,8 @@ EXIT_CLEAN, EXIT_FAILURE, EXIT_FLAKY, EXIT_ERROR = 0, 1, 2, 3
 
 #: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).
 DEFAULT_BUDGET: int | None = None
+#: The reference impl a compile-parity failure is checked against before it counts.
+BASELINE_IMPL = "diagfuzz.impl:aten"
 #: Seconds per Case before it is a hang.
 DEFAULT_TIMEOUT = 60.0
 
@@ -83,6 +85,7 @@ class Stage:
     failures: list[Finding] = field(default_factory=list)
     error: str = ""
     skipped: str = ""
+    note: str = ""
     seconds: float = 0.0
     coverage: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -249,7 +252,11 @@ def error_parity_stage(opts: Options, device: str) -> Stage:
 
 
 def compile_stage(opts: Options, device: str) -> Stage:
-    """torch.compile parity on a small fixed sample (``diagfuzz.oracles.check_compile``)."""
+    """torch.compile parity on a small fixed sample (``diagfuzz.oracles.check_compile``).
+
+    A Case that also fails with aten itself (``diagfuzz.impl:aten``, same check) shows a
+    difference of torch.compile, not of the impl: it is noted, not counted as a failure.
+    """
     from diagfuzz import oracles
 
     stage = Stage("torch.compile parity")
@@ -259,9 +266,22 @@ def compile_stage(opts: Options, device: str) -> Stage:
     if not callable(getattr(oracles, "check_compile", None)):
         stage.skipped = "diagfuzz.oracles has no check_compile in this version"
         return stage
-    with ProcessRunner(opts.impl, device, timeout=max(opts.timeout, 300.0),
-                       oracle="check_compile") as runner:
+    timeout = max(opts.timeout, 300.0)
+    with ProcessRunner(opts.impl, device, timeout=timeout, oracle="check_compile") as runner:
         _run_cases(stage, compile_cases(), runner, "check_compile")
+    if stage.failures and opts.impl != BASELINE_IMPL:
+        with ProcessRunner(BASELINE_IMPL, device, timeout=timeout,
+                           oracle="check_compile") as baseline:
+            kept, shared = [], []
+            for finding in stage.failures:
+                assert finding.verdict.case is not None
+                base = baseline.run(finding.verdict.case)
+                (shared if base.check == finding.verdict.check else kept).append(finding)
+        stage.failures = kept
+        if shared:
+            stage.note = (f"{len(shared)} Case(s) fail with {BASELINE_IMPL} too (a "
+                             f"torch.compile difference, not the impl's): " + "; ".join(
+                                 f"{f.verdict.check}" for f in shared))
     return stage
 
 

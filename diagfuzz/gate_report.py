@@ -60,7 +60,8 @@ def markdown(result: Result) -> str:
     if result.stages:
         lines += ["| stage | cases | failed | time | note |", "|---|---:|---:|---:|---|"]
         for s in result.stages:
-            note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped
+            note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped or s.note
+            note = note.replace("|", "\\|")
             lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.seconds:.1f} s | "
                          f"{note} |")
         lines.append("")
@@ -101,7 +102,8 @@ def to_json(result: Result) -> dict[str, Any]:
         "exit_code": result.code, "outcome": _HEADLINE[result.code], "impl": result.impl,
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
-                    "error": s.error, "skipped": s.skipped, "seconds": round(s.seconds, 3)}
+                    "error": s.error, "skipped": s.skipped, "note": s.note,
+                    "seconds": round(s.seconds, 3)}
                    for s in result.stages],
         "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},
         "findings": [_finding_dict(f) for f in result.findings],
@@ -131,6 +133,8 @@ def junit(result: Result) -> ET.ElementTree:
             ET.SubElement(case, "error", message=s.error.splitlines()[0][:500]).text = s.error
         elif s.skipped:
             ET.SubElement(case, "skipped", message=s.skipped)
+        if s.note:
+            ET.SubElement(case, "system-out").text = s.note
         for f in found:
             assert f.verdict.case is not None
             name = f"{corpus.case_id(f.verdict.case)} {f.verdict.case.describe()}"
