@@ -200,13 +200,16 @@ def host_us(fn: Callable[[], object], calls: int = 2000) -> float:
 
 
 def bandwidths() -> tuple[float, float]:
-    """Fill (bytes written) and copy (bytes read + written) bandwidth, bytes/s, on 2 GiB."""
-    buf = torch.empty(2 << 30, dtype=torch.uint8, device=ops.DEVICE)
-    fill_s = do_bench(lambda: buf.fill_(7), warmup=20, rep=200, return_mode="median") / 1e3
+    """Fill (bytes written; the faster of float32 ``fill_`` and ``zero_``, as a uint8 fill
+    runs slower) and copy (bytes read + written) bandwidth, bytes/s, on 2 GiB."""
+    buf = torch.empty(1 << 29, dtype=torch.float32, device=ops.DEVICE)
+    fill_s = min(
+        do_bench(lambda: buf.fill_(7.0), warmup=20, rep=200, return_mode="median"),
+        do_bench(lambda: buf.zero_(), warmup=20, rep=200, return_mode="median"),
+    ) / 1e3
     src = torch.empty(1 << 30, dtype=torch.uint8, device=ops.DEVICE).fill_(3)
     dst = torch.empty_like(src)
     copy_s = do_bench(lambda: dst.copy_(src), warmup=20, rep=200, return_mode="median") / 1e3
-    torch.cuda.empty_cache()
     return (2 << 30) / fill_s, 2 * (1 << 30) / copy_s
 
 
@@ -227,6 +230,22 @@ KERNELS = {
         importlib.import_module("diagfuzz.ops.diagonal_backward")._diagonal_backward_kernel,
     "diagonal_copy": importlib.import_module("diagfuzz.ops.diagonal_copy")._diagonal_copy_kernel,
 }
+
+
+def ptx_stores() -> dict:
+    """Per compiled variant on the direct-launch path: global stores by vector width (PTX),
+    to see whether ALIGN gave 16-byte vector stores."""
+    report = {}
+    for name in KERNELS:
+        module = importlib.import_module(f"diagfuzz.ops.{name}")
+        rows = []
+        for key, compiled in module._launch.compiled.items():
+            ptx = compiled.asm.get("ptx", "")
+            rows.append({"key": repr(key),
+                         "v4": ptx.count("st.global.v4"), "v2": ptx.count("st.global.v2"),
+                         "all": ptx.count("st.global")})
+        report[name] = rows
+    return report
 
 
 def random_shapes(count: int, seed: int) -> dict:
@@ -326,6 +345,7 @@ def main() -> int:
               f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}", flush=True)
         del fns
     meta["grid_variants"] = {name: variants(k) for name, k in KERNELS.items()}
+    meta["ptx_stores"] = ptx_stores()
     meta["grid_bitwise_mismatches"] = wrong
 
     flat = [r.flat() for r in rows]

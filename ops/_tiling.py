@@ -6,15 +6,28 @@ position in the other tensor is found once per row by peeling the row index over
 nested @triton.jit call costs ~1 ms per launch under Triton's interpreter); columns then
 need only adds and constant shifts. This keeps per-element integer division out of the
 kernels, which is what limited a naive flat kernel to 0.13-0.64x of aten.
+
+Two things keep the H200 at its store bandwidth and the host cheap (BENCHMARKS.md):
+
+* ``ALIGN``: when a wide row is a multiple of 16 bytes, the kernel gets the row width as
+  ``width_units * ALIGN`` (``ALIGN`` a constexpr), so Triton can prove 16-byte alignment and
+  emits 16-byte vector stores; shape arguments stay unspecialised;
+* ``Launcher``: after Triton's binder has compiled a variant once, later calls with the same
+  variant go straight to the compiled kernel, skipping the per-call argument binding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
+import torch
 import triton
 
 from diagfuzz.ops._runtime import INTERPRET
+from diagfuzz.ops._words import as_words
 
 #: Row dims a kernel peels; after coalescing, any tensor of rank <= MAX_ROW_DIMS + 1 fits.
 MAX_ROW_DIMS = 8
@@ -26,7 +39,7 @@ INT32_MAX = 2**31 - 1
 SHAPE_ARGS = (
     [f"size{j}" for j in range(MAX_ROW_DIMS)]
     + [f"stride{j}" for j in range(MAX_ROW_DIMS)]
-    + ["rows", "width", "n_col_blocks", "n_dims"]
+    + ["rows", "width_units", "n_col_blocks", "n_dims"]
 )
 
 
@@ -85,6 +98,8 @@ class Tile:
     n_col_blocks: int
     n_programs: int
     num_warps: int
+    #: words the row width is a multiple of, as told to the kernel (1, or 16 bytes' worth).
+    align: int = 1
 
 
 #: Words per tile on a GPU, by word size: about 16 KiB of output per program.
@@ -108,9 +123,12 @@ def plan_tile(rows: int, width: int, word_bytes: int) -> Tile:
         cols = _NARROW_COLS if width <= _NARROW_COLS else _WIDE_COLS[word_bytes]
         block_rows = total // cols
         num_warps = 4
+    # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).
+    vector = 16 // word_bytes
+    align = vector if not INTERPRET and cols > _NARROW_COLS and width % vector == 0 else 1
     n_col_blocks = triton.cdiv(width, cols)
     n_programs = triton.cdiv(rows, block_rows) * n_col_blocks
-    return Tile(block_rows, cols, n_col_blocks, n_programs, num_warps)
+    return Tile(block_rows, cols, n_col_blocks, n_programs, num_warps, align)
 
 
 def needs_int64(*extents: int) -> bool:
@@ -120,3 +138,82 @@ def needs_int64(*extents: int) -> bool:
     multiply gets an overflow check that doubled the time of a CPU launch.
     """
     return INTERPRET or any(abs(e) > INT32_MAX for e in extents)
+
+
+def fits_int32(values: Sequence[int]) -> bool:
+    """Whether Triton passes every value as i32 (its rule: -2**31 <= v < 2**31)."""
+    return all(-INT32_MAX - 1 <= v <= INT32_MAX for v in values)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a launch needs except the two tensors: cached per call signature, so a
+    repeated shape costs the host a dict lookup, ``torch.empty`` and the launch."""
+
+    #: the result's sizes (the launchers allocate it)
+    sizes: tuple[int, ...]
+    n_programs: int
+    ints: tuple[int, ...]
+    constexprs: dict[str, Any]
+    num_warps: int
+
+    @cached_property
+    def variant(self) -> tuple | None:
+        """What, besides the pointers' alignment, picks the compiled kernel; None when an
+        integer exceeds int32 (Triton then types it i64: leave those to Triton's binder)."""
+        if not fits_int32(self.ints):
+            return None
+        return (*self.constexprs.values(), self.num_warps)
+
+
+#: Plans by call signature, per op; cleared when full (fuzzing sees endless new shapes).
+PLAN_CACHE_SIZE = 4096
+
+
+def remember(cache: dict, key: tuple | None, plan: LaunchPlan | None) -> None:
+    """Store ``plan`` under ``key`` (no key: nothing to remember)."""
+    if key is None:
+        return
+    if len(cache) >= PLAN_CACHE_SIZE:
+        cache.clear()
+    cache[key] = plan
+
+
+class Launcher:
+    """Launch a kernel; after the first launch of a variant, skip Triton's binder.
+
+    ``JITFunction.run`` binds and type-checks every argument on every call (tens of µs for
+    ~30 arguments). A variant is fixed by the constexprs, the word size, the pointers'
+    16-byte alignment and every integer fitting int32 (all shape ints are unspecialised), so
+    the compiled kernel that the first call returns serves every later call of that variant,
+    with raw pointers. Any failure of that path switches it off for good: Triton's own path
+    is always right, only slower.
+    """
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.compiled: dict[tuple, Any] = {}
+        self.direct = not INTERPRET
+
+    def __call__(self, plan: LaunchPlan, tensors: Sequence[torch.Tensor]) -> None:
+        key = None
+        if self.direct:
+            variant = plan.variant
+            if variant is not None:
+                key = (tensors[0].element_size(), *(t.data_ptr() % 16 == 0 for t in tensors),
+                       *variant)
+                compiled = self.compiled.get(key)
+                if compiled is not None:
+                    try:
+                        compiled[(plan.n_programs, 1, 1)](
+                            *(t.data_ptr() for t in tensors), *plan.ints,
+                            *plan.constexprs.values())
+                        return
+                    except Exception:  # a Triton whose launcher differs: use its own path
+                        self.direct = False
+                        key = None
+        compiled = self.kernel[(plan.n_programs,)](
+            *(as_words(t) for t in tensors), *plan.ints, **plan.constexprs,
+            num_warps=plan.num_warps)
+        if key is not None and self.direct:
+            self.compiled[key] = compiled

@@ -24,13 +24,16 @@ from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
+    Launcher,
+    LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
     plan_tile,
+    remember,
     row_args,
 )
-from diagfuzz.ops._words import as_words, words_per_element
+from diagfuzz.ops._words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
               "first_size", "second_inner", "second_size"]
@@ -38,13 +41,13 @@ _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "firs
 
 @triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
 def _diagonal_backward_kernel(
-    out_ptr, grad_ptr, rows, width, n_col_blocks,
+    out_ptr, grad_ptr, rows, width_units, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, first_inner, first_size, second_inner, second_size,
     diag_base, shift, length, diag_stride, col_stride,
     SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-    BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr,
+    BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
@@ -53,7 +56,10 @@ def _diagonal_backward_kernel(
         pid = pid.to(tl.int64)
     row_block = pid // n_col_blocks
     row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col = (pid - row_block * n_col_blocks) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    col_start = (pid - row_block * n_col_blocks) * BLOCK_COLS
+    col = col_start + tl.arange(0, BLOCK_COLS)
+    # The width as a multiple of ALIGN that Triton can see: 16-byte vector stores.
+    width = width_units * ALIGN
     row_ok = row < rows
     col_ok = col < width
     # Peel each row index (innermost dim first) into grad_output's offset; the indices along
@@ -101,12 +107,18 @@ def _diagonal_backward_kernel(
     grad_row = grad_row + i * diag_stride
     target = first + shift
     if SECOND_IN_COLS:
-        hit = on_diag_row[:, None] & ((col // WORDS)[None, :] == target[:, None])
-        grad_off = grad_row[:, None] + (col % WORDS)[None, :]
+        # At most one element per row: load it once per row (only where it falls in this
+        # tile's columns) and place it with a compare, so the tile is a plain vector store.
+        target_col = target * WORDS
+        near = on_diag_row & (target_col >= col_start) & (target_col < col_start + BLOCK_COLS)
+        value = tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=out_ptr.dtype.element_ty)
+        for w in tl.static_range(WORDS):
+            g = tl.load(grad_ptr + grad_row + w, mask=near, other=0)
+            value = tl.where(col[None, :] == (target_col + w)[:, None], g[:, None], value)
     else:
         hit = (on_diag_row & (second == target))[:, None] & col_ok[None, :]
         grad_off = grad_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
-    value = tl.load(grad_ptr + grad_off, mask=hit, other=0)
+        value = tl.load(grad_ptr + grad_off, mask=hit, other=0)
     tl.store(out_ptr + row[:, None] * width + col[None, :], value,
              mask=row_ok[:, None] & col_ok[None, :])
 
@@ -119,10 +131,36 @@ def diagonal_backward(
     grad_output is broadcast to the diagonal's shape, as aten's ``copy_`` does; the result
     has grad_output's dtype and device and contiguous strides.
     """
-    sizes, diag, grad = _prepare(grad_output, input_sizes, offset, dim1, dim2)
+    key = _key(grad_output, input_sizes, offset, dim1, dim2)
+    known = _PLANS.get(key) if key is not None else None
+    if known is None:  # first call with this signature: validate and plan
+        sizes, diag, grad = _prepare(grad_output, input_sizes, offset, dim1, dim2)
+        known = (sizes, _plan(sizes, grad, diag))
+        remember(_PLANS, key, known)
+    else:  # validated before; grad_output's pointer is all the launch needs of it
+        grad = grad_output
+    sizes, plan = known
     out = torch.empty(sizes, dtype=grad.dtype, device=grad.device)
-    _fill(out, grad, diag)
+    if plan is not None:
+        _counters.count("diagonal_backward")
+        _launch(plan, (out, grad))
     return out
+
+
+#: (sizes, plan) by call signature (see ``_key``).
+_PLANS: dict = {}
+
+
+def _key(grad_output, input_sizes, offset, dim1, dim2) -> tuple | None:
+    """What determines validation, result and plan; None where the fast path does not apply
+    (a tensor subclass, conj/neg bits, arguments that are not plain values)."""
+    if type(grad_output) is not torch.Tensor or grad_output.is_conj() or grad_output.is_neg():
+        return None
+    try:
+        return (tuple(input_sizes), offset, dim1, dim2, grad_output.shape,
+                grad_output.stride(), grad_output.dtype, grad_output.device)
+    except TypeError:
+        return None
 
 
 def diagonal_backward_out(
@@ -152,10 +190,20 @@ def _prepare(grad_output, input_sizes, offset, dim1, dim2):
 
 def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
     """One launch writes every element of the contiguous ``out``."""
-    if out.numel() == 0:
-        return
-    sizes = tuple(out.shape)
-    words = words_per_element(out.dtype)
+    plan = _plan(tuple(out.shape), grad, diag)
+    if plan is not None:
+        _counters.count("diagonal_backward")
+        _launch(plan, (out, grad))
+
+
+def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
+    """The launch that writes a contiguous result of ``sizes``; None when it is empty."""
+    numel = 1
+    for size in sizes:
+        numel *= size
+    if numel == 0:
+        return None
+    words = words_per_element(grad.dtype)
     first_dim, second_dim = sorted((diag.dim1, diag.dim2))
     # Index along the first dim is p; the second dim's index is p + shift on the diagonal.
     if first_dim == diag.dim1:
@@ -187,18 +235,22 @@ def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
     first_inner, first_size = _index_divisor(row_dims, "first")
     second_inner, second_size = _index_divisor(row_dims, "second")
     row_sizes, row_strides = row_args(row_dims)
-    rows = out.numel() * words // width
-    tile = plan_tile(rows, width, out.element_size() // words)
+    rows = numel * words // width
+    tile = plan_tile(rows, width, grad.element_size() // words)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = needs_int64((rows + tile.block_rows) * width, grad_extent + words)
-    _counters.count("diagonal_backward")
-    _diagonal_backward_kernel[(tile.n_programs,)](
-        as_words(out), as_words(grad), rows, width, tile.n_col_blocks,
-        *row_sizes, *row_strides, len(row_dims), first_inner, first_size, second_inner, second_size,
-        diag_base, shift, diag.length, diag_stride, col_stride,
-        SECOND_IN_COLS=second_in_cols, WORDS=words, BLOCK_ROWS=tile.block_rows,
-        BLOCK_COLS=tile.block_cols, INDEX_64=index_64, num_warps=tile.num_warps,
+    return LaunchPlan(
+        sizes, tile.n_programs,
+        (rows, width // tile.align, tile.n_col_blocks, *row_sizes, *row_strides,
+         len(row_dims), first_inner, first_size, second_inner, second_size,
+         diag_base, shift, diag.length, diag_stride, col_stride),
+        {"SECOND_IN_COLS": second_in_cols, "WORDS": words, "BLOCK_ROWS": tile.block_rows,
+         "BLOCK_COLS": tile.block_cols, "INDEX_64": index_64, "ALIGN": tile.align},
+        tile.num_warps,
     )
+
+
+_launch = Launcher(_diagonal_backward_kernel)
 
 
 def _index_divisor(row_dims: list[RowDim], tag: str) -> tuple[int, int]:

@@ -16,23 +16,26 @@ from diagfuzz.ops._geometry import Diagonal, diagonal_of
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
+    Launcher,
+    LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
     plan_tile,
+    remember,
     row_args,
 )
-from diagfuzz.ops._words import as_words, words_per_element
+from diagfuzz.ops._words import words_per_element
 
 
 @triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride"])
 def _diagonal_copy_kernel(
-    out_ptr, in_ptr, rows, width, n_col_blocks,
+    out_ptr, in_ptr, rows, width_units, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, base, col_stride,
     WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
-    INDEX_64: tl.constexpr,
+    INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
@@ -40,7 +43,10 @@ def _diagonal_copy_kernel(
         pid = pid.to(tl.int64)
     row_block = pid // n_col_blocks
     row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col = (pid - row_block * n_col_blocks) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
+    col_start = (pid - row_block * n_col_blocks) * BLOCK_COLS
+    col = col_start + tl.arange(0, BLOCK_COLS)
+    # The width as a multiple of ALIGN that Triton can see: 16-byte vector stores.
+    width = width_units * ALIGN
     row_ok = row < rows
     col_ok = col < width
     rem = row
@@ -79,10 +85,32 @@ def diagonal_copy(
     input: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1
 ) -> torch.Tensor:
     """``aten::diagonal_copy``: a new contiguous tensor holding ``input.diagonal(...)``."""
-    diag, source = _prepare(input, offset, dim1, dim2)
-    out = torch.empty(diag.shape, dtype=source.dtype, device=source.device)
-    _fill(out, source, diag)
+    key = _key(input, offset, dim1, dim2)
+    known = _PLANS.get(key) if key is not None else None
+    if known is None:  # first call with this signature: validate and plan
+        diag, source = _prepare(input, offset, dim1, dim2)
+        known = (diag.shape, _plan(source, diag))
+        remember(_PLANS, key, known)
+    else:  # validated before; input's pointer is all the launch needs of it
+        source = input
+    sizes, plan = known
+    out = torch.empty(sizes, dtype=source.dtype, device=source.device)
+    if plan is not None:
+        _counters.count("diagonal_copy")
+        _launch(plan, (out, source))
     return out
+
+
+#: (result sizes, plan) by call signature (see ``_key``).
+_PLANS: dict = {}
+
+
+def _key(input, offset, dim1, dim2) -> tuple | None:
+    """What determines validation, result and plan; None where the fast path does not apply
+    (a tensor subclass, conj/neg bits)."""
+    if type(input) is not torch.Tensor or input.is_conj() or input.is_neg():
+        return None
+    return (input.shape, input.stride(), input.dtype, input.device, offset, dim1, dim2)
 
 
 def diagonal_copy_out(
@@ -107,8 +135,19 @@ def _prepare(input, offset, dim1, dim2) -> tuple[Diagonal, torch.Tensor]:
 
 def _fill(out: torch.Tensor, source: torch.Tensor, diag: Diagonal) -> None:
     """One launch gathers the diagonal of ``source`` into the contiguous ``out``."""
-    if out.numel() == 0:
-        return
+    plan = _plan(source, diag)
+    if plan is not None:
+        _counters.count("diagonal_copy")
+        _launch(plan, (out, source))
+
+
+def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
+    """The launch that gathers the diagonal into a contiguous result; None when empty."""
+    numel = 1
+    for size in diag.shape:
+        numel *= size
+    if numel == 0:
+        return None
     words = words_per_element(source.dtype)
     strides = [s * words for s in source.stride()]
     row_dims = coalesce([
@@ -120,14 +159,18 @@ def _fill(out: torch.Tensor, source: torch.Tensor, diag: Diagonal) -> None:
     base = diag.row0 * strides[diag.dim1] + diag.col0 * strides[diag.dim2]
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
-    rows = out.numel() * words // width
+    rows = numel * words // width
     tile = plan_tile(rows, width, source.element_size() // words)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
     index_64 = needs_int64((rows + tile.block_rows) * width, source_extent + words)
-    _counters.count("diagonal_copy")
-    _diagonal_copy_kernel[(tile.n_programs,)](
-        as_words(out), as_words(source), rows, width, tile.n_col_blocks,
-        *row_sizes, *row_strides, len(row_dims), base, col_stride,
-        WORDS=words, BLOCK_ROWS=tile.block_rows, BLOCK_COLS=tile.block_cols,
-        INDEX_64=index_64, num_warps=tile.num_warps,
+    return LaunchPlan(
+        diag.shape, tile.n_programs,
+        (rows, width // tile.align, tile.n_col_blocks, *row_sizes, *row_strides,
+         len(row_dims), base, col_stride),
+        {"WORDS": words, "BLOCK_ROWS": tile.block_rows, "BLOCK_COLS": tile.block_cols,
+         "INDEX_64": index_64, "ALIGN": tile.align},
+        tile.num_warps,
     )
+
+
+_launch = Launcher(_diagonal_copy_kernel)

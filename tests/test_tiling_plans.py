@@ -1,0 +1,100 @@
+"""CPU unit tests of the launch planning in ops/_tiling.py and the launchers' plan caches.
+
+The plan cache must never change a result: the same call signature gives the same plan, and
+anything that changes the result (strides, broadcasting, dtype) is part of the key.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.ops import _tiling
+from tests.bitwise import bitwise_difference
+
+backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
+copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
+
+
+def _aten_backward(g: torch.Tensor, sizes: list[int], *args: int) -> torch.Tensor:
+    with ops.use_triton(False):
+        return torch.ops.aten.diagonal_backward(g, sizes, *args)
+
+
+def test_repeated_calls_with_other_strides_or_broadcasts_replan() -> None:
+    """Same shape, other strides / a broadcast grad: each call still matches aten bitwise."""
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    for g in (base[:, :3], base[:, ::2], base[:, 1:4], base[:1, :3].expand(4, 3),
+              base[:, :3].contiguous(), torch.arange(3, dtype=torch.float32)):
+        for _ in range(2):  # the second call takes the cached plan
+            out = ops.diagonal_backward(g, [4, 3, 5], 0, 1, 2)
+            assert bitwise_difference(out, _aten_backward(g, [4, 3, 5], 0, 1, 2)) == ""
+    for x in (torch.arange(60).reshape(3, 4, 5), torch.arange(60).reshape(3, 5, 4).mT):
+        for _ in range(2):
+            with ops.use_triton(False):
+                expected = torch.ops.aten.diagonal_copy(x, 1, 1, 2)
+            assert bitwise_difference(ops.diagonal_copy(x, 1, 1, 2), expected) == ""
+
+
+def test_cached_signature_still_raises_for_a_new_invalid_call() -> None:
+    g = torch.zeros(3)
+    ops.diagonal_backward(g, [3, 3], 0, 0, 1)
+    with pytest.raises(RuntimeError, match="identical"):
+        ops.diagonal_backward(g, [3, 3], 0, 1, 1)
+    with pytest.raises(TypeError, match="grad_output"):
+        ops.diagonal_backward([0.0, 0.0, 0.0], [3, 3], 0, 0, 1)
+
+
+def test_plan_cache_is_bounded(monkeypatch) -> None:
+    cache: dict = {}
+    monkeypatch.setattr(_tiling, "PLAN_CACHE_SIZE", 3)
+    for i in range(7):
+        _tiling.remember(cache, (i,), None)
+        assert len(cache) <= 3
+    _tiling.remember(cache, None, None)  # no key: nothing stored
+    assert None not in cache
+
+
+def test_empty_results_launch_nothing() -> None:
+    before = ops.launches("diagonal_backward")
+    for _ in range(2):
+        out = ops.diagonal_backward(torch.zeros(0), [0, 4], 0, 0, 1)
+        assert out.shape == (0, 4)
+    assert ops.launches("diagonal_backward") == before
+
+
+@pytest.mark.parametrize(("width", "word_bytes", "align"), [
+    (4096, 4, 4), (4100, 4, 4), (4098, 4, 1), (512, 1, 16), (520, 1, 1), (64, 8, 2),
+    (16, 4, 1),  # a narrow row: no alignment variant
+])
+def test_gpu_tiles_align_wide_rows_of_whole_16_byte_vectors(monkeypatch, width, word_bytes,
+                                                             align) -> None:
+    monkeypatch.setattr(_tiling, "INTERPRET", False)
+    tile = _tiling.plan_tile(100, width, word_bytes)
+    assert tile.align == align
+    assert tile.block_cols % align == 0
+    assert tile.n_programs == -(-100 // tile.block_rows) * -(-width // tile.block_cols)
+
+
+def test_interpreter_tiles_never_align() -> None:
+    assert _tiling.plan_tile(100, 4096, 1).align == 1
+
+
+def test_variant_is_none_when_an_integer_needs_int64() -> None:
+    plan = _tiling.LaunchPlan((2,), 1, (1, 2**31), {"A": 1}, 4)
+    assert plan.variant is None
+    plan = _tiling.LaunchPlan((2,), 1, (1, -(2**31)), {"A": 1}, 4)
+    assert plan.variant == (1, 4)
+
+
+def test_launch_plans_are_cached_per_signature() -> None:
+    g = torch.ones(5, 2)
+    ops.diagonal_backward(g, [5, 2, 3], 0, 1, 2)
+    key = backward_module._key(g, [5, 2, 3], 0, 1, 2)
+    assert key in backward_module._PLANS
+    x = torch.ones(2, 3, 4)
+    ops.diagonal_copy(x, 0, 1, 2)
+    assert copy_module._key(x, 0, 1, 2) in copy_module._PLANS
