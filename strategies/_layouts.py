@@ -72,11 +72,8 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
     chosen = draw(choice(tuple(how))) if len(how) > 1 else "row_major"
     if chosen == "channels_last":
         order = [0, *range(2, rank), 1]
-        tags.add("channels_last")
     elif chosen == "permuted":
         order = nth_permutation(rank, below(draw, factorial(rank)))
-        if order != sorted(order):
-            tags.add("permuted")
 
     expanded = [False] * rank
     if "expanded" in kinds and rank and draw(BOOLS):
@@ -88,21 +85,32 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
     steps = [1] * rank
     if "sliced" in kinds and rank and draw(BOOLS):
         _slice(draw, shape, expanded, extents, steps, budget)
-        if any(e != max(n, 1) for e, n, x in zip(extents, shape, expanded, strict=True)
-               if not x):
-            tags.add("sliced")
 
-    strides = [0] * rank
-    size = 1
-    for d in reversed(order):
-        strides[d] = 0 if expanded[d] else size * steps[d]
-        size *= extents[d]
+    strides, size = _strides(order, expanded, steps, extents)
+    # Tag only what shows in the strides: a permutation of size-1 dims, or padding of the
+    # outermost dim, leaves them as they were.
+    if strides != _strides(list(range(rank)), expanded, steps, extents)[0]:
+        tags.add(chosen)
+    plain = [max(n, 1) if not x else 1 for n, x in zip(shape, expanded, strict=True)]
+    if strides != _strides(order, expanded, [1] * rank, plain)[0]:
+        tags.add("sliced")
     storage_offset = 0
     if "offset" in kinds and budget > size and draw(BOOLS):
         storage_offset = 1 + below(draw, budget - size)
         tags.add("offset")
     named = tuple(k for k in LAYOUT_KINDS if k in tags) or ("contiguous",)
-    return Layout(shape, tuple(strides), storage_offset, named)
+    return Layout(shape, strides, storage_offset, named)
+
+
+def _strides(order: list[int], expanded: list[bool], steps: list[int],
+             extents: list[int]) -> tuple[tuple[int, ...], int]:
+    """Strides of the view, and the buffer's size, for a physical ``order`` (outer first)."""
+    strides = [0] * len(order)
+    size = 1
+    for d in reversed(order):
+        strides[d] = 0 if expanded[d] else size * steps[d]
+        size *= extents[d]
+    return tuple(strides), size
 
 
 def _slice(draw: st.DrawFn, shape: tuple[int, ...], expanded: list[bool], extents: list[int],

@@ -172,12 +172,21 @@ def _half_values(dtype: str) -> st.SearchStrategy[int]:
     return st.one_of(table, _nan_payloads(fmt)) if fmt.style == "ieee" else table
 
 
+#: Plain halves a complex special pairs with: +0.0 and 1.0, per half width.
+_PLAIN_HALVES = {"float32": (0, 0x3F800000), "float64": (0, 0x3FF0000000000000)}
+
+
 @cache
 def _special_values(dtype: str) -> st.SearchStrategy[int]:
     if dtype in COMPLEX_HALVES:
         half = COMPLEX_HALVES[dtype]
         width = 8 * dtype_of(half).itemsize
-        return st.builds(lambda re, im: re | im << width, _half_values(half), _half_values(half))
+        plain = st.sampled_from(_PLAIN_HALVES[half])
+        special = _half_values(half)
+        return st.one_of(  # a special real part, a special imaginary part, or both
+            st.builds(lambda re, im: re | im << width, special, plain),
+            st.builds(lambda re, im: re | im << width, plain, special),
+            st.builds(lambda re, im: re | im << width, special, special))
     if dtype in FLOAT_FORMATS:
         return _half_values(dtype)
     return st.sampled_from(special_table(dtype))
@@ -190,8 +199,9 @@ def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
     signs, the smallest and largest subnormals, the smallest normal and the largest finite
     values of both signs, and NaNs with arbitrary payloads; float8 formats without inf or
     -0.0 get their own NaN and extremes. Integers: 0, 1, -1, min, max, min + 1, max - 1.
-    bool: 0 and 1 only (a bool byte is never anything else). Complex: each half drawn from
-    its float's specials, ``real | imag << half_width``.
+    bool: 0 and 1 only (a bool byte is never anything else). Complex: a special real part
+    with a plain (0.0 or 1.0) imaginary part, the other way round, or both special,
+    as ``real | imag << half_width``.
 
     Shrinks towards 0 (+0.0, False, 0+0j).
     """
