@@ -100,16 +100,32 @@ def _case(op: str, shape: tuple[int, ...], offset: int = 0, dim1: int = 0, dim2:
 
 
 def error_parity_cases() -> list[Case]:
-    """Invalid calls both aten and the impl must reject (same error class)."""
+    """One invalid call per invalid class (diagfuzz.strategies' names) and op.
+
+    The impl must raise exactly where aten raises, with the same error class.
+    """
+    d = "diagonal"
+    b = "diagonal_backward"
+    grad3 = Layout.contiguous((3,))
     return [
-        _case("diagonal", (3, 4), dim1=1, dim2=1, invalid="same-dims"),
-        _case("diagonal", (3, 4), dim1=0, dim2=2, invalid="dim-out-of-range"),
-        _case("diagonal", (3, 4), dim1=-3, dim2=0, invalid="dim-out-of-range"),
-        _case("diagonal", (5,), dim1=0, dim2=1, invalid="rank-too-small"),
-        _case("diagonal_backward", (2,), sizes=(3, 4), invalid="grad-shape",
+        _case(d, (), dim1=0, dim2=1, invalid="rank0", layout=Layout((), (), 0)),
+        _case(d, (5,), invalid="rank1"),
+        _case(b, (4,), sizes=(4,), invalid="rank1", layout=Layout.contiguous((4,))),
+        _case(d, (3, 4), dim1=0, dim2=2, invalid="dim_above_range"),
+        _case(b, (3,), sizes=(3, 4), dim1=5, dim2=1, invalid="dim_above_range", layout=grad3),
+        _case(d, (3, 4), dim1=-3, dim2=0, invalid="dim_below_range"),
+        _case(d, (3, 4), dim1=1, dim2=-1, invalid="same_dims"),
+        _case(b, (3,), sizes=(3, 4), dim1=0, dim2=0, invalid="same_dims", layout=grad3),
+        _case(b, (2,), sizes=(3, 4), invalid="grad_output_shape",
               layout=Layout.contiguous((2,))),
-        _case("diagonal_backward", (3,), sizes=(3, 4), dim1=0, dim2=0, invalid="same-dims",
-              layout=Layout.contiguous((3,))),
+        _case(b, (3,), sizes=(3, -2), invalid="negative_size", layout=grad3),
+        _case(d, (3, 4), invalid="out_dtype", out_dtype="int32"),
+        _case(d, (3, 4), invalid="out_device", out_device="meta"),
+        _case(d, (3, 4), invalid="non_integer", raw_args=(("offset", 1.5),)),
+        _case(b, (3,), sizes=(3, 4), invalid="non_integer", layout=grad3,
+              raw_args=(("input_sizes", [3, 1.5]),)),
+        _case(d, (3, 4), invalid="int_overflow", raw_args=(("dim1", 2**63),)),
+        _case(d, (3, 4), invalid="non_tensor", raw_args=(("input", "x"),)),
     ]
 
 
@@ -182,7 +198,8 @@ def suite_command(opts: Options, report: Path) -> list[str]:
     """The pytest command line of the fuzz-suite stage (the one place that knows it)."""
     command = [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
                "--hypothesis-profile", "gate", "-n", str(opts.workers), "--impl", opts.impl,
-               "--diagfuzz-isolation", "process", "--diagfuzz-report", str(report),
+               "--diagfuzz-isolation", "process", "--diagfuzz-timeout", str(opts.timeout),
+               "--diagfuzz-report", str(report),
                "--diagfuzz-root", str(opts.out_dir / "runs"), "-q", "-p", "no:cacheprovider"]
     if opts.budget is not None:
         command += ["--diagfuzz-budget", str(opts.budget)]
@@ -190,8 +207,8 @@ def suite_command(opts: Options, report: Path) -> list[str]:
 
 
 def suite_environment(opts: Options) -> dict[str, str]:
-    """The suite's environment: the per-Case timeout, and the current directory importable."""
-    env = dict(os.environ, DIAGFUZZ_TIMEOUT=str(opts.timeout))
+    """The suite's environment: the current directory importable (for ``--impl``)."""
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()),
                                                       env.get("PYTHONPATH", "")]))
     return env

@@ -1,4 +1,4 @@
-"""Deterministically wrong: flips one result bit when offset == 1."""
+"""Deterministically wrong: flips one result bit whenever offset > 0."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from tests.faulty._base import Faulty, flip_first_bit
 
 class Wrong(Faulty):
     def fault(self, result, offset):
-        return flip_first_bit(result) if offset == 1 else result
+        return flip_first_bit(result) if offset > 0 else result
 
 
 impl = Wrong()

@@ -1,0 +1,14 @@
+"""Small Cases the faulty impls misbehave on (offset 1: abort/wrong; offset -1: hang)."""
+
+from __future__ import annotations
+
+from diagfuzz.case import Case, Layout
+
+
+def square(offset: int, n: int = 3, op: str = "diagonal") -> Case:
+    """A contiguous n x n float32 diagonal Case (or its backward) with ``offset``."""
+    if op == "diagonal":
+        return Case("diagonal", (n, n), offset, 0, 1, "float32", Layout.contiguous((n, n)))
+    length = n - abs(offset)
+    return Case("diagonal_backward", (n, n), offset, 0, 1, "float32",
+                Layout.contiguous((length,)))
