@@ -1,0 +1,85 @@
+"""ProcessRunner: a crash or a hang costs exactly one Case; every other Case still runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagfuzz.executor import ExecutorError, ProcessRunner, health_check
+from diagfuzz.impl import ImplError
+from tests.faulty.cases import square
+
+TIMEOUT = 3.0  # seconds: tiny Cases take milliseconds, even on a loaded 2-core runner
+
+
+def test_abort_costs_one_case_and_the_run_goes_on() -> None:
+    offsets = [0, 1, 0, 2, 1, -1, 0]
+    with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30) as runner:
+        verdicts = [runner.run(square(o)) for o in offsets]
+        starts = runner.starts
+    assert [v.kind for v in verdicts] == ["crash" if o == 1 else "pass" for o in offsets]
+    assert all(v.case == square(o) for v, o in zip(verdicts, offsets, strict=True))
+    crash = verdicts[1]
+    assert "SIGABRT" in crash.message and crash.details["exitcode"] == -6
+    # Each crash came in a used executor, so it was confirmed once in a fresh one.
+    assert crash.details["first_attempt"]["kind"] == "crash"
+    assert crash.details["executor_cases"] == 0
+    assert starts == 5  # first, retry + replacement per crash (2 crashes)
+
+
+def test_crash_verdict_carries_the_dying_stack(tmp_path) -> None:
+    with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30,
+                       workdir=tmp_path) as runner:
+        verdict = runner.run(square(1))
+    assert verdict.kind == "crash"
+    assert "Fatal Python error: Aborted" in verdict.details["stderr_tail"]
+    assert "abort.py" in verdict.details["stderr_tail"]  # faulthandler names the frame
+
+
+def test_hang_is_cut_off_and_the_run_goes_on() -> None:
+    offsets = [-1, 0, 1, 0]
+    with ProcessRunner("tests.faulty.hang:impl", "cpu", timeout=TIMEOUT) as runner:
+        verdicts = [runner.run(square(o)) for o in offsets]
+    assert [v.kind for v in verdicts] == ["hang", "pass", "pass", "pass"]
+    assert verdicts[0].check == "executor:timeout"
+    assert "first_attempt" not in verdicts[0].details  # a fresh executor: no retry needed
+
+
+def test_mismatch_keeps_a_healthy_executor() -> None:
+    with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=30) as runner:
+        first = runner.run(square(0))
+        pid = runner.pid
+        wrong = runner.run(square(1))
+        after = runner.run(square(0))
+        assert runner.pid == pid and runner.starts == 1  # health check passed: kept
+    assert (first.kind, wrong.kind, after.kind) == ("pass", "mismatch", "pass")
+
+
+def test_missing_impl_is_an_impl_error() -> None:
+    runner = ProcessRunner("tests.faulty.no_such_module:impl", "cpu", timeout=30)
+    with pytest.raises(ImplError, match="no_such_module"):
+        runner.run(square(0))
+    runner.close()
+
+
+def test_executor_that_cannot_start_is_an_executor_error() -> None:
+    runner = ProcessRunner("diagfuzz.impl:aten", "no-such-device", timeout=30)
+    with pytest.raises(ExecutorError, match="failed to start"):
+        runner.run(square(0))
+    runner.close()
+
+
+def test_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=0)
+
+
+def test_timeout_from_environment(monkeypatch) -> None:
+    monkeypatch.setenv("DIAGFUZZ_TIMEOUT", "7.5")
+    assert ProcessRunner("diagfuzz.impl:aten", "cpu").timeout == 7.5
+    monkeypatch.setenv("DIAGFUZZ_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="DIAGFUZZ_TIMEOUT"):
+        ProcessRunner("diagfuzz.impl:aten", "cpu")
+
+
+def test_health_check_passes_on_a_sound_runtime() -> None:
+    health_check("cpu")  # raises if diagonal_copy of a 2x2 is wrong
