@@ -106,7 +106,9 @@ class Tile:
 _GPU_TILE_WORDS = {1: 16384, 2: 8192, 4: 4096, 8: 2048}
 #: Narrow rows (short diagonals, small trailing dims) get tall tiles instead of wide ones.
 _NARROW_COLS = 16
-_WIDE_COLS = {1: 512, 2: 256, 4: 128, 8: 64}
+#: 1 KiB rows: each thread stores two 16-byte vectors per row, so the per-row index
+#: arithmetic (integer division) is shared by 32 bytes rather than 16.
+_WIDE_COLS = {1: 1024, 2: 512, 4: 256, 8: 128}
 #: The interpreter runs programs one after another: few, large tiles are fastest there.
 _INTERPRET_TILE_WORDS = 1 << 16
 

@@ -21,7 +21,7 @@ import triton.language as tl
 
 from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
-from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
     Launcher,
@@ -36,7 +36,7 @@ from diagfuzz.ops._tiling import (
 from diagfuzz.ops._words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
-              "first_size", "second_inner", "second_size"]
+              "first_size", "second_inner", "second_size", "first_pos", "second_pos"]
 
 
 @triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
@@ -44,10 +44,10 @@ def _diagonal_backward_kernel(
     out_ptr, grad_ptr, rows, width_units, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
-    n_dims, first_inner, first_size, second_inner, second_size,
+    n_dims, first_inner, first_size, second_inner, second_size, first_pos, second_pos,
     diag_base, shift, length, diag_stride, col_stride,
-    SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-    BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
+    SELECT_INDEX: tl.constexpr, SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
@@ -62,65 +62,107 @@ def _diagonal_backward_kernel(
     width = width_units * ALIGN
     row_ok = row < rows
     col_ok = col < width
-    # Peel each row index (innermost dim first) into grad_output's offset; the indices along
-    # the two diagonal dims come from one division each.
+    # Peel each row index (innermost dim first) into grad_output's offset, one division per
+    # dim. The indices along the two diagonal dims: on a GPU they fall out of the peel by a
+    # select (integer division is the costly part there); under the interpreter one division
+    # each is cheaper than sixteen selects.
     rem = row
     grad_row = row * 0
-    first = (row // first_inner) % first_size
-    second = (row // second_inner) % second_size
+    if SELECT_INDEX:
+        first = row * 0
+        second = row * 0
+    else:
+        first = (row // first_inner) % first_size
+        second = (row // second_inner) % second_size
     if n_dims > 0:
-        idx = rem % size0
-        rem = rem // size0
+        quotient = rem // size0
+        idx = rem - quotient * size0
+        rem = quotient
         grad_row += idx * stride0
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 0, idx, first)
+            second = tl.where(second_pos == 0, idx, second)
     if n_dims > 1:
-        idx = rem % size1
-        rem = rem // size1
+        quotient = rem // size1
+        idx = rem - quotient * size1
+        rem = quotient
         grad_row += idx * stride1
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 1, idx, first)
+            second = tl.where(second_pos == 1, idx, second)
     if n_dims > 2:
-        idx = rem % size2
-        rem = rem // size2
+        quotient = rem // size2
+        idx = rem - quotient * size2
+        rem = quotient
         grad_row += idx * stride2
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 2, idx, first)
+            second = tl.where(second_pos == 2, idx, second)
     if n_dims > 3:
-        idx = rem % size3
-        rem = rem // size3
+        quotient = rem // size3
+        idx = rem - quotient * size3
+        rem = quotient
         grad_row += idx * stride3
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 3, idx, first)
+            second = tl.where(second_pos == 3, idx, second)
     if n_dims > 4:
-        idx = rem % size4
-        rem = rem // size4
+        quotient = rem // size4
+        idx = rem - quotient * size4
+        rem = quotient
         grad_row += idx * stride4
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 4, idx, first)
+            second = tl.where(second_pos == 4, idx, second)
     if n_dims > 5:
-        idx = rem % size5
-        rem = rem // size5
+        quotient = rem // size5
+        idx = rem - quotient * size5
+        rem = quotient
         grad_row += idx * stride5
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 5, idx, first)
+            second = tl.where(second_pos == 5, idx, second)
     if n_dims > 6:
-        idx = rem % size6
-        rem = rem // size6
+        quotient = rem // size6
+        idx = rem - quotient * size6
+        rem = quotient
         grad_row += idx * stride6
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 6, idx, first)
+            second = tl.where(second_pos == 6, idx, second)
     if n_dims > 7:
-        idx = rem % size7
-        rem = rem // size7
+        quotient = rem // size7
+        idx = rem - quotient * size7
+        rem = quotient
         grad_row += idx * stride7
+        if SELECT_INDEX:
+            first = tl.where(first_pos == 7, idx, first)
+            second = tl.where(second_pos == 7, idx, second)
 
     # Diagonal element i sits where the second dim's index is first + shift.
     i = first - diag_base
     on_diag_row = row_ok & (i >= 0) & (i < length)
     grad_row = grad_row + i * diag_stride
     target = first + shift
+    out_off = row[:, None] * width + col[None, :]
+    mask = row_ok[:, None] & col_ok[None, :]
     if SECOND_IN_COLS:
-        # At most one element per row: load it once per row (only where it falls in this
-        # tile's columns) and place it with a compare, so the tile is a plain vector store.
+        # At most one element per row: the tile is stored as zeros (plain vector stores, no
+        # per-element work), then each row's diagonal element, if it falls in this tile, is
+        # stored over it. The barrier orders the two stores across the program's threads.
+        tl.store(out_ptr + out_off,
+                 tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=out_ptr.dtype.element_ty), mask=mask)
+        tl.debug_barrier()
         target_col = target * WORDS
         near = on_diag_row & (target_col >= col_start) & (target_col < col_start + BLOCK_COLS)
-        value = tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=out_ptr.dtype.element_ty)
         for w in tl.static_range(WORDS):
-            g = tl.load(grad_ptr + grad_row + w, mask=near, other=0)
-            value = tl.where(col[None, :] == (target_col + w)[:, None], g[:, None], value)
+            g = tl.load(grad_ptr + grad_row + w, mask=near)
+            tl.store(out_ptr + row * width + target_col + w, g, mask=near)
     else:
         hit = (on_diag_row & (second == target))[:, None] & col_ok[None, :]
         grad_off = grad_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
         value = tl.load(grad_ptr + grad_off, mask=hit, other=0)
-    tl.store(out_ptr + row[:, None] * width + col[None, :], value,
-             mask=row_ok[:, None] & col_ok[None, :])
+        tl.store(out_ptr + out_off, value, mask=mask)
 
 
 def diagonal_backward(
@@ -243,14 +285,22 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
         sizes, tile.n_programs,
         (rows, width // tile.align, tile.n_col_blocks, *row_sizes, *row_strides,
          len(row_dims), first_inner, first_size, second_inner, second_size,
+         _position(row_dims, "first"), _position(row_dims, "second"),
          diag_base, shift, diag.length, diag_stride, col_stride),
-        {"SECOND_IN_COLS": second_in_cols, "WORDS": words, "BLOCK_ROWS": tile.block_rows,
-         "BLOCK_COLS": tile.block_cols, "INDEX_64": index_64, "ALIGN": tile.align},
+        {"SELECT_INDEX": not INTERPRET, "SECOND_IN_COLS": second_in_cols, "WORDS": words,
+         "BLOCK_ROWS": tile.block_rows, "BLOCK_COLS": tile.block_cols, "INDEX_64": index_64,
+         "ALIGN": tile.align},
         tile.num_warps,
     )
 
 
 _launch = Launcher(_diagonal_backward_kernel)
+
+
+def _position(row_dims: list[RowDim], tag: str) -> int:
+    """Where the tagged dim is peeled (0 = innermost); -1 when absent."""
+    tags = [d.tag for d in reversed(row_dims)]
+    return tags.index(tag) if tag in tags else -1
 
 
 def _index_divisor(row_dims: list[RowDim], tag: str) -> tuple[int, int]:

@@ -52,29 +52,37 @@ def _diagonal_copy_kernel(
     rem = row
     in_row = row * 0 + base
     if n_dims > 0:
-        in_row += (rem % size0) * stride0
-        rem = rem // size0
+        quotient = rem // size0
+        in_row += (rem - quotient * size0) * stride0
+        rem = quotient
     if n_dims > 1:
-        in_row += (rem % size1) * stride1
-        rem = rem // size1
+        quotient = rem // size1
+        in_row += (rem - quotient * size1) * stride1
+        rem = quotient
     if n_dims > 2:
-        in_row += (rem % size2) * stride2
-        rem = rem // size2
+        quotient = rem // size2
+        in_row += (rem - quotient * size2) * stride2
+        rem = quotient
     if n_dims > 3:
-        in_row += (rem % size3) * stride3
-        rem = rem // size3
+        quotient = rem // size3
+        in_row += (rem - quotient * size3) * stride3
+        rem = quotient
     if n_dims > 4:
-        in_row += (rem % size4) * stride4
-        rem = rem // size4
+        quotient = rem // size4
+        in_row += (rem - quotient * size4) * stride4
+        rem = quotient
     if n_dims > 5:
-        in_row += (rem % size5) * stride5
-        rem = rem // size5
+        quotient = rem // size5
+        in_row += (rem - quotient * size5) * stride5
+        rem = quotient
     if n_dims > 6:
-        in_row += (rem % size6) * stride6
-        rem = rem // size6
+        quotient = rem // size6
+        in_row += (rem - quotient * size6) * stride6
+        rem = quotient
     if n_dims > 7:
-        in_row += (rem % size7) * stride7
-        rem = rem // size7
+        quotient = rem // size7
+        in_row += (rem - quotient * size7) * stride7
+        rem = quotient
     in_off = in_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
     mask = row_ok[:, None] & col_ok[None, :]
     value = tl.load(in_ptr + in_off, mask=mask)

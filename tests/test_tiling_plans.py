@@ -26,13 +26,14 @@ def _aten_backward(g: torch.Tensor, sizes: list[int], *args: int) -> torch.Tenso
 
 def test_repeated_calls_with_other_strides_or_broadcasts_replan() -> None:
     """Same shape, other strides / a broadcast grad: each call still matches aten bitwise."""
-    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    base = torch.arange(24, dtype=torch.float32, device=ops.DEVICE).reshape(4, 6)
     for g in (base[:, :3], base[:, ::2], base[:, 1:4], base[:1, :3].expand(4, 3),
-              base[:, :3].contiguous(), torch.arange(3, dtype=torch.float32)):
+              base[:, :3].contiguous(), torch.arange(3, dtype=torch.float32, device=ops.DEVICE)):
         for _ in range(2):  # the second call takes the cached plan
             out = ops.diagonal_backward(g, [4, 3, 5], 0, 1, 2)
             assert bitwise_difference(out, _aten_backward(g, [4, 3, 5], 0, 1, 2)) == ""
-    for x in (torch.arange(60).reshape(3, 4, 5), torch.arange(60).reshape(3, 5, 4).mT):
+    x0 = torch.arange(60, device=ops.DEVICE)
+    for x in (x0.reshape(3, 4, 5), x0.reshape(3, 5, 4).mT):
         for _ in range(2):
             with ops.use_triton(False):
                 expected = torch.ops.aten.diagonal_copy(x, 1, 1, 2)
@@ -40,7 +41,7 @@ def test_repeated_calls_with_other_strides_or_broadcasts_replan() -> None:
 
 
 def test_cached_signature_still_raises_for_a_new_invalid_call() -> None:
-    g = torch.zeros(3)
+    g = torch.zeros(3, device=ops.DEVICE)
     ops.diagonal_backward(g, [3, 3], 0, 0, 1)
     with pytest.raises(RuntimeError, match="identical"):
         ops.diagonal_backward(g, [3, 3], 0, 1, 1)
@@ -61,7 +62,7 @@ def test_plan_cache_is_bounded(monkeypatch) -> None:
 def test_empty_results_launch_nothing() -> None:
     before = ops.launches("diagonal_backward")
     for _ in range(2):
-        out = ops.diagonal_backward(torch.zeros(0), [0, 4], 0, 0, 1)
+        out = ops.diagonal_backward(torch.zeros(0, device=ops.DEVICE), [0, 4], 0, 0, 1)
         assert out.shape == (0, 4)
     assert ops.launches("diagonal_backward") == before
 
@@ -79,7 +80,8 @@ def test_gpu_tiles_align_wide_rows_of_whole_16_byte_vectors(monkeypatch, width, 
     assert tile.n_programs == -(-100 // tile.block_rows) * -(-width // tile.block_cols)
 
 
-def test_interpreter_tiles_never_align() -> None:
+def test_interpreter_tiles_never_align(monkeypatch) -> None:
+    monkeypatch.setattr(_tiling, "INTERPRET", True)
     assert _tiling.plan_tile(100, 4096, 1).align == 1
 
 
@@ -91,10 +93,27 @@ def test_variant_is_none_when_an_integer_needs_int64() -> None:
 
 
 def test_launch_plans_are_cached_per_signature() -> None:
-    g = torch.ones(5, 2)
+    g = torch.ones(5, 2, device=ops.DEVICE)
     ops.diagonal_backward(g, [5, 2, 3], 0, 1, 2)
     key = backward_module._key(g, [5, 2, 3], 0, 1, 2)
     assert key in backward_module._PLANS
-    x = torch.ones(2, 3, 4)
+    x = torch.ones(2, 3, 4, device=ops.DEVICE)
     ops.diagonal_copy(x, 0, 1, 2)
     assert copy_module._key(x, 0, 1, 2) in copy_module._PLANS
+
+
+@pytest.mark.parametrize("geometry", [
+    ((5, 7), 1, 0, 1), ((5, 7), -2, 1, 0), ((3, 4, 5), 1, 0, 2), ((3, 4, 5), 0, 2, 1),
+    ((2, 3, 4, 5), -1, 1, 3), ((4, 2, 3, 4), 1, 3, 0), ((2, 3, 2, 3, 2), 0, 1, 3),
+    ((3, 4, 5), 0, 0, 1),  # second diagonal dim a row dim: whole rows on the diagonal
+])
+def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometry) -> None:
+    """The GPU's way to the diagonal-dim indices (selects during the peel, SELECT_INDEX)
+    runs here too, so CI covers the code path that only a GPU takes by default."""
+    monkeypatch.setattr(backward_module, "INTERPRET", False)
+    monkeypatch.setattr(backward_module, "_PLANS", {})
+    sizes, offset, dim1, dim2 = geometry
+    diag_shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
+    g = torch.randint(-2**31, 2**31 - 1, diag_shape, dtype=torch.int32, device=ops.DEVICE)
+    out = ops.diagonal_backward(g, list(sizes), offset, dim1, dim2)
+    assert bitwise_difference(out, _aten_backward(g, list(sizes), offset, dim1, dim2)) == ""
