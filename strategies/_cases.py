@@ -28,7 +28,7 @@ from diagfuzz.strategies._args import (
     check_max_elements,
     check_ranks,
 )
-from diagfuzz.strategies._draws import BOOLS, below, choice
+from diagfuzz.strategies._draws import BOOLS, INDEX, below, choice
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, draw_layout, layout_strategy
 from diagfuzz.strategies._values import VALUE_MODES, draw_values
 
@@ -127,10 +127,14 @@ def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
 
 # --- pieces ------------------------------------------------------------------------------
 
+#: One size in ZERO_ONE_IN is 0 (not more: an empty tensor hides every other bug).
+ZERO_ONE_IN = 32
+
+
 @lru_cache(maxsize=256)
 def _raw_sizes(ranks: tuple[int, int], budget: int) -> st.SearchStrategy[list[int]]:
     top = max(budget.bit_length() - 1, 0)
-    return st.lists(st.integers(0, (top + 1) * (budget + 1) - 1),
+    return st.lists(st.integers(0, (top + 1) * ZERO_ONE_IN * (budget + 1) - 1),
                     min_size=ranks[0], max_size=ranks[1])
 
 
@@ -139,9 +143,9 @@ def draw_sizes(draw: st.DrawFn, ranks: tuple[int, int], budget: int) -> tuple[in
 
     One list element per dim, so shrinking deletes whole dims. Each element encodes an
     exponent (scaled to the rank's fair share of the budget, so long and short dims are
-    both common whatever the rank) and a number k; the size is (k + 1) % (cap + 1) with
-    cap = 2**exponent, so sizes shrink towards 1 and 0 comes last: an empty tensor is kept
-    only when a failure needs one.
+    both common whatever the rank), whether the size is 0 (one in ZERO_ONE_IN), and a
+    size from 1 to 2**exponent. Sizes shrink towards 1; 0 is kept only when a failure
+    needs an empty tensor.
     """
     return fit_sizes(draw(_raw_sizes(ranks, budget)), budget)
 
@@ -155,11 +159,10 @@ def fit_sizes(raw: list[int], budget: int) -> tuple[int, ...]:
     sizes: list[int] = []
     used = 1
     for number in raw:
-        k, exponent = divmod(number, top + 1)
-        remaining = budget // used
-        scaled = exponent * fair // top if top else 0
-        cap = min(1 << scaled, remaining)
-        size = (k % (cap + 1) + 1) % (cap + 1)
+        number, exponent = divmod(number, top + 1)
+        k, zero = divmod(number, ZERO_ONE_IN)
+        cap = min(1 << (exponent * fair // top if top else 0), budget // used)
+        size = 0 if zero == ZERO_ONE_IN - 1 else 1 + k % cap
         sizes.append(size)
         used *= max(size, 1)
     return tuple(sizes)
@@ -168,14 +171,14 @@ def fit_sizes(raw: list[int], budget: int) -> tuple[int, ...]:
 def draw_dims(draw: st.DrawFn, rank: int) -> tuple[int, int, int, int]:
     """(dim1, dim2, normalised dim1, normalised dim2): any ordered pair, either spelling.
 
-    One draw per dim: numbers below ``rank`` spell the dim positive, the rest negative.
+    One draw reduced modulo the 4 * rank * (rank - 1) choices (so all are about equally
+    likely); 0 is dims (0, 1) spelled positive.
     """
-    a = below(draw, 2 * rank)
-    b = below(draw, 2 * (rank - 1))
-    d1 = a % rank
-    d2 = b % (rank - 1)
+    pick = draw(INDEX) % (4 * rank * (rank - 1))
+    pair, spelling = divmod(pick, 4)
+    d1, d2 = divmod(pair, rank - 1)
     d2 += d2 >= d1
-    return (d1 - rank if a >= rank else d1), (d2 - rank if b >= rank - 1 else d2), d1, d2
+    return (d1 - rank if spelling & 1 else d1), (d2 - rank if spelling & 2 else d2), d1, d2
 
 
 _BEYOND = st.integers(1, 2**40)
@@ -191,8 +194,8 @@ def draw_offset(draw: st.DrawFn, kinds: tuple[str, ...], rows: int, cols: int) -
     size = rows if negative else cols
     if kind == "one":
         magnitude = 1
-    elif kind == "inside":
-        magnitude = below(draw, size + 1)
+    elif kind == "inside":  # strictly inside when there is room: 2 .. size - 2
+        magnitude = 2 + below(draw, size - 3) if size >= 4 else below(draw, size + 1)
     elif kind == "size_minus_one":
         magnitude = size - 1
     elif kind == "size":

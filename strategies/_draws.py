@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 BOOLS = st.booleans()
 #: A raw index, reduced modulo a count after drawing; shrinks towards 0.
-INDEX = st.integers(0, 2**32 - 1)
+INDEX = st.integers(0, 2**16 - 1)
 
 
 @lru_cache(maxsize=4096)
