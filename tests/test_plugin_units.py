@@ -1,0 +1,159 @@
+"""Unit tests of the fuzz plugin's pieces: shard seeds, budgets, GPU pinning, the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import settings
+
+from diagfuzz import profiles, sharding, workers
+from diagfuzz.case import Case, Layout
+from diagfuzz.report import Failure, Tally, classify, diagonal_length, format_table, write_json
+from diagfuzz.verdict import Verdict
+
+
+def _case(sizes=(3, 4), offset=0, dim1=0, dim2=1, dtype="float32", invalid="",
+          op="diagonal", kinds=("contiguous",)) -> Case:
+    layout = Layout.contiguous(tuple(sizes))
+    return Case(op, tuple(sizes), offset, dim1, dim2, dtype,
+                Layout(layout.shape, layout.strides, 0, kinds), invalid=invalid)
+
+
+# --- sharding ---------------------------------------------------------------------------
+
+def test_shard_seeds_are_stable_and_distinct() -> None:
+    seeds = {sharding.derive_seed(7, s, k) for s in sharding.STREAMS for k in range(16)}
+    assert len(seeds) == 3 * 16
+    assert sharding.derive_seed(7, "test_diagonal", 3) == sharding.derive_seed(
+        7, "test_diagonal", 3)
+    assert sharding.derive_seed(7, "test_diagonal", 3) != sharding.derive_seed(
+        8, "test_diagonal", 3)
+    # The seed must not depend on the process (hash randomisation): pinned value.
+    assert sharding.derive_seed(0, "test_diagonal", 0) == 0x5C8B71C92050A063
+
+
+def test_shards_cover_every_worker_and_budget_is_split() -> None:
+    assert sharding.shard_count(4, workers=2) == 4
+    assert sharding.shard_count(4, workers=32) == 11  # 33 items for 32 workers
+    assert sharding.examples_per_shard(2400, 4) == 200
+    assert sharding.examples_per_shard(2400, 11) == 73  # total kept (rounded up)
+    assert sharding.examples_per_shard(1, 4) == 1
+
+
+def test_run_plan_round_trips_through_workerinput() -> None:
+    plan = sharding.RunPlan(1, "m:a", "dev", 4, 10, 64, "inprocess", None, "/tmp/r", 2)
+    assert sharding.RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert plan.worker_dir("gw1").as_posix() == "/tmp/r/gw1"
+    assert plan.total == 4 * 10 * 3
+    assert "--diagfuzz-seed 1" in plan.describe()
+
+
+# --- GPU pinning ------------------------------------------------------------------------
+
+def test_visible_gpus_follow_the_callers_list() -> None:
+    assert workers.visible_gpus({}, 2) == ["0", "1"]
+    assert workers.visible_gpus({"CUDA_VISIBLE_DEVICES": "3,5"}, 8) == ["3", "5"]
+    assert workers.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-ab, 2"}, 8) == ["GPU-ab", "2"]
+    assert workers.visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, 8) == []
+    assert workers.visible_gpus({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, 8) == ["0"]
+    assert workers.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, 8) == []
+
+
+def test_pin_specs_round_robin_over_local_workers_only() -> None:
+    pinned = workers.pin_specs(["popen"] * 3 + ["ssh=host//python=python3", "2*popen"],
+                               ["3", "5"])
+    assert pinned == [
+        "popen//env:CUDA_VISIBLE_DEVICES=3",
+        "popen//env:CUDA_VISIBLE_DEVICES=5",
+        "popen//env:CUDA_VISIBLE_DEVICES=3",
+        "ssh=host//python=python3",
+        "popen//env:CUDA_VISIBLE_DEVICES=5",
+        "popen//env:CUDA_VISIBLE_DEVICES=3",
+    ]
+    assert workers.pin_specs(["2*popen"], []) == ["popen", "popen"]
+    mine = "popen//env:CUDA_VISIBLE_DEVICES=7"
+    assert workers.pin_specs([mine], ["0"]) == [mine]
+
+
+def test_auto_workers_per_gpu() -> None:
+    assert workers.auto_workers(1, cpus=16, per_gpu=None) == 4
+    assert workers.auto_workers(8, cpus=16, per_gpu=None) == 16
+    assert workers.auto_workers(4, cpus=2, per_gpu=None) == 4
+    assert workers.auto_workers(2, cpus=64, per_gpu=3) == 6
+
+
+def test_isolate_gives_each_worker_its_own_dirs(tmp_path) -> None:
+    env: dict[str, str] = {}
+    db = workers.isolate(tmp_path / "gw3", env)
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "gw3" / "triton-cache")
+    assert db == tmp_path / "gw3" / "hypothesis" and db.is_dir()
+    assert workers.worker_id({"PYTEST_XDIST_WORKER": "gw5"}) == "gw5"
+    assert workers.worker_id({}) == "main"
+
+
+# --- profiles ---------------------------------------------------------------------------
+
+def test_profiles_register_with_their_budgets() -> None:
+    profiles.register()
+    for name, budget in profiles.BUDGETS.items():
+        prof = settings.get_profile(name)
+        assert prof.max_examples == budget.examples
+        assert prof.deadline is None
+        assert prof.derandomize == budget.derandomize
+    gate = profiles.shard_settings("gate", max_examples=5, database=object())
+    assert gate.database is None and gate.derandomize and gate.max_examples == 5
+    assert profiles.budget_for("default").examples == settings.get_profile(
+        "default").max_examples
+
+
+# --- report -----------------------------------------------------------------------------
+
+def test_classify_and_diagonal_length() -> None:
+    assert diagonal_length(_case((3, 4), offset=1)) == 3
+    assert diagonal_length(_case((3, 4), offset=-3)) == 0
+    assert diagonal_length(_case((3, 4), offset=9)) == 0
+    assert diagonal_length(_case((3, 4), dim1=1, dim2=-1)) is None
+    classes = classify(_case((2, 5, 4), offset=-1, dim1=2, dim2=0, kinds=("permuted", "offset")))
+    assert classes["rank"] == ["3"] and classes["layout"] == ["permuted", "offset"]
+    assert classes["diagonal"] == ["non-empty"] and classes["offset"] == ["-1"]
+    bad = classify(_case((3,), dim1=0, dim2=0, invalid="rank1"))
+    assert bad["invalid"] == ["rank1"] and bad["offset"] == ["n/a"]
+
+
+def test_tally_merges_and_round_trips() -> None:
+    a, b = Tally(), Tally()
+    a.add(_case(), failed=False)
+    b.add(_case(op="diagonal_backward", dtype="int8"), failed=True)
+    b.add(_case((3,), invalid="rank1"), failed=False)
+    a.merge(Tally.from_dict(json.loads(json.dumps(b.to_dict()))))
+    assert a.total == 3
+    data = a.to_dict()
+    assert list(data) == ["diagonal", "diagonal_backward", "invalid"]
+    assert data["diagonal_backward"]["failures"] == 1
+    assert data["diagonal_backward"]["classes"]["dtype"] == {"int8": 1}
+    assert a.coverage()["rank"] == {"1": 1, "2": 2}
+
+
+def test_table_and_json_report(tmp_path) -> None:
+    tally = Tally()
+    case = _case((4, 4))
+    tally.add(case, failed=True)
+    failure = Failure.from_verdict("suite.py::test_diagonal[shard0]",
+                                   Verdict("mismatch", "reference", "bits differ", case))
+    lines = format_table(tally, [failure])
+    assert "diagonal" in lines[0] and any(line.startswith("dtype") for line in lines)
+    assert lines[-1].startswith("FAILED mismatch [reference] suite.py::test_diagonal[shard0]")
+    path = tmp_path / "r.json"
+    write_json(path, {"seed": 5}, tally, [failure])
+    data = json.loads(path.read_text())
+    assert data["seed"] == 5 and data["cases"] == 1
+    (entry,) = data["failures"]
+    assert entry["kind"] == "mismatch" and entry["reproducer"] is None
+    assert Case.from_json(entry["case"]) == case
+    assert Verdict.from_json(entry["verdict"]).case == case
+
+
+@pytest.mark.parametrize("kind", ["crash", "harness-error"])
+def test_failure_without_case_describes_itself(kind: str) -> None:
+    assert "case unknown" in Failure("t::x[shard0]", kind).describe()

@@ -1,0 +1,117 @@
+"""The fuzz suite end to end, in pytest subprocesses with a tiny budget.
+
+What a user of ``pytest -p diagfuzz --pyargs diagfuzz.suite`` relies on: counts aggregated
+over xdist workers, a failing impl reported with its shrunk Case (the same on a rerun with
+the same seed), a dead worker attributed to its Case, and a bad ``--impl`` being a usage
+error. Each run takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from diagfuzz import journal
+from diagfuzz.case import Case
+from diagfuzz.impl import load_impl
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["--hypothesis-profile", "ci", "--diagfuzz-max-elements", "256"]
+
+
+def fuzz(tmp_path: Path, *args: str, plugin: bool = True) -> tuple[int, str, dict[str, Any]]:
+    """Run the suite from the repository root (so ``tests.faulty`` imports); parse the report."""
+    report = tmp_path / "report.json"
+    report.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "TRITON_CACHE_DIR"))}
+    command = [sys.executable, "-m", "pytest", *(["-p", "diagfuzz"] if plugin else []),
+               "--pyargs", "diagfuzz.suite", "-p", "no:cacheprovider",
+               # PATH options as --opt=PATH: pytest picks its rootdir before plugin options
+               # are known, so a separate existing PATH would be taken for a test path.
+               f"--diagfuzz-root={tmp_path / 'root'}", f"--diagfuzz-report={report}",
+               *args]
+    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return proc.returncode, proc.stdout + proc.stderr, data
+
+
+def test_two_workers_aggregate_every_case(tmp_path: Path) -> None:
+    code, out, report = fuzz(tmp_path, "-n", "2", "--diagfuzz-seed", "5",
+                             "--diagfuzz-budget", "60", *SMALL)
+    assert code == 0, out
+    assert report["seed"] == 5 and report["impl"] == "diagfuzz.impl:triton_aten"
+    assert report["isolation"] == "process" and report["workers"] == 2
+    assert report["failures"] == []
+    counts = report["counts"]
+    assert set(counts) == {"diagonal", "diagonal_backward", "invalid"}
+    assert all(group["cases"] > 0 for group in counts.values())
+    assert report["cases"] == sum(group["cases"] for group in counts.values())
+    # Every Case a worker journaled is in the controller's total, from both workers.
+    journaled = {
+        w: sum(r["type"] == "case" for r in journal.read(
+            journal.journal_path(Path(report["run_dir"]) / "journal", w)))
+        for w in ("gw0", "gw1")}
+    assert min(journaled.values()) > 0, journaled
+    assert sum(journaled.values()) == report["cases"]
+    assert "diagfuzz: seed 5 (rerun: --diagfuzz-seed 5)" in out
+    assert f"diagfuzz: {report['cases']} cases, 0 failures" in out
+
+
+def test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run(tmp_path: Path) -> None:
+    from diagfuzz import oracles
+
+    impl = "tests.faulty.wrong:impl"  # flips a result bit when offset == 1
+    args = ("--impl", impl, "--diagfuzz-isolation", "inprocess", "--diagfuzz-seed", "4",
+            "--diagfuzz-budget", "300", *SMALL)
+    code, out, report = fuzz(tmp_path, *args)
+    assert code == 1, out
+    failures = report["failures"]
+    assert {f["test_id"].split("[")[0] for f in failures} == {
+        "diagfuzz/suite.py::test_diagonal", "diagfuzz/suite.py::test_diagonal_backward"}, out
+    for failure in failures:
+        assert failure["kind"] == "mismatch", failure
+        case = Case.from_json(failure["case"])
+        assert case.offset == 1 and not case.invalid
+        assert max(case.sizes) <= 2, case  # shrunk
+        assert oracles.check(case, load_impl(impl), "cpu").kind == "mismatch"
+    assert report["counts"]["diagonal"]["failures"] >= 1
+    assert report["counts"]["diagonal_backward"]["failures"] >= 1
+    assert "FAILED mismatch" in out
+    # Same seed, same Cases, same shrunk failures.
+    again = fuzz(tmp_path, *args)[2]
+    assert again["counts"] == report["counts"]
+    assert again["failures"] == report["failures"]
+
+
+def test_dead_worker_is_attributed_to_its_case(tmp_path: Path) -> None:
+    # In-process isolation: the abort takes the whole xdist worker down. One shard only.
+    code, out, report = fuzz(tmp_path, "-n", "2", "--impl", "tests.faulty.abort:impl",
+                             "--diagfuzz-isolation", "inprocess", "--diagfuzz-seed", "4",
+                             "--diagfuzz-shards", "1", "--diagfuzz-budget", "300",
+                             "-k", "test_diagonal and not backward", *SMALL)
+    assert code == 1, out
+    crashes = [f for f in report["failures"] if f["kind"] == "crash"]
+    assert crashes, out
+    (crash,) = crashes
+    assert crash["test_id"] == "diagfuzz/suite.py::test_diagonal[shard0]"
+    assert Case.from_json(crash["case"]).offset == 1  # abort.py dies on offset == 1
+    assert crash["verdict"]["kind"] == "crash"
+    assert "the process died running this Case" in out
+
+
+def test_unusable_impl_is_a_usage_error(tmp_path: Path) -> None:
+    code, out, report = fuzz(tmp_path, "--impl", "no_such_module_xyz:impl")
+    assert code == 4, out  # pytest's usage-error exit code, not a test failure
+    assert "cannot import 'no_such_module_xyz'" in out and report == {}
+
+
+def test_suite_without_the_plugin_says_how_to_run_it(tmp_path: Path) -> None:
+    code, out, _ = fuzz(tmp_path, plugin=False)
+    assert code != 0
+    assert "pytest -p diagfuzz --pyargs diagfuzz.suite" in out, out
