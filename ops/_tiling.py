@@ -113,17 +113,22 @@ _WIDE_COLS = {1: 1024, 2: 512, 4: 256, 8: 128}
 _INTERPRET_TILE_WORDS = 1 << 16
 
 
-def plan_tile(rows: int, width: int, word_bytes: int) -> Tile:
-    """Pick a tile shape: two shapes per word size on a GPU, so few kernel variants."""
+def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -> Tile:
+    """Pick a tile shape of about ``tile_bytes`` of output per program.
+
+    On a GPU the columns are the row width rounded up to a power of two, between 16 words
+    and 1 KiB, so a short row does not leave most lanes masked off; that costs up to one
+    variant per power of two (BENCHMARKS.md counts them).
+    """
     if INTERPRET:
         cols = triton.next_power_of_2(max(width, 1))
         cols = min(cols, _INTERPRET_TILE_WORDS)
         block_rows = min(triton.next_power_of_2(max(rows, 1)), _INTERPRET_TILE_WORDS // cols)
         num_warps = 4
     else:
-        total = _GPU_TILE_WORDS[word_bytes]
-        cols = _NARROW_COLS if width <= _NARROW_COLS else _WIDE_COLS[word_bytes]
-        block_rows = total // cols
+        total = min(_GPU_TILE_WORDS[word_bytes], tile_bytes // word_bytes)
+        cols = min(max(triton.next_power_of_2(width), _NARROW_COLS), _WIDE_COLS[word_bytes])
+        block_rows = max(total // cols, 1)
         num_warps = 4
     # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).
     vector = 16 // word_bytes

@@ -168,7 +168,9 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
     rows = numel * words // width
-    tile = plan_tile(rows, width, source.element_size() // words)
+    # Small tiles: a copy's result is small and its reads are gathers, so more programs (more
+    # SMs, more loads in flight) matter more than per-row index work.
+    tile = plan_tile(rows, width, source.element_size() // words, tile_bytes=4096)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
     index_64 = needs_int64((rows + tile.block_rows) * width, source_extent + words)
     return LaunchPlan(

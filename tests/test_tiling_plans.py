@@ -70,6 +70,7 @@ def test_empty_results_launch_nothing() -> None:
 @pytest.mark.parametrize(("width", "word_bytes", "align"), [
     (4096, 4, 4), (4100, 4, 4), (4098, 4, 1), (512, 1, 16), (520, 1, 1), (64, 8, 2),
     (16, 4, 1),  # a narrow row: no alignment variant
+    (64, 1, 16), (40, 4, 4), (17, 2, 1),
 ])
 def test_gpu_tiles_align_wide_rows_of_whole_16_byte_vectors(monkeypatch, width, word_bytes,
                                                              align) -> None:
@@ -77,6 +78,8 @@ def test_gpu_tiles_align_wide_rows_of_whole_16_byte_vectors(monkeypatch, width, 
     tile = _tiling.plan_tile(100, width, word_bytes)
     assert tile.align == align
     assert tile.block_cols % align == 0
+    # Columns: the width rounded up to a power of two, between 16 words and 1 KiB.
+    assert tile.block_cols == min(max(1 << (width - 1).bit_length(), 16), 1024 // word_bytes)
     assert tile.n_programs == -(-100 // tile.block_rows) * -(-width // tile.block_cols)
 
 
@@ -117,3 +120,11 @@ def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometr
     g = torch.randint(-2**31, 2**31 - 1, diag_shape, dtype=torch.int32, device=ops.DEVICE)
     out = ops.diagonal_backward(g, list(sizes), offset, dim1, dim2)
     assert bitwise_difference(out, _aten_backward(g, list(sizes), offset, dim1, dim2)) == ""
+
+
+def test_copy_tiles_are_smaller(monkeypatch) -> None:
+    monkeypatch.setattr(_tiling, "INTERPRET", False)
+    wide = _tiling.plan_tile(64, 512, 4)
+    small = _tiling.plan_tile(64, 512, 4, tile_bytes=4096)
+    assert small.block_cols == wide.block_cols and small.block_rows * 4 == wide.block_rows
+    assert small.n_programs == 4 * wide.n_programs
