@@ -1,0 +1,56 @@
+"""The ``diagfuzz`` command line: replay a corpus, run a reproducer, usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagfuzz import corpus
+from diagfuzz.cli import main, parser
+from tests.faulty.cases import square
+
+
+def test_replay_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for offset in (0, 1, -1):
+        corpus.save(square(offset), tmp_path)
+    assert main(["replay", str(tmp_path), "--impl", "tests.faulty.wrong:impl",
+                 "--timeout", "30"]) == 1
+    out = capsys.readouterr().out
+    assert "mismatch" in out and "2/3 corpus Cases pass" in out
+    assert main(["replay", str(tmp_path), "--impl", "diagfuzz.impl:aten"]) == 0
+    assert main(["replay", str(tmp_path / "empty")]) == 3
+    assert main(["replay", str(tmp_path), "--impl", "tests.faulty.nope:impl"]) == 3
+    assert "nope" in capsys.readouterr().err
+
+
+def test_repro_runs_corpus_files_and_scripts(tmp_path: Path) -> None:
+    saved = corpus.save(square(1), tmp_path, impl="tests.faulty.wrong:impl")
+    assert main(["repro", str(saved), "--in-process"]) == 1
+    assert main(["repro", str(saved), "--in-process", "--impl", "diagfuzz.impl:aten"]) == 0
+    assert main(["repro", str(tmp_path / "missing.py")]) == 3
+
+
+def test_corpus_files_are_stable_and_reviewable(tmp_path: Path) -> None:
+    first = corpus.save(square(1), tmp_path, impl="a:b", reproducibility="5/5")
+    again = corpus.save(square(1), tmp_path, impl="c:d")  # kept: same Case, same file
+    assert first == again and '"impl": "a:b"' in first.read_text()
+    assert first.name == f"diagonal-{corpus.case_id(square(1))}.json"
+    assert len(first.read_text().splitlines()) < 25  # one field per line
+    (tmp_path / "bare.json").write_text(square(2).to_json())
+    assert corpus.load(tmp_path) == [square(2), square(1)]  # file-name order
+    (tmp_path / "bad.json").write_text('{"op": "diagonal"}')
+    with pytest.raises(ValueError, match=r"bad\.json"):
+        corpus.load(tmp_path)
+
+
+def test_repo_corpus_loads() -> None:
+    cases = corpus.load(Path(__file__).parents[1] / "corpus")
+    assert cases and all(corpus.file_name(c) for c in cases)
+
+
+def test_gate_options_parse() -> None:
+    args = parser().parse_args(["gate", "--impl", "m:a", "--budget", "10", "-n", "2",
+                                "--junit", "j.xml", "--report", "r.json", "--timeout", "5"])
+    assert (args.impl, args.budget, args.workers, args.timeout) == ("m:a", 10, "2", 5.0)
+    assert args.junit == Path("j.xml") and args.report == Path("r.json")

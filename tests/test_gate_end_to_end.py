@@ -1,0 +1,103 @@
+"""``diagfuzz gate`` end to end: exit 0 clean, 1 deterministic, 2 only flaky, 3 cannot run.
+
+Small budgets keep each run to seconds of fuzzing; what costs time is process start-up
+(pytest, the executors, fresh processes for each re-run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from diagfuzz import corpus
+from diagfuzz.cli import main
+from tests.faulty.cases import square
+
+
+def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = None,
+          budget: int = 48) -> tuple[int, str, dict, Path]:
+    """Run the gate as a user would (the console entry point, in a subprocess)."""
+    out = tmp_path / "out"
+    args = [sys.executable, "-c", "import sys; from diagfuzz.cli import main; "
+            "sys.exit(main())", "gate", "--impl", impl, "--budget", str(budget), "-n", "0",
+            "--timeout", "20", "--repeats", "3", "--corpus", str(tmp_path / "corpus"),
+            "--out", str(out), "--report", str(tmp_path / "report.json"),
+            "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "s.md"),
+            *extra]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False,
+                          env=env or dict(os.environ))
+    report = json.loads((tmp_path / "report.json").read_text())
+    return proc.returncode, proc.stdout + proc.stderr, report, out
+
+
+def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
+    corpus.save(square(1), tmp_path / "corpus")  # replayed first
+    code, output, report, _ = _gate(tmp_path, "diagfuzz.impl:triton_aten", budget=24)
+    assert code == 0, output
+    stages = {s["name"]: s for s in report["stages"]}
+    assert list(stages) == ["corpus replay", "fuzz suite", "error parity",
+                            "torch.compile parity"]
+    assert stages["corpus replay"]["cases"] == 1
+    assert stages["fuzz suite"]["cases"] >= 24
+    assert stages["error parity"]["cases"] == 16
+    assert stages["torch.compile parity"]["cases"] == 4
+    assert all(s["failures"] == 0 and not s["error"] for s in stages.values())
+    assert report["findings"] == [] and "PASSED" in output
+    assert set(report["coverage"]) >= {"group", "dtype", "layout", "invalid"}
+    suites = ET.parse(tmp_path / "junit.xml").getroot()
+    assert [s.get("name") for s in suites] == list(stages)
+    assert all(s.get("failures") == "0" for s in suites)
+
+
+def test_deterministic_bug_exits_1_with_a_failing_reproducer(tmp_path: Path) -> None:
+    code, output, report, out = _gate(tmp_path, "tests.faulty.wrong:impl", "--no-compile")
+    assert code == 1, output
+    findings = report["findings"]
+    assert findings and all(f["classification"]["label"] == "deterministic" for f in findings)
+    assert {f["stage"] for f in findings} == {"fuzz suite"}
+    assert all(f["classification"]["ratio"] == "3/3" for f in findings)
+    summary = (tmp_path / "s.md").read_text()
+    for f in findings:
+        assert f["reproduce"] in summary and "deterministic 3/3" in summary
+    # Each failure went to the corpus, and its reproducer fails while the bug is there.
+    assert len(corpus.load(tmp_path / "corpus")) == len(findings)
+    script = Path(findings[0]["reproducer"])
+    assert script.parent == out
+    broken = subprocess.run([sys.executable, str(script), "--in-process"],
+                            capture_output=True, text=True, check=False)
+    assert broken.returncode == 1 and "mismatch" in broken.stdout
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert sum(int(s.get("failures")) for s in junit) == len(findings)
+    # The same code and seed give the same verdict: the next run replays the corpus first.
+    code2, _, report2, _ = _gate(tmp_path, "tests.faulty.wrong:impl", "--no-compile",
+                                 "--no-suite", "--repeats", "1")
+    assert code2 == 1
+    assert {f["case_id"] for f in report2["findings"]} == {f["case_id"] for f in findings}
+    assert {f["stage"] for f in report2["findings"]} == {"corpus replay"}
+
+
+def test_flaky_bug_exits_2_with_k_of_r(tmp_path: Path) -> None:
+    env = dict(os.environ, DIAGFUZZ_FAULTY_COUNTER=str(tmp_path / "calls"))
+    code, output, report, _ = _gate(tmp_path, "tests.faulty.flaky:impl", "--no-compile",
+                                    env=env, budget=24)
+    assert code == 2, output
+    labels = {f["classification"]["label"] for f in report["findings"]}
+    assert labels == {"flaky"}
+    ratios = {f["classification"]["ratio"] for f in report["findings"]}
+    assert ratios <= {"0/3", "1/3", "2/3"}
+    assert "FLAKY" in output
+
+
+def test_missing_module_exits_3(tmp_path: Path, capsys) -> None:
+    code = main(["gate", "--impl", "tests.faulty.no_such_module:impl", "--corpus",
+                 str(tmp_path / "c"), "--out", str(tmp_path / "o"),
+                 "--report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "j.xml")])
+    assert code == 3
+    assert "no_such_module" in capsys.readouterr().out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["exit_code"] == 3 and "no_such_module" in report["error"]
+    assert ET.parse(tmp_path / "j.xml").getroot()[0].get("errors") == "1"
