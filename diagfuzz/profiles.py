@@ -38,14 +38,16 @@ class Budget:
         return self.examples * self.shards * 3
 
 
-#: The budgets, documented in the README. Times are for the CPU (Triton interpreter).
+#: The budgets, documented in the README. Times: ``pytest -n 2`` on 2 CPU cores (Triton
+#: interpreter, executor-process isolation), measured at 25-40 Cases/s per worker.
 BUDGETS: dict[str, Budget] = {
-    "dev": Budget(200, 4, 4096, doc="default; about 1-2 minutes on 2 CPU cores"),
-    "ci": Budget(40, 2, 1024, doc="the fuzz part of CI; well under a minute on 2 CPU cores"),
+    "dev": Budget(300, 4, 4096, doc="default: 3,600 Cases, about 1-2 minutes on 2 CPU cores"),
+    "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 600 Cases, about 30 s on 2 CPU cores"),
     "gate": Budget(100, 4, 4096, derandomize=True,
-                   doc="pre-merge gate: derandomized, no example database, same cases "
-                       "on every run of one seed"),
-    "nightly": Budget(5000, 16, 1 << 20, doc="large; meant for a GPU machine"),
+                   doc="pre-merge gate: 1,200 Cases (diagfuzz gate passes its own --budget), "
+                       "derandomized, no example database: one seed, the same Cases"),
+    "nightly": Budget(10_000, 16, 1 << 20,
+                      doc="480,000 Cases up to 2**20 elements: meant for a GPU machine"),
 }
 
 _QUIET = (HealthCheck.too_slow, HealthCheck.data_too_large)

@@ -1,0 +1,262 @@
+"""Fuzzing throughput: Cases per second per worker, scaling over workers, Triton compilations.
+
+Three modes (a benchmark, never a timed test; numbers go to the README):
+
+``runner``  Draws Cases of each stream with Hypothesis, then runs them through one runner in
+            this process: Cases/s of drawing, of running, and of both (what one worker can
+            do). ``--profile`` adds where the time goes (cProfile, by function).
+``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
+            the same budget (so W workers get W times the Cases): wall time, Cases, Cases/s.
+            Equal times mean the run scales.
+``compilations``  N Cases through the kernels in this process, counting distinct Triton
+            compilations per kernel and element size (a variant is one compiled binary).
+            Under the Triton interpreter nothing is compiled: it says so and exits 0.
+
+    python benchmarks/bench_throughput.py runner --cases 300 [--isolation process] [--profile]
+    python benchmarks/bench_throughput.py suite --workers 1 2 --budget-per-worker 1500
+    python benchmarks/bench_throughput.py compilations --cases 10000
+
+``--json PATH`` writes the numbers as JSON as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib
+import json
+import os
+import pkgutil
+import pstats
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+STREAMS = {
+    "diagonal": ("diagonal_cases", {}),
+    "diagonal_backward": ("diagonal_backward_cases", {}),
+    "invalid": ("invalid_cases", {}),
+}
+
+
+def draw(stream: str, count: int, seed: int, max_elements: int) -> list[Any]:
+    """``count`` Cases of ``stream``, drawn the way a shard draws them (one seed)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from diagfuzz import strategies
+
+    name, extra = STREAMS[stream]
+    strategy = getattr(strategies, name)(max_elements=max_elements, **extra)
+    drawn: list[Any] = []
+
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @hseed(seed)
+    @given(strategy)
+    def collect(case: Any) -> None:
+        drawn.append(case)
+
+    collect()
+    return drawn
+
+
+def make_runner(isolation: str, impl: str) -> Any:
+    """The runner a suite worker would use."""
+    import diagfuzz.ops as ops
+
+    if isolation == "process":
+        from diagfuzz.executor import ProcessRunner
+
+        return ProcessRunner(impl, ops.DEVICE)
+    from diagfuzz.runner import InProcessRunner
+
+    return InProcessRunner(impl, ops.DEVICE)
+
+
+def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
+    """Cases/s of drawing and running, per stream, in one process (one worker's work)."""
+    runner = make_runner(args.isolation, args.impl)
+    rows: dict[str, Any] = {}
+    profiler = cProfile.Profile() if args.profile else None
+    try:
+        for stream in STREAMS:
+            t0 = time.perf_counter()
+            cases = draw(stream, args.cases, args.seed, args.max_elements)
+            drawn_s = time.perf_counter() - t0
+            runner.run(cases[0])  # warm: executor start, first interpreter setup
+            kinds: Counter[str] = Counter()
+            if profiler is not None:
+                profiler.enable()
+            t0 = time.perf_counter()
+            for case in cases:
+                kinds[runner.run(case).kind] += 1
+            run_s = time.perf_counter() - t0
+            if profiler is not None:
+                profiler.disable()
+            n = len(cases)
+            rows[stream] = {"cases": n, "draw_per_s": round(n / drawn_s, 1),
+                            "run_per_s": round(n / run_s, 1),
+                            "both_per_s": round(n / (drawn_s + run_s), 1),
+                            "verdicts": dict(kinds)}
+    finally:
+        runner.close()
+    total = sum(r["cases"] for r in rows.values())
+    both = total / sum(r["cases"] / r["both_per_s"] for r in rows.values())
+    print(f"{'stream':<18}{'cases':>7}{'draw/s':>9}{'run/s':>9}{'both/s':>9}  verdicts")
+    for stream, r in rows.items():
+        print(f"{stream:<18}{r['cases']:>7}{r['draw_per_s']:>9}{r['run_per_s']:>9}"
+              f"{r['both_per_s']:>9}  {r['verdicts']}")
+    print(f"one worker ({args.isolation}, impl {args.impl}): {both:.1f} Cases/s drawn and run")
+    result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
+              "max_elements": args.max_elements, "streams": rows,
+              "cases_per_s": round(both, 1)}
+    if profiler is not None:
+        result["profile"] = _where_time_goes(profiler)
+    return result
+
+
+def _where_time_goes(profiler: cProfile.Profile, top: int = 18) -> list[dict[str, Any]]:
+    """The functions with the most cumulative time while running Cases."""
+    stats = pstats.Stats(profiler)
+    total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, func), (_, ncalls, _tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(file).name}:{line}({func})", "calls": ncalls,
+                     "cum_s": round(ct, 3), "share": round(ct / total, 3)})
+    rows.sort(key=lambda r: -r["cum_s"])
+    print(f"\nwhere the run time goes (cumulative, of {total:.2f}s):")
+    for r in rows[:top]:
+        print(f"  {r['share']:>6.1%} {r['cum_s']:>8.3f}s {r['calls']:>8}  {r['function']}")
+    return rows[:top]
+
+
+def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
+    """The suite under 1, 2 ... xdist workers, the same budget per worker."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.workers:
+            report = Path(tmp) / f"report-{n}.json"
+            budget = args.budget_per_worker * n
+            command = [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs",
+                       "diagfuzz.suite", "-q", "-p", "no:cacheprovider", "-n", str(n),
+                       "--hypothesis-profile", args.profile_name, f"--impl={args.impl}",
+                       f"--diagfuzz-seed={args.seed}", f"--diagfuzz-budget={budget}",
+                       f"--diagfuzz-max-elements={args.max_elements}",
+                       f"--diagfuzz-isolation={args.isolation}",
+                       f"--diagfuzz-root={Path(tmp) / 'root'}", f"--diagfuzz-report={report}"]
+            t0 = time.perf_counter()
+            proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                                  check=False)
+            wall = time.perf_counter() - t0
+            if not report.exists():
+                print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"suite with {n} workers wrote no report")
+            data = json.loads(report.read_text())
+            cases = data["cases"]
+            rows.append({"workers": n, "budget": budget, "cases": cases,
+                         "wall_s": round(wall, 2), "pytest_s": data["duration_s"],
+                         "cases_per_s": round(cases / wall, 1),
+                         "cases_per_s_per_worker": round(cases / wall / n, 1),
+                         "failures": len(data["failures"]), "exit": proc.returncode})
+    print(f"{'workers':>7}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}{'/worker':>9}")
+    for r in rows:
+        print(f"{r['workers']:>7}{r['budget']:>8}{r['cases']:>8}{r['wall_s']:>8}"
+              f"{r['cases_per_s']:>9}{r['cases_per_s_per_worker']:>9}")
+    if len(rows) > 1:
+        base = rows[0]
+        for r in rows[1:]:
+            print(f"{r['workers']} workers: {r['cases'] / base['cases']:.2f}x the Cases in "
+                  f"{r['wall_s'] / base['wall_s']:.2f}x the time of {base['workers']}")
+    return {"mode": "suite", "isolation": args.isolation, "profile": args.profile_name,
+            "max_elements": args.max_elements, "cpus": os.cpu_count(), "rows": rows}
+
+
+def jit_kernels() -> dict[str, Any]:
+    """Every @triton.jit kernel of diagfuzz.ops, by module.attribute."""
+    from triton.runtime.jit import JITFunction
+
+    import diagfuzz.ops as ops
+
+    found = {}
+    for info in pkgutil.iter_modules(ops.__path__, "diagfuzz.ops."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, JITFunction):
+                found[f"{info.name.rsplit('.', 1)[1]}.{name}"] = value
+    return found
+
+
+def compiled_keys(kernel: Any) -> list[str]:
+    """The cache keys of a kernel's compiled variants, over all devices (Triton 3.6 and 3.9)."""
+    caches = getattr(kernel, "device_caches", None) or {}
+    keys = []
+    for entry in caches.values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        keys.extend(str(k) for k in cache)
+    return keys
+
+
+def bench_compilations(args: argparse.Namespace) -> dict[str, Any]:
+    """Distinct compiled variants per kernel and pointer word type over an N-Case run."""
+    import diagfuzz.ops as ops
+
+    if ops.INTERPRET:
+        print("compilations: not applicable under the Triton interpreter (no GPU here: "
+              "kernels are interpreted, nothing is compiled). Run on a CUDA machine.")
+        return {"mode": "compilations", "applicable": False}
+    runner = make_runner("inprocess", args.impl)
+    per_stream = max(1, args.cases // 2)
+    t0 = time.perf_counter()
+    ran: Counter[str] = Counter()
+    for stream in ("diagonal", "diagonal_backward"):
+        for case in draw(stream, per_stream, args.seed, args.max_elements):
+            ran[runner.run(case).kind] += 1
+    seconds = time.perf_counter() - t0
+    kernels = {}
+    for name, kernel in jit_kernels().items():
+        keys = compiled_keys(kernel)
+        by_words = Counter(" ".join(sorted(set(re.findall(r"\*[a-z]+\d+", k)))) or "?"
+                           for k in keys)
+        kernels[name] = {"variants": len(keys), "by_pointer_types": dict(by_words)}
+    print(f"{sum(ran.values())} Cases in {seconds:.1f}s ({sum(ran.values()) / seconds:.0f}/s), "
+          f"verdicts {dict(ran)}")
+    for name, k in kernels.items():
+        print(f"{name}: {k['variants']} compiled variants; by pointer types "
+              f"{k['by_pointer_types']}")
+    return {"mode": "compilations", "applicable": True, "cases": sum(ran.values()),
+            "seconds": round(seconds, 2), "verdicts": dict(ran), "kernels": kernels}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("runner", "suite", "compilations"))
+    parser.add_argument("--cases", type=int, default=300,
+                        help="runner: Cases per stream; compilations: Cases in all")
+    parser.add_argument("--impl", default="diagfuzz.impl:triton_aten")
+    parser.add_argument("--isolation", choices=("process", "inprocess"), default="process")
+    parser.add_argument("--max-elements", type=int, default=4096)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", action="store_true", help="runner: where time goes")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--budget-per-worker", type=int, default=1500)
+    parser.add_argument("--profile-name", default="dev", help="suite: Hypothesis profile")
+    parser.add_argument("--json", type=Path, default=None, help="also write JSON here")
+    args = parser.parse_args(argv)
+    if args.mode == "compilations" and args.cases == 300:
+        args.cases = 10_000
+    result = {"runner": bench_runner, "suite": bench_suite,
+              "compilations": bench_compilations}[args.mode](args)
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
