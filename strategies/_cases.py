@@ -28,7 +28,7 @@ from diagfuzz.strategies._args import (
     check_max_elements,
     check_ranks,
 )
-from diagfuzz.strategies._draws import BOOLS, INDEX, below, choice
+from diagfuzz.strategies._draws import INDEX, below, choice, ints
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, draw_layout, layout_strategy
 from diagfuzz.strategies._values import VALUE_MODES, draw_values
 
@@ -131,23 +131,18 @@ def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
 ZERO_ONE_IN = 32
 
 
-@lru_cache(maxsize=256)
-def _raw_sizes(ranks: tuple[int, int], budget: int) -> st.SearchStrategy[list[int]]:
-    top = max(budget.bit_length() - 1, 0)
-    return st.lists(st.integers(0, (top + 1) * ZERO_ONE_IN * (budget + 1) - 1),
-                    min_size=ranks[0], max_size=ranks[1])
-
-
 def draw_sizes(draw: st.DrawFn, ranks: tuple[int, int], budget: int) -> tuple[int, ...]:
     """Sizes of a rank in ``ranks`` whose product (zeros counted as 1) is within ``budget``.
 
-    One list element per dim, so shrinking deletes whole dims. Each element encodes an
-    exponent (scaled to the rank's fair share of the budget, so long and short dims are
-    both common whatever the rank), whether the size is 0 (one in ZERO_ONE_IN), and a
-    size from 1 to 2**exponent. Sizes shrink towards 1; 0 is kept only when a failure
-    needs an empty tensor.
+    The rank, then one number per dim encoding an exponent (scaled to the rank's fair
+    share of the budget, so long and short dims are both common whatever the rank),
+    whether the size is 0 (one in ZERO_ONE_IN) and a size from 1 to 2**exponent. Sizes
+    shrink towards 1; 0 is kept only when a failure needs an empty tensor.
     """
-    return fit_sizes(draw(_raw_sizes(ranks, budget)), budget)
+    rank = below(draw, ranks[1] - ranks[0] + 1) + ranks[0]
+    top = max(budget.bit_length() - 1, 0)
+    per_dim = ints(0, (top + 1) * ZERO_ONE_IN * (budget + 1) - 1)
+    return fit_sizes([draw(per_dim) for _ in range(rank)], budget)
 
 
 def fit_sizes(raw: list[int], budget: int) -> tuple[int, ...]:
@@ -185,12 +180,23 @@ _BEYOND = st.integers(1, 2**40)
 _EXTREME = (st.sampled_from((INT64_MAX, INT64_MAX + 1)) | st.integers(2**31, INT64_MAX))
 
 
+@lru_cache(maxsize=64)
+def _offset_options(kinds: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """(kind, negative) pairs, simplest first: one draw picks both.
+
+    "inside" is listed three times so that about two Cases in three have a non-empty
+    diagonal (size, beyond and extreme give empty ones).
+    """
+    return tuple((k, neg) for k in kinds for _ in range(3 if k == "inside" else 1)
+                 for neg in (False, True) if k != "zero" or not neg)
+
+
 def draw_offset(draw: st.DrawFn, kinds: tuple[str, ...], rows: int, cols: int) -> int:
-    """An offset of one of ``kinds`` for a (rows, cols) matrix, sign drawn second."""
-    kind = draw(choice(kinds)) if len(kinds) > 1 else kinds[0]
+    """An offset of one of ``kinds`` for a (rows, cols) matrix, either sign."""
+    options = _offset_options(kinds)
+    kind, negative = draw(choice(options)) if len(options) > 1 else options[0]
     if kind == "zero":
         return 0
-    negative = draw(BOOLS)
     size = rows if negative else cols
     if kind == "one":
         magnitude = 1

@@ -96,8 +96,8 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
 @st.composite
 def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
              valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
-    op = draw(choice(ops))
-    kind = draw(choice(tuple(c for c in classes if op in INVALID_CLASSES[c])))
+    op, kind = draw(choice(tuple((c_op, c) for c in classes for c_op in ops
+                                 if c_op in INVALID_CLASSES[c])))
     if kind in ("rank0", "rank1"):
         return _low_rank(draw, op, kind, n)
     case = draw(valid[op]).replace(invalid=kind)

@@ -17,7 +17,7 @@ from hypothesis.errors import InvalidArgument
 
 from diagfuzz.case import Layout
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, check_kinds, check_max_elements
-from diagfuzz.strategies._draws import BOOLS, below, choice, ints
+from diagfuzz.strategies._draws import below, choice, ints
 
 #: Layout kinds in shrink order: each Layout's ``kinds`` tags are a sub-tuple of these.
 LAYOUT_KINDS = ("contiguous", "permuted", "channels_last", "sliced", "offset", "expanded")
@@ -75,15 +75,17 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
     elif chosen == "permuted":
         order = nth_permutation(rank, below(draw, factorial(rank)))
 
+    # One draw says which of the other steps apply: bit 0 expand, bit 1 slice, bit 2 offset.
+    steps_on = draw(ints(0, 7))
     expanded = [False] * rank
-    if "expanded" in kinds and rank and draw(BOOLS):
+    if "expanded" in kinds and rank and steps_on & 1:
         mask = draw(ints(1, 2**rank - 1))
         expanded = [bool(mask >> d & 1) for d in range(rank)]
         tags.add("expanded")
 
     extents = [1 if expanded[d] else max(shape[d], 1) for d in range(rank)]
     steps = [1] * rank
-    if "sliced" in kinds and rank and draw(BOOLS):
+    if "sliced" in kinds and rank and steps_on & 2:
         _slice(draw, shape, expanded, extents, steps, budget)
 
     strides, size = _strides(order, expanded, steps, extents)
@@ -95,7 +97,7 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
     if strides != _strides(order, expanded, [1] * rank, plain)[0]:
         tags.add("sliced")
     storage_offset = 0
-    if "offset" in kinds and budget > size and draw(BOOLS):
+    if "offset" in kinds and budget > size and steps_on & 4:
         storage_offset = 1 + below(draw, budget - size)
         tags.add("offset")
     named = tuple(k for k in LAYOUT_KINDS if k in tags) or ("contiguous",)

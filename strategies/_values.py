@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from diagfuzz.case import Values, available_dtypes, dtype_of
 from diagfuzz.strategies._args import check_kinds
-from diagfuzz.strategies._draws import INDEX, ints
+from diagfuzz.strategies._draws import BOOLS, ints
 
 #: Value modes in shrink order: plain random values first, random bit patterns second.
 VALUE_MODES = ("normal", "bits")
@@ -157,39 +157,44 @@ def _classify_int(dtype: str, bits: int) -> str:
         value, "other")
 
 
-def _nan_payloads(fmt: FloatFormat) -> st.SearchStrategy[int]:
-    """NaNs with any payload and either sign (IEEE formats only)."""
-    return st.builds(
-        lambda negative, payload: fmt.exp_mask | payload | (fmt.sign if negative else 0),
-        st.booleans(), st.integers(1, fmt.man_mask))
-
-
-@cache
-def _half_values(dtype: str) -> st.SearchStrategy[int]:
-    """Specials of one float format: the fixed table, then arbitrary NaN payloads."""
-    table = st.sampled_from(special_table(dtype))
-    fmt = FLOAT_FORMATS[dtype]
-    return st.one_of(table, _nan_payloads(fmt)) if fmt.style == "ieee" else table
-
-
+#: A special is drawn as one code below 2**CODE_BITS (Hypothesis draws ranges this narrow
+#: uniformly), decoded by ``decode_special``; code 0 is +0.0 / 0 / False / 0+0j.
+CODE_BITS = 24
 #: Plain halves a complex special pairs with: +0.0 and 1.0, per half width.
 _PLAIN_HALVES = {"float32": (0, 0x3F800000), "float64": (0, 0x3FF0000000000000)}
+_SPREAD = 0x9E3779B97F4A7C15  # odd: spreads small numbers over all payload bits
+
+
+def decode_special(dtype: str, code: int) -> int:
+    """The bit pattern of special number ``code`` of ``dtype`` (see ``special_values``).
+
+    Non-complex: ``code % (n + 1)`` picks one of the n table entries, or (IEEE formats) a NaN
+    whose sign and payload come from the rest of the code. Complex: ``code % 3`` picks a
+    special real part, a special imaginary part, or both; the rest codes the halves.
+    """
+    if dtype in COMPLEX_HALVES:
+        half = COMPLEX_HALVES[dtype]
+        width = 8 * dtype_of(half).itemsize
+        branch, rest = code % 3, code // 3
+        a, b = rest % 4096, rest // 4096
+        plain = _PLAIN_HALVES[half]
+        real = plain[a & 1] if branch == 1 else decode_special(half, a)
+        imag = plain[b & 1] if branch == 0 else decode_special(half, b)
+        return real | imag << width
+    table = special_table(dtype)
+    fmt = FLOAT_FORMATS.get(dtype)
+    choices = len(table) + (fmt is not None and fmt.style == "ieee")
+    pick, rest = code % choices, code // choices
+    if pick < len(table):
+        return table[pick]
+    assert fmt is not None
+    payload = 1 + (rest >> 1) * _SPREAD % fmt.man_mask
+    return (fmt.sign if rest & 1 else 0) | fmt.exp_mask | payload
 
 
 @cache
 def _special_values(dtype: str) -> st.SearchStrategy[int]:
-    if dtype in COMPLEX_HALVES:
-        half = COMPLEX_HALVES[dtype]
-        width = 8 * dtype_of(half).itemsize
-        plain = st.sampled_from(_PLAIN_HALVES[half])
-        special = _half_values(half)
-        return st.one_of(  # a special real part, a special imaginary part, or both
-            st.builds(lambda re, im: re | im << width, special, plain),
-            st.builds(lambda re, im: re | im << width, plain, special),
-            st.builds(lambda re, im: re | im << width, special, special))
-    if dtype in FLOAT_FORMATS:
-        return _half_values(dtype)
-    return st.sampled_from(special_table(dtype))
+    return ints(0, (1 << CODE_BITS) - 1).map(lambda code: decode_special(dtype, code))
 
 
 def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
@@ -201,7 +206,7 @@ def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
     -0.0 get their own NaN and extremes. Integers: 0, 1, -1, min, max, min + 1, max - 1.
     bool: 0 and 1 only (a bool byte is never anything else). Complex: a special real part
     with a plain (0.0 or 1.0) imaginary part, the other way round, or both special,
-    as ``real | imag << half_width``.
+    as ``real | imag << half_width``. Each is one draw of a code (``decode_special``).
 
     Shrinks towards 0 (+0.0, False, 0+0j).
     """
@@ -227,17 +232,22 @@ def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, 
     return st.composite(draw_values)(name, where if specials else None, chosen)
 
 
-@cache
-def _special_list(dtype: str) -> st.SearchStrategy[list[tuple[int, int]]]:
-    return st.lists(st.tuples(INDEX, _special_values(dtype)), max_size=MAX_SPECIALS)
-
-
 def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
                 modes: tuple[str, ...]) -> Values:
-    """Draw one Values (see ``values``), arguments already checked."""
-    seed, mode = divmod(draw(ints(0, len(modes) << 32)), len(modes))  # one draw for both
+    """Draw one Values (see ``values``), arguments already checked.
+
+    Draws: seed and mode together; whether there are specials (half the Cases have none);
+    how many; then a position and a special code for each.
+    """
+    seed, mode = divmod(draw(ints(0, (len(modes) << 32) - 1)), len(modes))
     mode = modes[mode]
-    if where is None:
+    if where is None or not draw(BOOLS):
         return Values(seed, mode)
-    specials = tuple((where(i), bits) for i, bits in draw(_special_list(dtype)))
+    count = draw(ints(1, MAX_SPECIALS))
+    specials = tuple((where(draw(POSITIONS)), decode_special(dtype, draw(CODES)))
+                     for _ in range(count))
     return Values(seed, mode, specials)
+
+
+POSITIONS = st.integers(0, 2**32 - 1)
+CODES = st.integers(0, (1 << CODE_BITS) - 1)

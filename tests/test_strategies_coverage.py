@@ -102,7 +102,7 @@ def test_every_ordered_dim_pair_at_every_rank(rank: int) -> None:
 
 
 def test_invalid_cases_reach_every_class_of_both_ops() -> None:
-    counts = draw_classes(invalid_cases(), 800,
+    counts = draw_classes(invalid_cases(), 1200,
                           extra=lambda case: {f"{case.op}:{case.invalid}"})
     expected = {f"{op}:{c}" for c, ops in INVALID_CLASSES.items() for op in ops}
     missing = expected - set(counts)
