@@ -136,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from diagfuzz import profiles
 
     profiles.register()
+    config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
         plan = RunPlan.from_dict(config.workerinput[_PLAN_KEY])  # type: ignore[attr-defined]
     else:

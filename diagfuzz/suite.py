@@ -11,8 +11,12 @@ non-pass Verdict fails it with the Verdict's message after Hypothesis has shrunk
 
 from __future__ import annotations
 
+import pytest
+
 from diagfuzz import strategies
 from diagfuzz.plugin import Shard
+
+pytestmark = pytest.mark.fuzz
 
 
 def test_diagonal(diagfuzz_shard: Shard) -> None:
