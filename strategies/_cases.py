@@ -57,10 +57,10 @@ def narrowing(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
               layout_kinds: Collection[str] | None = None,
               offsets: Collection[str] | None = None,
               value_modes: Collection[str] | None = None,
-              specials: bool = True, min_rank: int = 2) -> Narrowing:
+              specials: bool = True) -> Narrowing:
     """Check the narrowing arguments once, with errors naming the argument."""
     return Narrowing(
-        ranks=check_ranks(ranks, min_rank),
+        ranks=check_ranks(ranks),
         dtypes=check_dtypes(dtypes),
         max_elements=check_max_elements(max_elements),
         layout_kinds=check_kinds("layout_kinds", layout_kinds, LAYOUT_KINDS),
@@ -86,7 +86,8 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     0, ±1, inside the matrix, ±(size - 1), ±size, beyond the sizes (an empty diagonal) and
     extremes up to ±(2**63 - 1) (and -2**63). ``dtypes`` (default: every available dtype),
     ``layout_kinds`` (see ``layouts``), ``value_modes`` ("normal", "bits") and
-    ``specials`` (special bit patterns, half of them on the diagonal) narrow the rest.
+    ``specials`` (half the Cases carry 1 to 8 special bit patterns, about half of them on
+    the diagonal; see ``special_values``) narrow the rest.
 
     Shrinks towards rank 2, sizes of 1, dims (0, 1), offset 0, float32 (or the first of
     ``dtypes``), a contiguous layout, seed 0, mode "normal" and no specials.

@@ -63,9 +63,10 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
     ``classes`` narrows INVALID_CLASSES: a dim above or below its range, dim1 == dim2 after
     normalisation (any spelling), rank 1 and rank 0 inputs, a grad_output that does not
     broadcast to the diagonal (aten broadcasts one that does, so that is valid), negative
-    input_sizes, an ``out`` of another dtype or on another device (``devices``, default
-    "meta", through the ``.out`` overload), non-integer or int64-overflowing int arguments
-    and non-tensor tensor arguments (``Case.raw_args``). The other arguments narrow the
+    input_sizes, an ``out`` of another dtype or on another device (``devices``: devices
+    other than the one the Cases will run on; default "meta"; through ``.out``),
+    non-integer or int64-overflowing int arguments and non-tensor tensor arguments
+    (``Case.raw_args``). The other arguments narrow the
     valid Case each class starts from, as in ``diagonal_cases``.
 
     Shrinks towards the earlier classes (a rank-0 input has the fewest choices of all), and
@@ -90,7 +91,7 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
     # Broken Cases start from a smaller valid one: a wrong grad_output may be larger.
     base = replace(n, max_elements=max(1, n.max_elements // 4))
     valid = {"diagonal": _diagonal(base), "diagonal_backward": _backward(base)}
-    return _invalid(ops, chosen, n, valid, tuple(devices))
+    return _invalid(ops, chosen, n, valid, tuple(str(d) for d in devices))
 
 
 @st.composite

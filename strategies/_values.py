@@ -13,9 +13,10 @@ from functools import cache
 
 import torch
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from diagfuzz.case import Values, available_dtypes, dtype_of
-from diagfuzz.strategies._args import check_kinds
+from diagfuzz.strategies._args import check_flag, check_kinds
 from diagfuzz.strategies._draws import BOOLS, ints
 
 #: Value modes in shrink order: plain random values first, random bit patterns second.
@@ -163,6 +164,9 @@ CODE_BITS = 24
 #: Plain halves a complex special pairs with: +0.0 and 1.0, per half width.
 _PLAIN_HALVES = {"float32": (0, 0x3F800000), "float64": (0, 0x3FF0000000000000)}
 _SPREAD = 0x9E3779B97F4A7C15  # odd: spreads small numbers over all payload bits
+CODES = st.integers(0, (1 << CODE_BITS) - 1)
+#: Drawn numbers a ``where`` function maps to storage indices.
+POSITIONS = st.integers(0, 2**32 - 1)
 
 
 def decode_special(dtype: str, code: int) -> int:
@@ -194,7 +198,7 @@ def decode_special(dtype: str, code: int) -> int:
 
 @cache
 def _special_values(dtype: str) -> st.SearchStrategy[int]:
-    return ints(0, (1 << CODE_BITS) - 1).map(lambda code: decode_special(dtype, code))
+    return CODES.map(lambda code: decode_special(dtype, code))
 
 
 def special_values(dtype: str | torch.dtype) -> st.SearchStrategy[int]:
@@ -229,7 +233,10 @@ def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, 
     special_values(dtype)  # checks dtype
     name = str(dtype).removeprefix("torch.")
     chosen = check_kinds("modes", modes, VALUE_MODES)
-    return st.composite(draw_values)(name, where if specials else None, chosen)
+    if where is not None and not callable(where):
+        raise InvalidArgument(f"where={where!r} must map an int to a storage index")
+    return st.composite(draw_values)(name, where if check_flag("specials", specials)
+                                     else None, chosen)
 
 
 def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
@@ -248,6 +255,3 @@ def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
                      for _ in range(count))
     return Values(seed, mode, specials)
 
-
-POSITIONS = st.integers(0, 2**32 - 1)
-CODES = st.integers(0, (1 << CODE_BITS) - 1)

@@ -24,6 +24,7 @@ from diagfuzz.strategies import (
     special_values,
     values,
 )
+from diagfuzz.strategies._values import special_table
 
 FAST = settings(max_examples=150, database=None, derandomize=True, deadline=None,
                 suppress_health_check=list(HealthCheck))
@@ -121,6 +122,14 @@ def test_layouts_of_one_kind(kind: str) -> None:
         assert layout.storage_size <= 300
 
     run()
+
+
+@settings(FAST, max_examples=60)
+@given(values("int8", lambda i: i % 10, modes=["bits"]))
+def test_values_put_specials_where_told(recipe: Values) -> None:
+    assert recipe.mode == "bits"
+    assert all(0 <= index < 10 and bits in special_table("int8")
+               for index, bits in recipe.specials)
 
 
 @pytest.mark.parametrize(("call", "argument"), [
