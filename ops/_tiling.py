@@ -116,9 +116,10 @@ _INTERPRET_TILE_WORDS = 1 << 16
 def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -> Tile:
     """Pick a tile shape of about ``tile_bytes`` of output per program.
 
-    On a GPU the columns are the row width rounded up to a power of two, between 16 words
-    and 1 KiB, so a short row does not leave most lanes masked off; that costs up to one
-    variant per power of two (BENCHMARKS.md counts them).
+    On a GPU there are two column widths: 16 words for short rows, 1 KiB otherwise. Rounding
+    every width up to its own power of two idled fewer lanes but compiled up to 16 variants
+    per kernel and word size, and a fuzz run of random shapes paid ~1 s for each of them
+    (BENCHMARKS.md has both measurements).
     """
     if INTERPRET:
         cols = triton.next_power_of_2(max(width, 1))
@@ -127,7 +128,7 @@ def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -
         num_warps = 4
     else:
         total = min(_GPU_TILE_WORDS[word_bytes], tile_bytes // word_bytes)
-        cols = min(max(triton.next_power_of_2(width), _NARROW_COLS), _WIDE_COLS[word_bytes])
+        cols = _NARROW_COLS if width <= _NARROW_COLS else _WIDE_COLS[word_bytes]
         block_rows = max(total // cols, 1)
         num_warps = 4
     # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).
@@ -203,12 +204,23 @@ class Launcher:
         self.direct = not INTERPRET
 
     def __call__(self, plan: LaunchPlan, tensors: Sequence[torch.Tensor]) -> None:
+        device = tensors[0].device
+        if device.type == "cuda" and device.index != torch.cuda.current_device():
+            # Triton launches on the current device; aten's dispatcher sets no device guard
+            # for a Python kernel, so a tensor on another GPU needs one here.
+            with torch.cuda.device(device):
+                self._launch(plan, tensors)
+        else:
+            self._launch(plan, tensors)
+
+    def _launch(self, plan: LaunchPlan, tensors: Sequence[torch.Tensor]) -> None:
         key = None
         if self.direct:
             variant = plan.variant
             if variant is not None:
-                key = (tensors[0].element_size(), *(t.data_ptr() % 16 == 0 for t in tensors),
-                       *variant)
+                # A compiled kernel is loaded on one device: the device is part of the key.
+                key = (tensors[0].device.index, tensors[0].element_size(),
+                       *(t.data_ptr() % 16 == 0 for t in tensors), *variant)
                 compiled = self.compiled.get(key)
                 if compiled is not None:
                     try:
