@@ -111,6 +111,9 @@ class Case:
     out_device: str = ""
 
     def __post_init__(self) -> None:
+        # JSON gives lists; tuples keep a Case hashable (sets of Cases, dict keys).
+        object.__setattr__(self, "raw_args", tuple((str(k), _frozen(v))
+                                                   for k, v in self.raw_args))
         if self.op not in OPS:
             raise ValueError(f"Case.op must be one of {OPS}, got {self.op!r}")
         if len(self.layout.shape) != len(self.layout.strides):
@@ -158,6 +161,13 @@ class Case:
         extra = f" invalid={self.invalid}" if self.invalid else ""
         return (f"{self.op}(sizes={list(self.sizes)}, offset={self.offset}, "
                 f"dim1={self.dim1}, dim2={self.dim2}, {self.dtype}, {layout}){extra}")
+
+
+def _frozen(value: Any) -> Any:
+    """Lists (from JSON) as tuples, recursively: raw argument values stay hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 # --- materialise ------------------------------------------------------------------------
