@@ -23,8 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--hypothesis-profile", "ci", "--diagfuzz-max-elements", "256"]
 
 
-def fuzz(tmp_path: Path, *args: str, plugin: bool = True) -> tuple[int, str, dict[str, Any]]:
-    """Run the suite from the repository root (so ``tests.faulty`` imports); parse the report."""
+def fuzz(tmp_path: Path, *args: str, plugin: bool = True,
+         root: str = "root") -> tuple[int, str, dict[str, Any]]:
+    """Run the suite from the repository root (so ``tests.faulty`` imports); parse the report.
+
+    ``root`` (under tmp_path) holds the run directories, the example databases among them.
+    """
     report = tmp_path / "report.json"
     report.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items()
@@ -33,7 +37,7 @@ def fuzz(tmp_path: Path, *args: str, plugin: bool = True) -> tuple[int, str, dic
                "--pyargs", "diagfuzz.suite", "-p", "no:cacheprovider",
                # PATH options as --opt=PATH: pytest picks its rootdir before plugin options
                # are known, so a separate existing PATH would be taken for a test path.
-               f"--diagfuzz-root={tmp_path / 'root'}", f"--diagfuzz-report={report}",
+               f"--diagfuzz-root={tmp_path / root}", f"--diagfuzz-report={report}",
                *args]
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
@@ -83,10 +87,14 @@ def test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run(tmp_path: P
     assert report["counts"]["diagonal"]["failures"] >= 1
     assert report["counts"]["diagonal_backward"]["failures"] >= 1
     assert "FAILED mismatch" in out
-    # Same seed, same Cases, same shrunk failures.
-    again = fuzz(tmp_path, *args)[2]
+    # Same seed, fresh example database: the same Cases and the same shrunk failures.
+    again = fuzz(tmp_path, *args, root="fresh")[2]
     assert again["counts"] == report["counts"]
     assert again["failures"] == report["failures"]
+    # Same seed, same database: the saved failures replay first, so fewer Cases run.
+    replay = fuzz(tmp_path, *args)[2]
+    assert [f["case"] for f in replay["failures"]] == [f["case"] for f in failures]
+    assert replay["cases"] < report["cases"]
 
 
 def test_dead_worker_is_attributed_to_its_case(tmp_path: Path) -> None:
