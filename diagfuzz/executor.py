@@ -283,9 +283,14 @@ class ProcessRunner:
     # -- running --
     def run(self, case: Case) -> Verdict:
         """The Case's verdict; crash/hang in a used executor are confirmed in a fresh one."""
-        verdict = self._run_once(case)
+        return self.run_with(case, self.oracle)
+
+    def run_with(self, case: Case, oracle: str, timeout: float | None = None) -> Verdict:
+        """``run`` with another function of diagfuzz.oracles (and timeout), same executor."""
+        verdict = self._run_once(case, oracle, timeout or self.timeout)
         if verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0) > 0:
-            retry = self._run_once(case)  # the executor was replaced: this one is fresh
+            # the executor was replaced: this attempt is in a fresh one
+            retry = self._run_once(case, oracle, timeout or self.timeout)
             details = {**retry.details, "first_attempt": json.loads(verdict.to_json())}
             return Verdict(retry.kind, retry.check, retry.message, retry.case, details)
         return verdict
@@ -305,16 +310,16 @@ class ProcessRunner:
         raise ExecutorError(f"executor for {self.impl_spec!r} keeps dying before it can "
                             f"receive a Case")
 
-    def _run_once(self, case: Case) -> Verdict:
-        served = self._send({"op": "run", "case": case.to_json(), "oracle": self.oracle})
-        base = {"executor_cases": served, "timeout": self.timeout}
+    def _run_once(self, case: Case, oracle: str, timeout: float) -> Verdict:
+        served = self._send({"op": "run", "case": case.to_json(), "oracle": oracle})
+        base = {"executor_cases": served, "timeout": timeout}
         log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
         assert self._conn is not None
         started = time.monotonic()
-        if not self._conn.poll(self.timeout):
+        if not self._conn.poll(timeout):
             self._kill()
             return Verdict("hang", "executor:timeout",
-                           f"no verdict within {self.timeout:g}s; executor killed", case, base)
+                           f"no verdict within {timeout:g}s; executor killed", case, base)
         try:
             reply = json.loads(self._conn.recv())
         except EOFError:
@@ -332,7 +337,7 @@ class ProcessRunner:
         unhealthy = self._health()
         if unhealthy:
             return self._poisoned(case, unhealthy, reply["traceback"], base)
-        raise ExecutorError(f"oracle {self.oracle!r} raised on Case {case.to_json()}:\n"
+        raise ExecutorError(f"oracle {oracle!r} raised on Case {case.to_json()}:\n"
                             f"{reply['traceback']}")
 
     def _after_failure(self, case: Case, verdict: Verdict, base: dict[str, Any]) -> Verdict:

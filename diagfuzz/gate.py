@@ -35,6 +35,8 @@ EXIT_CLEAN, EXIT_FAILURE, EXIT_FLAKY, EXIT_ERROR = 0, 1, 2, 3
 DEFAULT_BUDGET: int | None = None
 #: The reference impl a compile-parity failure is checked against before it counts.
 BASELINE_IMPL = "diagfuzz.impl:aten"
+#: Seconds a torch.compile parity Case may take (inductor compiles: slow on a CPU).
+COMPILE_TIMEOUT = 300.0
 #: Seconds per Case before it is a hang.
 DEFAULT_TIMEOUT = 60.0
 
@@ -164,12 +166,13 @@ def report_coverage(counts: dict[str, Any]) -> dict[str, Counter[str]]:
 
 # --- stages -----------------------------------------------------------------------------
 
-def _run_cases(stage: Stage, cases: list[Case], runner: ProcessRunner, oracle: str) -> None:
+def _run_cases(stage: Stage, cases: list[Case], runner: ProcessRunner, oracle: str,
+               timeout: float | None = None) -> None:
     """Run ``cases`` through ``runner``; an oracle exception is an infrastructure error."""
     for case in cases:
         _count(stage.coverage, case)
         try:
-            verdict = runner.run(case)
+            verdict = runner.run_with(case, oracle, timeout)
         except ExecutorError as exc:
             stage.error = f"{exc}"
             return
@@ -178,7 +181,7 @@ def _run_cases(stage: Stage, cases: list[Case], runner: ProcessRunner, oracle: s
             stage.failures.append(Finding(stage.name, verdict, oracle))
 
 
-def corpus_stage(opts: Options, device: str) -> Stage:
+def corpus_stage(opts: Options, runner: ProcessRunner) -> Stage:
     """Replay every Case of the regression corpus."""
     stage = Stage("corpus replay")
     try:
@@ -189,8 +192,7 @@ def corpus_stage(opts: Options, device: str) -> Stage:
     if not cases:
         stage.skipped = f"corpus {opts.corpus_dir} is empty"
         return stage
-    with ProcessRunner(opts.impl, device, timeout=opts.timeout) as runner:
-        _run_cases(stage, cases, runner, "check")
+    _run_cases(stage, cases, runner, "check")
     return stage
 
 
@@ -260,15 +262,14 @@ def suite_stage(opts: Options) -> Stage:
     return stage
 
 
-def error_parity_stage(opts: Options, device: str) -> Stage:
+def error_parity_stage(runner: ProcessRunner) -> Stage:
     """Invalid calls: the impl must raise exactly when aten raises."""
     stage = Stage("error parity")
-    with ProcessRunner(opts.impl, device, timeout=opts.timeout) as runner:
-        _run_cases(stage, error_parity_cases(), runner, "check")
+    _run_cases(stage, error_parity_cases(), runner, "check")
     return stage
 
 
-def compile_stage(opts: Options, device: str) -> Stage:
+def compile_stage(opts: Options, runner: ProcessRunner) -> Stage:
     """torch.compile parity on a small fixed sample (``diagfuzz.oracles.check_compile``).
 
     A Case that also fails with aten itself (``diagfuzz.impl:aten``, same check) shows a
@@ -283,11 +284,10 @@ def compile_stage(opts: Options, device: str) -> Stage:
     if not callable(getattr(oracles, "check_compile", None)):
         stage.skipped = "diagfuzz.oracles has no check_compile in this version"
         return stage
-    timeout = max(opts.timeout, 300.0)
-    with ProcessRunner(opts.impl, device, timeout=timeout, oracle="check_compile") as runner:
-        _run_cases(stage, compile_cases(), runner, "check_compile")
+    timeout = max(opts.timeout, COMPILE_TIMEOUT)
+    _run_cases(stage, compile_cases(), runner, "check_compile", timeout)
     if stage.failures and opts.impl != BASELINE_IMPL:
-        with ProcessRunner(BASELINE_IMPL, device, timeout=timeout,
+        with ProcessRunner(BASELINE_IMPL, runner.device, timeout=timeout,
                            oracle="check_compile") as baseline:
             kept, shared = [], []
             for finding in stage.failures:
@@ -326,7 +326,8 @@ def _classify_all(opts: Options, device: str, findings: list[Finding]) -> tuple[
         distinct.setdefault(finding.key, finding)
     chosen = list(distinct.values())
     for finding in chosen[:opts.max_classify]:
-        timeout = opts.timeout if finding.oracle == "check" else max(opts.timeout, 300.0)
+        timeout = opts.timeout if finding.oracle == "check" else max(opts.timeout,
+                                                                       COMPILE_TIMEOUT)
         finding.classification = classify(finding.verdict, opts.impl, device,
                                           repeats=opts.repeats, timeout=timeout,
                                           oracle=finding.oracle)
@@ -366,18 +367,24 @@ def run_gate(opts: Options) -> Result:
                       error=str(exc))
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     stages: list[Stage] = []
-    steps = (("corpus replay", lambda: corpus_stage(opts, device)),
+    # One executor serves the corpus, error-parity and compile stages (a fresh one replaces
+    # it after a crash); the suite's workers have their own.
+    runner = ProcessRunner(opts.impl, device, timeout=opts.timeout)
+    steps = (("corpus replay", lambda: corpus_stage(opts, runner)),
              ("fuzz suite", lambda: suite_stage(opts)),
-             ("error parity", lambda: error_parity_stage(opts, device)),
-             ("torch.compile parity", lambda: compile_stage(opts, device)))
-    for name, step in steps:
-        t0 = time.monotonic()
-        try:
-            stage = step()
-        except (ExecutorError, ImplError, OSError) as exc:
-            stage = Stage(name, error=f"{exc!r}")
-        stage.seconds = time.monotonic() - t0
-        stages.append(stage)
+             ("error parity", lambda: error_parity_stage(runner)),
+             ("torch.compile parity", lambda: compile_stage(opts, runner)))
+    try:
+        for name, step in steps:
+            t0 = time.monotonic()
+            try:
+                stage = step()
+            except (ExecutorError, ImplError, OSError) as exc:
+                stage = Stage(name, error=f"{exc!r}")
+            stage.seconds = time.monotonic() - t0
+            stages.append(stage)
+    finally:
+        runner.close()
     try:
         findings, unclassified = _classify_all(
             opts, device, [f for s in stages for f in s.failures])

@@ -41,7 +41,7 @@ def test_crash_reproducer_fails_then_passes_with_a_fixed_impl(tmp_path: Path) ->
     broken = _run(script, block_hypothesis=True)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "[1/1] crash [executor:died]" in broken.stdout and "SIGABRT" in broken.stdout
-    fixed = _run(script, "--impl", "diagfuzz.impl:aten")
+    fixed = _run(script, "--impl", "diagfuzz.impl:aten", "--in-process")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "0/1 repetitions failed" in fixed.stdout
 
