@@ -49,6 +49,17 @@ def test_hang_is_cut_off_and_the_run_goes_on() -> None:
     assert "first_attempt" not in verdicts[0].details  # a fresh executor: no retry needed
 
 
+def test_sticky_error_fails_the_health_check_and_replaces_the_executor() -> None:
+    with ProcessRunner("tests.faulty.poison:impl", "cpu", timeout=30) as runner:
+        poisoned = runner.run(square(1))
+        after = runner.run(square(0))  # would fail in the poisoned process
+        starts = runner.starts
+    assert poisoned.kind == "crash" and poisoned.check == "executor:health"
+    assert "illegal memory access" in poisoned.message
+    assert poisoned.details["original"]["kind"] != "pass"  # what the oracle saw first
+    assert after.kind == "pass" and starts == 2
+
+
 def test_mismatch_keeps_a_healthy_executor() -> None:
     with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=30) as runner:
         first = runner.run(square(0))

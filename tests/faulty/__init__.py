@@ -3,5 +3,6 @@
 Each is aten (registration off) plus one fault, so every other Case passes:
 ``tests.faulty.abort:impl`` aborts the process when offset == 1; ``tests.faulty.hang:impl``
 never returns when offset == -1; ``tests.faulty.wrong:impl`` flips a result bit when
-offset > 0; ``tests.faulty.flaky:impl`` flips a result bit about one call in three.
+offset > 0; ``tests.faulty.flaky:impl`` flips a result bit about one call in three;
+``tests.faulty.poison:impl`` simulates a sticky CUDA error when offset == 1.
 """
