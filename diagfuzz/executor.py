@@ -345,7 +345,8 @@ class ProcessRunner:
         unhealthy = self._health()
         if not unhealthy:
             return verdict
-        return self._poisoned(case, unhealthy, str(verdict), base,
+        return self._poisoned(case, unhealthy,
+                              f"{verdict.kind} [{verdict.check}]: {verdict.message}", base,
                               original=json.loads(verdict.to_json()))
 
     def _poisoned(self, case: Case, health: str, what: str, base: dict[str, Any],
