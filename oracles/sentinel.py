@@ -41,7 +41,8 @@ GUARD = 64
 PREFERRED = (0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0xE7, 0x7E)
 
 _aten = torch.ops.aten
-_BACKEND_KEYS = {"cpu": torch._C.DispatchKey.CPU, "cuda": torch._C.DispatchKey.CUDA}
+_BACKEND_KEYS = {"cpu": torch._C.DispatchKey.CPU, "cuda": torch._C.DispatchKey.CUDA,
+                 "meta": torch._C.DispatchKey.Meta}
 
 
 def choose_sentinel(reference: torch.Tensor) -> int | None:
@@ -60,10 +61,21 @@ def choose_sentinel(reference: torch.Tensor) -> int | None:
 
 @dataclass
 class _Allocation:
-    """One guarded buffer: ``GUARD`` sentinel bytes, the tensor's bytes, ``GUARD`` more."""
+    """One guarded buffer: ``GUARD`` sentinel bytes, the tensor's bytes, ``GUARD`` more.
+
+    ``tensor`` (held until the check ends) and its original geometry tell a legitimate
+    in-place ``resize_``/``set_`` (torch may grow a tensor inside its storage, which here
+    includes the guards) from an out-of-bounds write, which changes no metadata.
+    """
 
     buffer: torch.Tensor
     nbytes: int
+    tensor: torch.Tensor
+    geometry: tuple[Any, ...]
+
+    def regrown(self) -> bool:
+        """Whether the handed-out tensor was resized or re-pointed since allocation."""
+        return _geometry(self.tensor) != self.geometry
 
 
 @dataclass
@@ -119,8 +131,11 @@ class SentinelAllocations:
 
     def _guarded(self, ks: Any, real: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
         """``real``'s shape and strides, placed inside a sentinel-filled guarded buffer."""
-        if real.layout != torch.strided or kwargs.get("pin_memory"):
-            real.view(torch.uint8).fill_(self.byte) if real.numel() else None
+        if (real.numel() == 0 or real.layout != torch.strided or kwargs.get("pin_memory")
+                or real.device.type == "meta"):
+            # Nothing to guard, and torch often grows an empty result in place by resize_.
+            if real.numel() and real.layout == torch.strided and real.device.type != "meta":
+                real.view(torch.uint8).fill_(self.byte)
             return real
         span = 0
         if real.numel():
@@ -129,15 +144,18 @@ class SentinelAllocations:
         buffer = _aten.empty.memory_format.redispatch(
             ks, [2 * GUARD + nbytes], dtype=torch.uint8, device=real.device)
         buffer.fill_(self.byte)
-        self.allocations.append(_Allocation(buffer, nbytes))
         inner = buffer[GUARD:GUARD + nbytes].view(real.dtype)
-        return inner.as_strided(real.shape, real.stride())
+        tensor = inner.as_strided(real.shape, real.stride())
+        self.allocations.append(_Allocation(buffer, nbytes, tensor, _geometry(tensor)))
+        return tensor
 
     # --- evidence --------------------------------------------------------------------
     def guard_violations(self) -> list[dict[str, Any]]:
         """Buffers whose guard bytes no longer all hold the sentinel, with where they changed."""
         found = []
-        for a in self.allocations:
+        for a in list(self.allocations):  # checking allocates too while active
+            if a.regrown():
+                continue
             before = a.buffer[:GUARD]
             after = a.buffer[GUARD + a.nbytes:]
             bad_before = (before != self.byte).nonzero().reshape(-1).tolist()
@@ -149,3 +167,8 @@ class SentinelAllocations:
                     "bytes_after_end": [i for i in bad_after][:8],
                 })
         return found
+
+
+def _geometry(t: torch.Tensor) -> tuple[Any, ...]:
+    """What a resize or set_ would change: storage, offset, shape, strides."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
