@@ -7,12 +7,15 @@ history of the process.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from diagfuzz.case import Case
+from diagfuzz.corpus import case_id
 from diagfuzz.executor import DEFAULT_TIMEOUT, ProcessRunner
 from diagfuzz.verdict import Verdict
 
@@ -56,19 +59,22 @@ class Classification:
                 "failures": self.failures, "runs": self.runs, "kinds": dict(self.kinds)}
 
 
-def _rerun(case: Case, impl_spec: str, device: str | None, timeout: float,
-           oracle: str) -> Verdict:
-    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=oracle) as runner:
+def _rerun(case: Case, impl_spec: str, device: str | None, timeout: float, oracle: str,
+           workdir: Path | None) -> Verdict:
+    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=oracle,
+                       workdir=workdir) as runner:
         return runner.run(case)
 
 
 def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,
              repeats: int = DEFAULT_REPEATS, timeout: float = DEFAULT_TIMEOUT,
-             oracle: str = "check", parallel: int | None = None) -> Classification:
+             oracle: str = "check", parallel: int | None = None,
+             workdir: str | os.PathLike[str] | None = None) -> Classification:
     """Re-run the Case of ``failure`` ``repeats`` times, each in a fresh executor.
 
     ``parallel`` executors run at once (default: all of them; a hang then costs one
-    timeout, not R).
+    timeout, not R). With ``workdir``, re-run i logs its executor's stderr under
+    ``workdir/<case id>/<i>/`` (and a crash verdict carries the tail) instead of printing it.
     """
     if failure.case is None:
         raise ValueError(f"classify: the verdict has no Case to re-run: {failure}")
@@ -77,9 +83,11 @@ def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,
     if repeats < 1:
         raise ValueError(f"classify: repeats must be >= 1, got {repeats}")
     case = failure.case
+    logs = [None if workdir is None else Path(workdir) / case_id(case) / str(i)
+            for i in range(repeats)]
     with ThreadPoolExecutor(max_workers=parallel or repeats) as pool:
-        verdicts = list(pool.map(lambda _: _rerun(case, impl_spec, device, timeout, oracle),
-                                 range(repeats)))
+        verdicts = list(pool.map(
+            lambda log: _rerun(case, impl_spec, device, timeout, oracle, log), logs))
     kinds = Counter(v.kind for v in verdicts)
     same = [v for v in verdicts if v.kind == failure.kind]
     return Classification(case, failure.kind, repeats, len(same),

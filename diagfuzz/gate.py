@@ -330,7 +330,8 @@ def _classify_all(opts: Options, device: str, findings: list[Finding]) -> tuple[
                                                                        COMPILE_TIMEOUT)
         finding.classification = classify(finding.verdict, opts.impl, device,
                                           repeats=opts.repeats, timeout=timeout,
-                                          oracle=finding.oracle)
+                                          oracle=finding.oracle,
+                                          workdir=opts.out_dir / "classify")
         case = finding.verdict.case
         assert case is not None
         finding.reproducer = write_reproducer(
@@ -369,7 +370,8 @@ def run_gate(opts: Options) -> Result:
     stages: list[Stage] = []
     # One executor serves the corpus, error-parity and compile stages (a fresh one replaces
     # it after a crash); the suite's workers have their own.
-    runner = ProcessRunner(opts.impl, device, timeout=opts.timeout)
+    runner = ProcessRunner(opts.impl, device, timeout=opts.timeout,
+                           workdir=opts.out_dir / "executor")
     steps = (("corpus replay", lambda: corpus_stage(opts, runner)),
              ("fuzz suite", lambda: suite_stage(opts)),
              ("error parity", lambda: error_parity_stage(runner)),

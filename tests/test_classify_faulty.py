@@ -14,11 +14,14 @@ from tests.faulty.cases import square
 TIMEOUT = 3.0
 
 
-def test_abort_is_a_deterministic_crash() -> None:
+def test_abort_is_a_deterministic_crash(tmp_path: Path) -> None:
     c = classify(Verdict("crash", "executor:died", "", square(1)), "tests.faulty.abort:impl",
-                 "cpu", repeats=3, timeout=30)
+                 "cpu", repeats=3, timeout=30, workdir=tmp_path)
     assert (c.label, c.ratio, c.kinds) == ("deterministic", "3/3", {"crash": 3})
     assert c.example is not None and c.example.kind == "crash"
+    # Each re-run logged its dying executor's stack in its own directory.
+    assert "Aborted" in c.example.details["stderr_tail"]
+    assert len(list(tmp_path.glob("*/*/executor.log"))) == 3
 
 
 def test_hang_is_a_deterministic_hang() -> None:
