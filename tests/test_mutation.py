@@ -44,15 +44,13 @@ RUN_SEED = 20260430
 CI, DEV = budget_for("ci"), budget_for("dev")
 
 #: Mutants whose trigger the strategies reach too rarely for the ci budget to be a reliable
-#: bar: fraction of 10 run seeds whose ci budget (80 Cases per stream) caught them, measured
-#: 2026-11-30 with the strategies of commit 79d6f69. Every other mutant was caught by 10/10.
+#: bar: fraction of 10 run seeds whose ci budget (200 Cases per stream) caught them,
+#: measured 2026-11-30 with the strategies of commit afc7789. Every other mutant was
+#: caught by 10/10 seeds.
 KNOWN_CI_ESCAPES = {
-    "loses_negative_zero": "needs -0.0 on a float diagonal: 0/10 seeds",
-    "int32_wrap": "needs an int64 Case with a non-empty diagonal: 4/10 seeds",
-    "bool_bytes": "needs True on a non-empty bool diagonal: 5/10 seeds",
-    "canonical_nan": "needs a non-canonical NaN on a float diagonal: 8/10 seeds",
-    "ignores_grad_strides": "needs a strided grad_output with >1 element: 9/10 seeds",
-    "wrong_negative_offset": "needs a negative offset on a non-square slice: 9/10 seeds",
+    "loses_negative_zero": "needs -0.0 on a float diagonal: 3/10 seeds",
+    "bool_bytes": "needs True on a non-empty bool diagonal: 6/10 seeds",
+    "int32_wrap": "needs an int64 Case with a non-empty diagonal: 9/10 seeds",
 }
 
 #: Stream name (as diagfuzz.suite's test functions) -> strategy factory.

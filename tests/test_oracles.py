@@ -346,3 +346,29 @@ def test_copy_must_equal_the_view() -> None:
     x = materialise(case)
     found = metamorphic.copy_equals_view(case, x, torch.zeros(3))
     assert found and found[0].startswith("metamorphic:diagonal_copy")
+
+
+# --- .out overloads ----------------------------------------------------------------------
+
+def test_out_overload_is_judged_like_the_functional_one() -> None:
+    case = fwd((3, 4), 1, 0, 1).replace(out_dtype="float32")
+    assert oracles.check(case, triton_aten, DEVICE).ok
+
+    class OutLeavesAll(Hand):
+        def diagonal_out(self, x, offset=0, dim1=0, dim2=1, *, out):
+            return out  # never writes: out still holds the sentinel
+
+    verdict = oracles.check(case, OutLeavesAll(None), DEVICE)
+    assert_fails(verdict, "unwritten", "sentinel")
+
+
+def test_out_of_another_dtype_needs_aten_error() -> None:
+    case = fwd((3, 4)).replace(out_dtype="float64", invalid="out_dtype")
+    assert oracles.check(case, triton_aten, DEVICE).ok
+
+    class IgnoresOutDtype(Hand):
+        def diagonal_out(self, x, offset=0, dim1=0, dim2=1, *, out):
+            return out.resize_(0)
+
+    assert_fails(oracles.check(case, IgnoresOutDtype(None), DEVICE), "error-parity",
+                 "error-parity")
