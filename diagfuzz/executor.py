@@ -102,6 +102,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     import resource
 
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hang's stack, on request
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files from expected aborts
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
@@ -317,9 +318,14 @@ class ProcessRunner:
         assert self._conn is not None
         started = time.monotonic()
         if not self._conn.poll(timeout):
+            details = dict(base)
+            if self.log is not None and self._proc is not None:
+                self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
+                time.sleep(0.5)
+                details["stderr_tail"] = _tail(self.log, log_start)
             self._kill()
             return Verdict("hang", "executor:timeout",
-                           f"no verdict within {timeout:g}s; executor killed", case, base)
+                           f"no verdict within {timeout:g}s; executor killed", case, details)
         try:
             reply = json.loads(self._conn.recv())
         except EOFError:

@@ -40,12 +40,14 @@ def test_per_request_oracle() -> None:
     assert verdict.kind == "mismatch" and verdict.check.startswith("bitwise")
 
 
-def test_hang_is_cut_off_and_the_run_goes_on() -> None:
+def test_hang_is_cut_off_and_the_run_goes_on(tmp_path) -> None:
     offsets = [-1, 0, 1, 0]
-    with ProcessRunner("tests.faulty.hang:impl", "cpu", timeout=TIMEOUT) as runner:
+    with ProcessRunner("tests.faulty.hang:impl", "cpu", timeout=TIMEOUT,
+                       workdir=tmp_path) as runner:
         verdicts = [runner.run(square(o)) for o in offsets]
     assert [v.kind for v in verdicts] == ["hang", "pass", "pass", "pass"]
     assert verdicts[0].check == "executor:timeout"
+    assert "hang.py" in verdicts[0].details["stderr_tail"]  # where it was stuck
     assert "first_attempt" not in verdicts[0].details  # a fresh executor: no retry needed
 
 
