@@ -31,8 +31,8 @@ def test_a_compile_that_changes_one_bit_fails(monkeypatch: pytest.MonkeyPatch) -
     def wrong_compile(fn: Any, **_: Any) -> Any:
         def compiled(x: torch.Tensor) -> torch.Tensor:
             y = fn(x)
-            return y + torch.where(torch.arange(y.numel()).reshape(y.shape) == 0,
-                                   torch.ones_like(y), torch.zeros_like(y))
+            first = torch.arange(y.numel(), device=y.device).reshape(y.shape) == 0
+            return y + torch.where(first, torch.ones_like(y), torch.zeros_like(y))
         return compiled
 
     monkeypatch.setattr(torch, "compile", wrong_compile)
