@@ -118,10 +118,11 @@ _INTERPRET_TILE_WORDS = 1 << 16
 def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -> Tile:
     """Pick a tile shape of about ``tile_bytes`` of output per program.
 
-    On a GPU there are two column widths: 16 words for short rows, 1 KiB otherwise. Rounding
-    every width up to its own power of two idled fewer lanes but compiled up to 16 variants
-    per kernel and word size, and a fuzz run of random shapes paid ~1 s for each of them
-    (BENCHMARKS.md has both measurements).
+    On a GPU the columns are the row width rounded up to a power of two, between 16 words
+    and 1 KiB, so a short row does not leave most lanes masked off. That costs up to one
+    compiled variant per power of two; two fixed widths (16 words, 1 KiB) were tried and ran
+    up to 10x slower on rows of 64 bytes (BENCHMARKS.md). Compiles are cached on disk per
+    worker (diagfuzz.workers), so a fuzz run pays for each variant once per machine.
     """
     if INTERPRET:
         cols = triton.next_power_of_2(max(width, 1))
@@ -130,7 +131,7 @@ def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -
         num_warps = 4
     else:
         total = min(_GPU_TILE_WORDS[word_bytes], tile_bytes // word_bytes)
-        cols = _NARROW_COLS if width <= _NARROW_COLS else _WIDE_COLS[word_bytes]
+        cols = min(max(triton.next_power_of_2(width), _NARROW_COLS), _WIDE_COLS[word_bytes])
         block_rows = max(total // cols, 1)
         num_warps = 4
     # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).

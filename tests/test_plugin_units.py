@@ -85,9 +85,9 @@ def test_auto_workers_per_gpu() -> None:
 
 def test_isolate_gives_each_worker_its_own_dirs(tmp_path) -> None:
     env: dict[str, str] = {}
-    db = workers.isolate(tmp_path / "gw3", env)
-    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "gw3" / "triton-cache")
-    assert db == tmp_path / "gw3" / "hypothesis" and db.is_dir()
+    db = workers.isolate(tmp_path / "run-7" / "gw3", env)
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton-cache" / "gw3")
+    assert db == tmp_path / "run-7" / "gw3" / "hypothesis" and db.is_dir()
     assert workers.worker_id({"PYTEST_XDIST_WORKER": "gw5"}) == "gw5"
     assert workers.worker_id({}) == "main"
 
