@@ -17,12 +17,17 @@ from hypothesis.errors import InvalidArgument
 
 from diagfuzz.case import Values, available_dtypes, dtype_of
 from diagfuzz.strategies._args import check_flag, check_kinds
-from diagfuzz.strategies._draws import BOOLS, ints
+from diagfuzz.strategies._draws import ints
 
 #: Value modes in shrink order: plain random values first, random bit patterns second.
 VALUE_MODES = ("normal", "bits")
 #: The most specials one Case carries; shrinking drops them one by one.
 MAX_SPECIALS = 8
+#: Whether a Case carries specials: 0 (a third of Cases) none, 1 or 2 some. Drawn for every
+#: Case, even one with nowhere to put them, so an empty tensor is not one choice shorter
+#: than a non-empty one: Hypothesis orders shorter choice sequences first, and the extra
+#: choice used to pull shrinking towards empty diagonals (offset 1 over offset 0).
+SPECIALS_PRESENT = st.integers(0, 2)
 
 
 @dataclass(frozen=True)
@@ -225,7 +230,8 @@ def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, 
     """Value recipes (``Values``) for a storage of ``dtype``.
 
     ``where`` maps a drawn number (any int >= 0) to the storage index a special goes to;
-    without it, or with ``specials=False``, there are no specials. ``modes`` narrows the
+    without it, or with ``specials=False``, there are no specials. Two Cases in three carry
+    1 to MAX_SPECIALS specials. ``modes`` narrows the
     fill ("normal": random values of the usual range; "bits": random bit patterns).
 
     Shrinks towards seed 0, mode "normal" and no specials.
@@ -243,12 +249,12 @@ def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
                 modes: tuple[str, ...]) -> Values:
     """Draw one Values (see ``values``), arguments already checked.
 
-    Draws: seed and mode together; whether there are specials (half the Cases have none);
-    how many; then a position and a special code for each.
+    Draws: seed and mode together; whether there are specials (always drawn; a third of the
+    Cases have none); how many; then a position and a special code for each.
     """
     seed, mode = divmod(draw(ints(0, (len(modes) << 32) - 1)), len(modes))
     mode = modes[mode]
-    if where is None or not draw(BOOLS):
+    if not draw(SPECIALS_PRESENT) or where is None:
         return Values(seed, mode)
     count = draw(ints(1, MAX_SPECIALS))
     specials = tuple((where(draw(POSITIONS)), decode_special(dtype, draw(CODES)))
