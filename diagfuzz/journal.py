@@ -170,31 +170,3 @@ class JournaledRunner:
         self.inner.close()
         self.journal.close()
 
-
-class JournalPlugin:
-    """pytest plugin object: journals each Case through diagfuzz's case hooks.
-
-    The diagfuzz plugin calls ``pytest_diagfuzz_case_begin`` before a Case runs and
-    ``pytest_diagfuzz_case_end`` after; register one of these per worker
-    (``config.pluginmanager.register(JournalPlugin.for_worker(...))``).
-    """
-
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-        self._seq = 0
-
-    @staticmethod
-    def for_worker(journal_dir: str | os.PathLike[str], worker_id: str, *,
-                   run_seed: int | None, impl: str) -> JournalPlugin:
-        """The journal of ``worker_id`` in ``journal_dir`` (what ``attribute_crash`` reads)."""
-        return JournalPlugin(Journal(journal_path(journal_dir, worker_id), run_seed=run_seed,
-                                     worker_id=worker_id, impl=impl))
-
-    def pytest_diagfuzz_case_begin(self, item: Any, case: Case) -> None:
-        self._seq = self.journal.begin(case, getattr(item, "nodeid", str(item)))
-
-    def pytest_diagfuzz_case_end(self, item: Any, case: Case, verdict: Verdict) -> None:
-        self.journal.end(self._seq, verdict)
-
-    def pytest_sessionfinish(self) -> None:
-        self.journal.close()
