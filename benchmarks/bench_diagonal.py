@@ -35,6 +35,7 @@ from triton.testing import do_bench
 
 import diagfuzz.ops as ops
 from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.ops._words import as_words
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int8": torch.int8, "bool": torch.bool}
@@ -91,9 +92,11 @@ def random_bits(shape: tuple[int, ...], dtype: torch.dtype, strided: bool) -> to
     if dtype == torch.bool:
         base = torch.randint(0, 2, alloc, device=ops.DEVICE, dtype=torch.bool)
     else:
-        word = {1: torch.int8, 2: torch.int16, 4: torch.int32}[dtype.itemsize]
-        info = torch.iinfo(word)
-        base = torch.randint(info.min, info.max, alloc, device=ops.DEVICE, dtype=word).view(dtype)
+        base = torch.empty(alloc, dtype=dtype, device=ops.DEVICE)
+        words = as_words(base)
+        info = torch.iinfo(words.dtype)
+        words.copy_(torch.randint(info.min, info.max, words.shape, device=ops.DEVICE,
+                                  dtype=words.dtype))
     return base[..., ::2] if strided and alloc else base
 
 
@@ -177,8 +180,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality: shape, strides and raw bits."""
     if a.shape != b.shape or a.stride() != b.stride() or a.dtype != b.dtype:
         return False
-    word = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return bool(torch.equal(a.view(word), b.view(word)))
+    return bool(torch.equal(as_words(a), as_words(b)))
 
 
 def median_us(fn: Callable[[], object], quick: bool) -> float:
@@ -266,9 +268,9 @@ def random_shapes(count: int, seed: int) -> dict:
             offset = rng.randint(-5, 5)
             strided = rng.random() < 0.4
             shape = Shape("copy", sizes, offset, d1, d2, "float32", strided)
-            x = _random_any(sizes, dtype, strided)
+            x = random_bits(sizes, dtype, strided)
             diag = diagonal_of(sizes, offset, d1, d2)
-            g = _random_any(diag.shape, dtype, rng.random() < 0.4)
+            g = random_bits(diag.shape, dtype, rng.random() < 0.4)
             ours_c = ops.diagonal_copy(x, offset, d1, d2)
             ours_b = ops.diagonal_backward(g, list(sizes), offset, d1, d2)
             ref_c = torch.ops.aten.diagonal_copy(x, offset, d1, d2)
@@ -282,16 +284,6 @@ def random_shapes(count: int, seed: int) -> dict:
     report["mismatches"] = mismatches[:20]
     report["mismatch_count"] = len(mismatches)
     return report
-
-
-def _random_any(shape: tuple[int, ...], dtype: torch.dtype, strided: bool) -> torch.Tensor:
-    alloc = list(shape)
-    if strided and alloc:
-        alloc[-1] *= 2
-    word = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
-    info = torch.iinfo(word)
-    base = torch.randint(info.min, info.max, alloc, device=ops.DEVICE, dtype=word).view(dtype)
-    return base[..., ::2] if strided and alloc else base
 
 
 def main() -> int:

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from diagfuzz.ops._words import as_words
+
 OPS = ("diagonal", "diagonal_backward")
 
 #: dtype names a Case may carry, in the order coverage reports list them.
@@ -22,9 +24,6 @@ DTYPE_NAMES = (
     "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
     "float8_e4m3fnuz", "float8_e5m2fnuz",
 )
-
-_INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
 
 def dtype_of(name: str) -> torch.dtype:
     """The torch dtype called ``name``; a clear error for names this torch lacks."""
@@ -177,11 +176,12 @@ def _random_storage(case: Case, numel: int) -> torch.Tensor:
     dtype = dtype_of(case.dtype)
     gen = torch.Generator().manual_seed(case.values.seed)
     if case.values.mode == "bits" and dtype is not torch.bool:
-        word = _INT_OF_SIZE[min(dtype.itemsize, 8)]
-        n_words = numel * max(dtype.itemsize // 8, 1)
-        info = torch.iinfo(word)
-        bits = torch.randint(info.min, info.max, (n_words,), generator=gen, dtype=torch.int64)
-        return bits.to(word).view(dtype) if dtype.itemsize <= 8 else bits.view(dtype)
+        storage = torch.empty(numel, dtype=dtype)
+        words = as_words(storage).reshape(-1)
+        info = torch.iinfo(words.dtype)
+        words.copy_(torch.randint(info.min, info.max, (words.numel(),), generator=gen,
+                                  dtype=torch.int64))
+        return storage
     if case.values.mode not in ("normal", "bits"):
         raise ValueError(f"Case.values.mode must be 'normal' or 'bits', got "
                          f"{case.values.mode!r}")
@@ -200,19 +200,13 @@ def _apply_specials(storage: torch.Tensor, specials: tuple[tuple[int, int], ...]
     """Write each special bit pattern into the storage, in place."""
     if not specials:
         return
-    itemsize = storage.dtype.itemsize
-    if itemsize == 16:
-        words = torch.view_as_real(storage).view(torch.int64).view(-1, 2)
-        for index, bits in specials:
-            for half in range(2):
-                value = (bits >> (64 * half)) & (2**64 - 1)
-                words[index % storage.numel(), half] = value - 2**64 if value >= 2**63 else value
-        return
-    words = storage.view(_INT_OF_SIZE[itemsize])
-    width = 8 * itemsize
+    words = as_words(storage).reshape(storage.numel(), -1)  # complex128: [real, imaginary]
+    width = 8 * words.element_size()
     for index, bits in specials:
-        value = bits & (2**width - 1)
-        words[index % storage.numel()] = value - 2**width if value >= 2 ** (width - 1) else value
+        for half in range(words.shape[1]):
+            value = (bits >> (width * half)) & (2**width - 1)
+            words[index % storage.numel(), half] = (value - 2**width if value >= 2 ** (width - 1)
+                                                    else value)
 
 
 def materialise(case: Case, device: str | torch.device = "cpu") -> torch.Tensor:

@@ -1,7 +1,8 @@
 """Raw bits of tensors and bit-level diffs: the only notion of equality the oracles use.
 
-Every element is viewed as a same-width integer word (complex128 as a pair of int64), so NaN
-payloads, signed zeros and the byte value of a bool all count. ``diff`` turns two word
+Every element is viewed as a same-width integer word (complex128 as a pair of int64, by
+``diagfuzz.ops._words.as_words``, the one such view in the project), so NaN payloads, signed
+zeros and the byte value of a bool all count. ``diff`` turns two word
 tensors into JSON-serialisable evidence: how many elements differ and the first few, with
 their indices, values and hex bits.
 """
@@ -12,35 +13,23 @@ from typing import Any
 
 import torch
 
-_INT_OF_SIZE = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+from diagfuzz.ops._words import as_words, words_per_element
 
 #: How many differing elements a Verdict lists.
 FIRST_FEW = 5
 
 
-def words_per_element(dtype: torch.dtype) -> int:
-    """Integer words per element: 2 for 16-byte elements (complex128), else 1."""
-    return 2 if dtype.itemsize == 16 else 1
-
-
-def word_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The signed integer dtype one word of ``dtype`` is viewed as."""
-    return torch.int64 if dtype.itemsize == 16 else _INT_OF_SIZE[dtype.itemsize]
-
-
 def bits(t: torch.Tensor) -> torch.Tensor:
     """``t``'s elements as words, shape ``[numel, words]``, contiguous, on ``t``'s device."""
     t = t.resolve_conj().resolve_neg().contiguous()
-    if t.dtype.itemsize == 16:
-        return torch.view_as_real(t).view(torch.int64).reshape(-1, 2)
-    return t.view(_INT_OF_SIZE[t.dtype.itemsize]).reshape(-1, 1)
+    return as_words(t).reshape(-1, words_per_element(t.dtype))
 
 
 def storage_words(t: torch.Tensor) -> torch.Tensor:
     """All of ``t``'s storage as flat words of ``t``'s element width (a view, no copy)."""
     raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
     usable = raw.numel() - raw.numel() % t.dtype.itemsize
-    return raw[:usable].view(word_dtype(t.dtype))
+    return as_words(raw[:usable].view(t.dtype)).reshape(-1)
 
 
 def from_words(words: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:

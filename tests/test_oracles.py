@@ -13,8 +13,8 @@ import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.case import Case, Layout, Values, materialise
 from diagfuzz.impl import aten, triton_aten
+from diagfuzz.ops._words import as_words
 from diagfuzz.oracles import index_reference, metamorphic
-from diagfuzz.oracles._bits import bits
 from diagfuzz.oracles.sentinel import SentinelAllocations, choose_sentinel
 from diagfuzz.verdict import Verdict
 
@@ -56,11 +56,7 @@ def flip(flat_index: int, mask: int = 1) -> Callable[..., torch.Tensor]:
     """A fault that XORs ``mask`` into the lowest word of one element."""
     def fault(result: torch.Tensor, _: torch.Tensor) -> torch.Tensor:
         out = result.clone()
-        bits(out)  # same layout check as the oracle
-        words = (torch.view_as_real(out) if out.is_complex() else out).reshape(-1)
-        raw = words.view({1: torch.int8, 2: torch.int16, 4: torch.int32,
-                          8: torch.int64}[words.element_size()])
-        raw[flat_index * (2 if out.dtype.itemsize == 16 else 1)] ^= mask
+        as_words(out).reshape(out.numel(), -1)[flat_index, 0] ^= mask
         return out
     return fault
 

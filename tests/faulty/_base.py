@@ -5,18 +5,16 @@ from __future__ import annotations
 import torch
 
 from diagfuzz.impl import aten
+from diagfuzz.ops._words import as_words
 
 
 def flip_first_bit(result: torch.Tensor) -> torch.Tensor:
     """``result`` with the lowest bit of its first element flipped (a bitwise mismatch)."""
     if result.numel() == 0:
         return result
-    words = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
-    flat = result.clone().reshape(-1)
-    bits = (torch.view_as_real(flat) if flat.dtype.is_complex else flat).view(
-        words[flat.dtype.itemsize])
-    bits[0] ^= 1
-    return flat.reshape(result.shape)
+    out = result.clone(memory_format=torch.contiguous_format)
+    as_words(out).reshape(-1)[0] ^= 1
+    return out
 
 
 class Faulty:
