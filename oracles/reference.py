@@ -15,6 +15,7 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz.case import Case
+from diagfuzz.impl import AtenReference
 
 _aten = torch.ops.aten
 
@@ -34,18 +35,12 @@ def call_op(impl: Any, case: Case, args: dict[str, Any]) -> Any:
     return impl.diagonal_backward(*positional)
 
 
-class Aten:
-    """aten's kernels with the registration off: the reference for every Case."""
+class Aten(AtenReference):
+    """aten's kernels with the registration off: the reference for every Case.
 
-    uses_triton_registration = False
-
-    def diagonal(self, x, offset=0, dim1=0, dim2=1):
-        with ops.use_triton(False):
-            return _aten.diagonal_copy(x, offset, dim1, dim2)
-
-    def diagonal_backward(self, grad_output, input_sizes, offset, dim1, dim2):
-        with ops.use_triton(False):
-            return _aten.diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)
+    ``diagfuzz.impl.AtenReference`` plus the ``.out`` overloads, which the reference needs
+    for ``.out`` Cases (as an impl under test, ``diagfuzz.impl:aten`` skips them).
+    """
 
     def diagonal_out(self, x, offset=0, dim1=0, dim2=1, *, out):
         with ops.use_triton(False):
