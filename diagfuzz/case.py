@@ -63,11 +63,16 @@ class Layout:
     @staticmethod
     def contiguous(shape: tuple[int, ...]) -> Layout:
         """The plain row-major layout of ``shape``."""
-        strides, step = [], 1
-        for n in reversed(shape):
-            strides.append(step)
-            step *= max(n, 1)
-        return Layout(tuple(shape), tuple(reversed(strides)), 0, ("contiguous",))
+        return Layout(tuple(shape), contiguous_strides(shape), 0, ("contiguous",))
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides in elements (size-0 and size-1 dims as torch computes them)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
 
 @dataclass(frozen=True)

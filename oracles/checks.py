@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 import diagfuzz.ops as ops
-from diagfuzz.case import Case, call_arguments, dtype_of, materialise
+from diagfuzz.case import Case, call_arguments, contiguous_strides, dtype_of, materialise
 from diagfuzz.oracles import index_reference, metamorphic, reference
-from diagfuzz.oracles._bits import diff, differing, is_sentinel, storage_words, storages_overlap
+from diagfuzz.oracles._bits import diff, differing, storage_words, storages_overlap
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations, choose_sentinel
 from diagfuzz.verdict import Verdict
 
@@ -93,7 +93,7 @@ def _metadata(case: Case, expected: torch.Tensor, actual: Any) -> Verdict | None
     if not isinstance(actual, torch.Tensor):
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
-    want = index_reference.contiguous_strides(tuple(expected.shape))
+    want = contiguous_strides(tuple(expected.shape))
     for name, e, a in (
         ("device", str(expected.device), str(actual.device)),
         ("dtype", str(expected.dtype), str(actual.dtype)),
@@ -252,4 +252,4 @@ def check(case: Case, impl: Any, device: str = ops.DEVICE) -> Verdict:
     return check_valid(case, impl, device)
 
 
-__all__ = ["check", "check_error_parity", "check_valid", "is_sentinel"]
+__all__ = ["check", "check_error_parity", "check_valid"]

@@ -10,10 +10,11 @@ reference itself) therefore cannot hide behind a single source of truth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 import torch
 
-from diagfuzz.case import Case
+from diagfuzz.case import Case, contiguous_strides
 from diagfuzz.oracles._bits import from_words, storage_words, words_per_element
 
 
@@ -53,15 +54,6 @@ def geometry(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Geome
         row0, col0 = -offset, 0
     length = max(0, min(sizes[d1] - row0, sizes[d2] - col0))
     return Geometry(tuple(sizes), d1, d2, length, row0, col0)
-
-
-def contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides in elements (size-0 and size-1 dims as torch computes them)."""
-    strides, step = [], 1
-    for n in reversed(sizes):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _grid(shape: tuple[int, ...], steps: tuple[int, ...] | list[int], start: int,
@@ -108,9 +100,7 @@ def diagonal_backward(grad: torch.Tensor, case: Case) -> torch.Tensor:
     per = words_per_element(grad.dtype)
     grad = grad.expand(geo.shape)  # aten broadcasts grad_output to the diagonal's shape
     source = _grid(geo.shape, grad.stride(), grad.storage_offset(), grad.device)
-    numel = 1
-    for n in sizes:
-        numel *= n
+    numel = prod(sizes)
     dest = _positions(geo, contiguous_strides(sizes), 0, grad.device)
     out = torch.zeros((numel, per), dtype=storage_words(grad).dtype, device=grad.device)
     out[dest.reshape(-1)] = _gather(storage_words(grad), source, per)
@@ -121,9 +111,7 @@ def diagonal_mask(case: Case, device: torch.device | str) -> torch.Tensor:
     """Bool tensor of ``case.sizes`` (flat), True exactly on the diagonal."""
     sizes = tuple(case.sizes)
     geo = geometry(sizes, case.offset, case.dim1, case.dim2)
-    numel = 1
-    for n in sizes:
-        numel *= n
+    numel = prod(sizes)
     mask = torch.zeros(numel, dtype=torch.bool, device=device)
     mask[_positions(geo, contiguous_strides(sizes), 0, torch.device(device)).reshape(-1)] = True
     return mask
