@@ -82,7 +82,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also documents every option)."""
-    from diagfuzz.gate import DEFAULT_BUDGET, DEFAULT_TIMEOUT
+    from diagfuzz.gate import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Options
+
+    defaults = Options()
 
     top = argparse.ArgumentParser(prog="diagfuzz", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
@@ -102,11 +104,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--device", help="cpu or cuda (default: cuda if there is a GPU)")
     g.add_argument("--corpus", type=Path, default=Path(corpus.DEFAULT_DIR),
                    help="regression corpus to replay and to save failures to (corpus/)")
-    g.add_argument("--out", type=Path, default=Path(".diagfuzz/gate"),
-                   help="where reproducers and the suite's raw output go")
-    g.add_argument("--repeats", type=int, default=5, help="re-runs per failure (5)")
-    g.add_argument("--max-classify", type=int, default=20,
-                   help="classify at most this many distinct failures (20)")
+    g.add_argument("--out", type=Path, default=defaults.out_dir,
+                   help=f"where reproducers and the suite's raw output go ({defaults.out_dir})")
+    g.add_argument("--repeats", type=int, default=defaults.repeats,
+                   help=f"re-runs per failure ({defaults.repeats})")
+    g.add_argument("--max-classify", type=int, default=defaults.max_classify,
+                   help=f"classify at most this many distinct failures ({defaults.max_classify})")
     g.add_argument("--no-save", action="store_true", help="do not add failures to the corpus")
     g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")

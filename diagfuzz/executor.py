@@ -43,7 +43,8 @@ DEFAULT_TIMEOUT = 60.0
 
 
 def default_timeout() -> float:
-    """DIAGFUZZ_TIMEOUT if set (the gate's --timeout reaches pytest workers this way)."""
+    """DIAGFUZZ_TIMEOUT if set, else DEFAULT_TIMEOUT: what a runner built without a timeout
+    uses (e.g. the fuzz plugin without --diagfuzz-timeout; the gate passes that option)."""
     value = os.environ.get("DIAGFUZZ_TIMEOUT", "")
     try:
         return float(value) if value else DEFAULT_TIMEOUT

@@ -22,17 +22,22 @@ from diagfuzz.oracles._bits import bits, diff, differing
 Finding = tuple[str, str, dict[str, Any]]
 
 
+def _same_bits(check: str, what: str, expected: torch.Tensor,
+               actual: torch.Tensor) -> Finding | None:
+    """None when the two agree in bits, else (check, "<count> <what>", the diff)."""
+    positions = differing(expected, actual)
+    if len(positions):
+        return (check, f"{len(positions)} {what}", diff(expected, actual, positions))
+    return None
+
+
 def backward_round_trip(case: Case, grad: torch.Tensor, result: torch.Tensor) -> Finding | None:
     """``diagonal(result)`` equals grad_output (broadcast to the diagonal's shape) in bits."""
     with ops.use_triton(False):
         back = torch.diagonal(result, case.offset, case.dim1, case.dim2)
-    want = grad.expand(back.shape)
-    positions = differing(want, back)
-    if len(positions):
-        return ("metamorphic:diagonal(diagonal_backward(g))==g",
-                f"{len(positions)} diagonal elements of the result differ from grad_output",
-                diff(want, back, positions))
-    return None
+    return _same_bits("metamorphic:diagonal(diagonal_backward(g))==g",
+                      "diagonal elements of the result differ from grad_output",
+                      grad.expand(back.shape), back)
 
 
 def backward_off_diagonal_zero(case: Case, result: torch.Tensor) -> Finding | None:
@@ -52,12 +57,8 @@ def copy_equals_view(case: Case, x: torch.Tensor, result: torch.Tensor) -> Findi
     """The copy holds the values of aten's diagonal view of the input."""
     with ops.use_triton(False):
         view = torch.diagonal(x, case.offset, case.dim1, case.dim2)
-    positions = differing(view, result)
-    if len(positions):
-        return ("metamorphic:diagonal_copy==diagonal-view",
-                f"{len(positions)} elements differ from the input's diagonal view",
-                diff(view, result, positions))
-    return None
+    return _same_bits("metamorphic:diagonal_copy==diagonal-view",
+                      "elements differ from the input's diagonal view", view, result)
 
 
 def relations(case: Case, tensor: torch.Tensor, result: torch.Tensor) -> Finding | None:
