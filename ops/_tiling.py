@@ -128,12 +128,11 @@ def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -
         cols = triton.next_power_of_2(max(width, 1))
         cols = min(cols, _INTERPRET_TILE_WORDS)
         block_rows = min(triton.next_power_of_2(max(rows, 1)), _INTERPRET_TILE_WORDS // cols)
-        num_warps = 4
     else:
         total = min(_GPU_TILE_WORDS[word_bytes], tile_bytes // word_bytes)
         cols = min(max(triton.next_power_of_2(width), _NARROW_COLS), _WIDE_COLS[word_bytes])
         block_rows = max(total // cols, 1)
-        num_warps = 4
+    num_warps = 4
     # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).
     vector = 16 // word_bytes
     align = vector if not INTERPRET and cols > _NARROW_COLS and width % vector == 0 else 1

@@ -13,6 +13,7 @@ no copy: the kernel is the only data movement.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -240,9 +241,7 @@ def _fill(out: torch.Tensor, grad: torch.Tensor, diag: Diagonal) -> None:
 
 def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     """The launch that writes a contiguous result of ``sizes``; None when it is empty."""
-    numel = 1
-    for size in sizes:
-        numel *= size
+    numel = math.prod(sizes)
     if numel == 0:
         return None
     words = words_per_element(grad.dtype)

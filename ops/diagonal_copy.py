@@ -7,6 +7,8 @@ the row the input advances by ``stride(dim1) + stride(dim2)``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -151,9 +153,7 @@ def _fill(out: torch.Tensor, source: torch.Tensor, diag: Diagonal) -> None:
 
 def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     """The launch that gathers the diagonal into a contiguous result; None when empty."""
-    numel = 1
-    for size in diag.shape:
-        numel *= size
+    numel = math.prod(diag.shape)
     if numel == 0:
         return None
     words = words_per_element(source.dtype)
