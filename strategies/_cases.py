@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
+from typing import TypeVar
 
 import torch
 from hypothesis import strategies as st
@@ -36,6 +37,7 @@ from diagfuzz.strategies._values import VALUE_MODES, draw_values
 #: length of dim2 for positive offsets and of dim1 for negative ones.
 OFFSET_KINDS = ("zero", "one", "inside", "size_minus_one", "size", "beyond", "extreme")
 INT64_MAX = 2**63 - 1
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,11 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     0, ±1, inside the matrix, ±(size - 1), ±size, beyond the sizes (an empty diagonal) and
     extremes up to ±(2**63 - 1) (and -2**63). ``dtypes`` (default: every available dtype),
     ``layout_kinds`` (see ``layouts``), ``value_modes`` ("normal", "bits") and
-    ``specials`` (half the Cases carry 1 to 8 special bit patterns, about half of them on
-    the diagonal; see ``special_values``) narrow the rest.
+    ``specials`` (about half the Cases carry 1 to 8 special bit patterns, seven in eight of
+    them on the diagonal's elements, the rest anywhere in the input's view; see
+    ``special_values``) narrow the rest. Offsets, sizes of 0 and dtypes are weighted so
+    that about two Cases in three read a non-empty diagonal, and bool and int64 come up
+    three times as often as other dtypes (see OFFSET_WEIGHTS, ZERO_ONE_IN, DTYPE_WEIGHTS).
 
     Shrinks towards rank 2, sizes of 1, dims (0, 1), offset 0, float32 (or the first of
     ``dtypes``), a contiguous layout, seed 0, mode "normal" and no specials.
@@ -128,8 +133,10 @@ def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
 
 # --- pieces ------------------------------------------------------------------------------
 
-#: One size in ZERO_ONE_IN is 0 (not more: an empty tensor hides every other bug).
-ZERO_ONE_IN = 32
+#: About one size in ZERO_ONE_IN is 0 (not more: an empty tensor hides every other bug;
+#: at one in 32, one rank-8 Case in five was empty). The residue that means 0 is the middle
+#: one, not the last: Hypothesis often draws a range's upper bound.
+ZERO_ONE_IN = 64
 
 
 def draw_sizes(draw: st.DrawFn, ranks: tuple[int, int], budget: int) -> tuple[int, ...]:
@@ -158,7 +165,7 @@ def fit_sizes(raw: list[int], budget: int) -> tuple[int, ...]:
         number, exponent = divmod(number, top + 1)
         k, zero = divmod(number, ZERO_ONE_IN)
         cap = min(1 << (exponent * fair // top if top else 0), budget // used)
-        size = 0 if zero == ZERO_ONE_IN - 1 else 1 + k % cap
+        size = 0 if zero == ZERO_ONE_IN // 2 else 1 + k % cap
         sizes.append(size)
         used *= max(size, 1)
     return tuple(sizes)
@@ -178,17 +185,27 @@ def draw_dims(draw: st.DrawFn, rank: int) -> tuple[int, int, int, int]:
 
 
 _BEYOND = st.integers(1, 2**40)
-_EXTREME = (st.sampled_from((INT64_MAX, INT64_MAX + 1)) | st.integers(2**31, INT64_MAX))
+#: Extreme magnitudes: 2**63 - 1, 2**63 (-2**63 as a negative offset; 2**63 - 1 as a
+#: positive one), or (0) one of _LARGE: one uniform draw of three, so each exact extreme
+#: comes up in a third of the extreme offsets.
+_EXTREMES = st.sampled_from((INT64_MAX, INT64_MAX + 1, 0))
+_LARGE = st.integers(2**31, INT64_MAX)
+
+
+#: How often each offset kind is listed among the options (per sign; "zero" has one sign).
+#: size, beyond and extreme give empty diagonals, which read no value at all; "inside"
+#: listed three times leaves about two offsets in three with a non-empty diagonal. More
+#: weight starved the rare classes (-2**63, ±(size - 1) of a dim >= 3): some 2,000-Case
+#: runs missed them.
+OFFSET_WEIGHTS = {"inside": 3}
 
 
 @lru_cache(maxsize=64)
 def _offset_options(kinds: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
-    """(kind, negative) pairs, simplest first: one draw picks both.
-
-    "inside" is listed three times so that about two Cases in three have a non-empty
-    diagonal (size, beyond and extreme give empty ones).
-    """
-    return tuple((k, neg) for k in kinds for _ in range(3 if k == "inside" else 1)
+    """(kind, negative) pairs, simplest first, weighted by OFFSET_WEIGHTS: one draw picks
+    both. A kind's copies stay together (not appended at the end, as ``weighted`` does):
+    from a far copy of "inside" the shrinker did not always find -1, two places down."""
+    return tuple((k, neg) for k in kinds for _ in range(OFFSET_WEIGHTS.get(k, 1))
                  for neg in (False, True) if k != "zero" or not neg)
 
 
@@ -210,8 +227,27 @@ def draw_offset(draw: st.DrawFn, kinds: tuple[str, ...], rows: int, cols: int) -
     elif kind == "beyond":
         magnitude = size + draw(_BEYOND)
     else:  # extreme: up to 2**63 - 1 either way, and -2**63
-        magnitude = min(draw(_EXTREME), INT64_MAX + negative)
+        magnitude = min(draw(_EXTREMES) or draw(_LARGE), INT64_MAX + negative)
     return -magnitude if negative else magnitude
+
+
+#: dtypes listed more than once among the choices: each is alone in its class of bugs, so a
+#: short run must still meet it on a non-empty diagonal: bool (its byte must be exactly 0 or
+#: 1) and int64 (the widest integers, which any narrower word truncates).
+DTYPE_WEIGHTS = {"bool": 3, "int64": 3}
+
+
+def weighted(options: tuple[T, ...], weights: dict[T, int]) -> tuple[T, ...]:
+    """``options`` in their order, then the extra copies ``weights`` asks for (an option
+    listed w times is drawn w times as often). Extras go last: shrinking lowers the index,
+    and the simple options keep the small indices the shrinker tries first."""
+    return options + tuple(o for o in options for _ in range(weights.get(o, 1) - 1))
+
+
+@lru_cache(maxsize=64)
+def dtype_options(dtypes: tuple[str, ...]) -> tuple[str, ...]:
+    """``dtypes`` for one uniform draw, weighted by DTYPE_WEIGHTS."""
+    return weighted(dtypes, DTYPE_WEIGHTS)
 
 
 def view_position(layout: Layout) -> Callable[[int], int]:
@@ -245,9 +281,18 @@ def diagonal_position(layout: Layout, diag: Diagonal) -> Callable[[int], int]:
     return storage_index
 
 
+#: Of the specials of a diagonal Case, READ_SHARE in 8 go on the diagonal (the elements
+#: the op reads), the rest anywhere in the view (a kernel reading the wrong element).
+READ_SHARE = 7
+
+
 def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], int] | None:
-    """Where a special with drawn number i goes: even i on the diagonal (if given and not
-    empty), odd i (or any i without a diagonal) anywhere in the view; None for no elements.
+    """Where a special with drawn number i goes; None when the view has no elements.
+
+    With a non-empty ``diag``, READ_SHARE of every 8 numbers (i % 8 < READ_SHARE, so 0 and
+    everything it shrinks to) land on the diagonal's elements, the others anywhere in the
+    view. Without one (diagonal_backward reads every element of grad_output's view; an
+    empty diagonal reads nothing) any number lands anywhere in the view.
     """
     numel = prod(layout.shape)
     if numel == 0:
@@ -257,8 +302,8 @@ def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], i
     if diag_numel == 0:
         return lambda i: anywhere(i % numel)
     on_diagonal = diagonal_position(layout, diag)
-    return lambda i: (on_diagonal((i >> 1) % diag_numel) if i % 2 == 0
-                      else anywhere((i >> 1) % numel))
+    return lambda i: (on_diagonal((i >> 3) % diag_numel) if i % 8 < READ_SHARE
+                      else anywhere((i >> 3) % numel))
 
 
 # --- the Case strategies -----------------------------------------------------------------
@@ -269,7 +314,7 @@ def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
         sizes = draw_sizes(draw, n.ranks, n.max_elements)
         dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
-        dtype = draw(choice(n.dtypes))
+        dtype = draw(choice(dtype_options(n.dtypes)))
         layout = draw_some_layout(draw, sizes, n)
         where = placement(layout, diagonal_of(sizes, offset, d1, d2)) if n.specials else None
         values = draw_values(draw, dtype, where, n.value_modes)
@@ -284,7 +329,7 @@ def _backward(n: Narrowing) -> st.SearchStrategy[Case]:
         sizes = draw_sizes(draw, n.ranks, n.max_elements)
         dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
-        dtype = draw(choice(n.dtypes))
+        dtype = draw(choice(dtype_options(n.dtypes)))
         grad_shape = diagonal_of(sizes, offset, d1, d2).shape
         layout = draw_some_layout(draw, grad_shape, n)
         where = placement(layout) if n.specials else None

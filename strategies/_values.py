@@ -23,11 +23,13 @@ from diagfuzz.strategies._draws import ints
 VALUE_MODES = ("normal", "bits")
 #: The most specials one Case carries; shrinking drops them one by one.
 MAX_SPECIALS = 8
-#: Whether a Case carries specials: 0 (a third of Cases) none, 1 or 2 some. Drawn for every
-#: Case, even one with nowhere to put them, so an empty tensor is not one choice shorter
-#: than a non-empty one: Hypothesis orders shorter choice sequences first, and the extra
-#: choice used to pull shrinking towards empty diagonals (offset 1 over offset 0).
-SPECIALS_PRESENT = st.integers(0, 2)
+#: Whether a Case carries specials: 0 none, else some. Hypothesis draws the simplest
+#: choice far more often than its share (at the ci budget, of float Cases with a non-empty
+#: diagonal, 7 in 10 got 0 from 3 choices, about half from 16), so the range is wide.
+#: Drawn for every Case, even one with nowhere to put them, so an empty tensor is not one
+#: choice shorter than a non-empty one: Hypothesis orders shorter choice sequences first,
+#: and the missing choice used to pull shrinking towards empty diagonals (offset 1 over 0).
+SPECIALS_PRESENT = st.integers(0, 15)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,36 @@ def special_table(dtype: str) -> tuple[int, ...]:
     return _int_table(dtype)
 
 
+@cache
+def sharp_table(dtype: str) -> tuple[int, ...]:
+    """The patterns of a non-complex ``dtype`` that most often expose a data-moving bug.
+
+    A subset of ``special_table``, drawn (SHARP_IN - 1) times as often as all the others
+    together (code 0, +0.0, is not among them, so shrinking still ends there): -0.0 (a
+    compare-with-zero fast path loses its sign), a negative quiet NaN with a payload and a
+    signalling NaN (canonicalised or quieted by arithmetic) and the smallest subnormal
+    (flushed to zero); integers' min, max and all ones (narrower words truncate them);
+    bool's True (0x01, not 0xFF).
+    """
+    if dtype in FLOAT_FORMATS:
+        fmt = FLOAT_FORMATS[dtype]
+        s, e, m = fmt.sign, fmt.exp_mask, fmt.man_mask
+        if fmt.style == "ieee":
+            quiet = 1 << (fmt.man_bits - 1)
+            return (s, s | e | quiet | 1, e | 1, 1)
+        if fmt.style == "fn":
+            return (s, e | m, 1)
+        return (s, 1, s | 1)  # fnuz: its NaN and subnormals
+    table = special_table(dtype)  # checks for complex
+    dtype_ = dtype_of(dtype)
+    if dtype_ is torch.bool:
+        return (1,)
+    width = 8 * dtype_.itemsize
+    info = torch.iinfo(dtype_)
+    picks = (info.min, info.max, -1)
+    return tuple(b for b in dict.fromkeys(v % (1 << width) for v in picks) if b and b in table)
+
+
 def classify_bits(dtype: str, bits: int) -> str:
     """Name the class of one element's bit pattern, for coverage counts.
 
@@ -166,6 +198,8 @@ def _classify_int(dtype: str, bits: int) -> str:
 #: A special is drawn as one code below 2**CODE_BITS (Hypothesis draws ranges this narrow
 #: uniformly), decoded by ``decode_special``; code 0 is +0.0 / 0 / False / 0+0j.
 CODE_BITS = 24
+#: One special code in SHARP_IN picks from the whole table, the rest from ``sharp_table``.
+SHARP_IN = 4
 #: Plain halves a complex special pairs with: +0.0 and 1.0, per half width.
 _PLAIN_HALVES = {"float32": (0, 0x3F800000), "float64": (0, 0x3FF0000000000000)}
 _SPREAD = 0x9E3779B97F4A7C15  # odd: spreads small numbers over all payload bits
@@ -177,9 +211,11 @@ POSITIONS = st.integers(0, 2**32 - 1)
 def decode_special(dtype: str, code: int) -> int:
     """The bit pattern of special number ``code`` of ``dtype`` (see ``special_values``).
 
-    Non-complex: ``code % (n + 1)`` picks one of the n table entries, or (IEEE formats) a NaN
-    whose sign and payload come from the rest of the code. Complex: ``code % 3`` picks a
-    special real part, a special imaginary part, or both; the rest codes the halves.
+    Non-complex: a code not divisible by SHARP_IN picks one of ``sharp_table(dtype)`` by
+    ``code // SHARP_IN``; otherwise ``code // SHARP_IN % (n + 1)`` picks one of the n
+    ``special_table`` entries, or (IEEE formats) a NaN whose sign and payload come from the
+    rest of the code. Complex: ``code % 3`` picks a special
+    real part, a special imaginary part, or both; the rest codes the halves.
     """
     if dtype in COMPLEX_HALVES:
         half = COMPLEX_HALVES[dtype]
@@ -191,6 +227,10 @@ def decode_special(dtype: str, code: int) -> int:
         imag = plain[b & 1] if branch == 0 else decode_special(half, b)
         return real | imag << width
     table = special_table(dtype)
+    if code % SHARP_IN:
+        sharp = sharp_table(dtype)
+        return sharp[code // SHARP_IN % len(sharp)]
+    code //= SHARP_IN
     fmt = FLOAT_FORMATS.get(dtype)
     choices = len(table) + (fmt is not None and fmt.style == "ieee")
     pick, rest = code % choices, code // choices
@@ -230,8 +270,8 @@ def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, 
     """Value recipes (``Values``) for a storage of ``dtype``.
 
     ``where`` maps a drawn number (any int >= 0) to the storage index a special goes to;
-    without it, or with ``specials=False``, there are no specials. Two Cases in three carry
-    1 to MAX_SPECIALS specials. ``modes`` narrows the
+    without it, or with ``specials=False``, there are no specials. About half the Cases
+    carry 1 to MAX_SPECIALS specials. ``modes`` narrows the
     fill ("normal": random values of the usual range; "bits": random bit patterns).
 
     Shrinks towards seed 0, mode "normal" and no specials.
@@ -249,8 +289,8 @@ def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
                 modes: tuple[str, ...]) -> Values:
     """Draw one Values (see ``values``), arguments already checked.
 
-    Draws: seed and mode together; whether there are specials (always drawn; a third of the
-    Cases have none); how many; then a position and a special code for each.
+    Draws: seed and mode together; whether there are specials (always drawn; see
+    SPECIALS_PRESENT); how many; then a position and a special code for each.
     """
     seed, mode = divmod(draw(ints(0, (len(modes) << 32) - 1)), len(modes))
     mode = modes[mode]

@@ -51,9 +51,12 @@ def aten_call(case: Case, device: str = "cpu") -> Any:
 
 
 def test_invalid_cases_make_aten_raise_their_error() -> None:
+    """Every (op, class) pair is drawn and raises aten's error. 1,600 draws for 22 pairs:
+    at 800, one run seed in 12 missed a pair (Hypothesis repeats earlier choices), so the
+    derandomized run could flip with the set of imported modules."""
     raised: set[tuple[str, str]] = set()
 
-    @settings(max_examples=800, database=None, derandomize=True, deadline=None,
+    @settings(max_examples=1600, database=None, derandomize=True, deadline=None,
               suppress_health_check=list(HealthCheck))
     @given(invalid_cases())
     def run(case: Case) -> None:
