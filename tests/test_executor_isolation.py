@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import diagfuzz.ops as ops
 from diagfuzz.executor import ExecutorError, ProcessRunner, health_check
 from diagfuzz.impl import ImplError
 from tests.faulty.cases import square
@@ -52,7 +53,9 @@ def test_hang_is_cut_off_and_the_run_goes_on(tmp_path) -> None:
 
 
 def test_sticky_error_fails_the_health_check_and_replaces_the_executor() -> None:
-    with ProcessRunner("tests.faulty.poison:impl", "cpu", timeout=30) as runner:
+    # On the kernels' own device: there the health check runs diagfuzz's kernel, which the
+    # simulated sticky error poisons (on a GPU machine a "cpu" executor checks with aten).
+    with ProcessRunner("tests.faulty.poison:impl", ops.DEVICE, timeout=30) as runner:
         poisoned = runner.run(square(1))
         after = runner.run(square(0))  # would fail in the poisoned process
         starts = runner.starts
