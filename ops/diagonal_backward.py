@@ -40,7 +40,7 @@ _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "firs
               "first_size", "second_inner", "second_size", "first_pos", "second_pos"]
 
 
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_DIAG_ARGS, "grad_ptr"])
+@triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
 def _diagonal_backward_kernel(
     out_ptr, grad_ptr, rows, width_units, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,

@@ -30,7 +30,7 @@ from diagfuzz.ops._tiling import (
 from diagfuzz.ops._words import words_per_element
 
 
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride", "in_ptr"])
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride"])
 def _diagonal_copy_kernel(
     out_ptr, in_ptr, rows, width_units, n_col_blocks,
     size0, size1, size2, size3, size4, size5, size6, size7,
