@@ -54,11 +54,19 @@ _QUIET = (HealthCheck.too_slow, HealthCheck.data_too_large)
 
 
 def register() -> None:
-    """Register every profile of BUDGETS with Hypothesis (idempotent)."""
+    """Register every profile of BUDGETS with Hypothesis (idempotent).
+
+    Each inherits from Hypothesis' plain ``default`` profile, not from whatever is loaded:
+    with ``CI`` set, Hypothesis loads its own ``ci`` profile (derandomized, no database),
+    and profiles inheriting from it changed meaning under CI (seen: no database to replay).
+    """
+    plain = settings.get_profile("default")
     for name, budget in BUDGETS.items():
-        extra = {"database": None, "derandomize": True} if budget.derandomize else {}
+        extra = ({"database": None, "derandomize": True} if budget.derandomize
+                 else {"database": plain.database, "derandomize": False})
         settings.register_profile(
             name,
+            parent=plain,
             max_examples=budget.examples,
             deadline=None,
             suppress_health_check=_QUIET,
