@@ -24,7 +24,7 @@ from typing import Any
 from diagfuzz import corpus
 from diagfuzz.case import Case, Layout
 from diagfuzz.classify import DEFAULT_REPEATS, Classification, classify
-from diagfuzz.executor import ExecutorError, ProcessRunner
+from diagfuzz.executor import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
 from diagfuzz.impl import DEFAULT_IMPL, ImplError, load_impl
 from diagfuzz.repro import write_reproducer
 from diagfuzz.verdict import KINDS, Verdict
@@ -38,7 +38,6 @@ BASELINE_IMPL = "diagfuzz.impl:aten"
 #: Seconds a torch.compile parity Case may take (inductor compiles: slow on a CPU).
 COMPILE_TIMEOUT = 300.0
 #: Seconds per Case before it is a hang.
-DEFAULT_TIMEOUT = 60.0
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from diagfuzz import oracles
 from diagfuzz.case import Case
 from diagfuzz.impl import load_impl
 from diagfuzz.verdict import Verdict
@@ -30,8 +31,6 @@ class InProcessRunner:
         self.device = device
 
     def run(self, case: Case) -> Verdict:
-        from diagfuzz import oracles  # late: oracles import torch-heavy modules
-
         return oracles.check(case, self.impl, self.device)
 
     def close(self) -> None:
