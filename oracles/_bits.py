@@ -65,6 +65,15 @@ def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(index))
 
 
+def same_bits(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype and shape agree in every bit (one comparison op).
+
+    The common, passing case; ``differing`` (five ops and a device sync) finds the positions
+    only when this says they differ.
+    """
+    return torch.equal(bits(expected), bits(actual))
+
+
 def differing(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:
     """Flat positions (CPU int64) where two tensors of one dtype and shape differ in bits."""
     e, a = bits(expected), bits(actual)

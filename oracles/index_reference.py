@@ -10,6 +10,7 @@ reference itself) therefore cannot hide behind a single source of truth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 import torch
@@ -101,7 +102,7 @@ def diagonal_backward(grad: torch.Tensor, case: Case) -> torch.Tensor:
     grad = grad.expand(geo.shape)  # aten broadcasts grad_output to the diagonal's shape
     source = _grid(geo.shape, grad.stride(), grad.storage_offset(), grad.device)
     numel = prod(sizes)
-    dest = _positions(geo, contiguous_strides(sizes), 0, grad.device)
+    dest = _result_positions(sizes, case.offset, case.dim1, case.dim2, grad.device)
     out = torch.zeros((numel, per), dtype=storage_words(grad).dtype, device=grad.device)
     out[dest.reshape(-1)] = _gather(storage_words(grad), source, per)
     return from_words(out, grad.dtype, sizes)
@@ -110,8 +111,20 @@ def diagonal_backward(grad: torch.Tensor, case: Case) -> torch.Tensor:
 def diagonal_mask(case: Case, device: torch.device | str) -> torch.Tensor:
     """Bool tensor of ``case.sizes`` (flat), True exactly on the diagonal."""
     sizes = tuple(case.sizes)
-    geo = geometry(sizes, case.offset, case.dim1, case.dim2)
     numel = prod(sizes)
     mask = torch.zeros(numel, dtype=torch.bool, device=device)
-    mask[_positions(geo, contiguous_strides(sizes), 0, torch.device(device)).reshape(-1)] = True
+    mask[_result_positions(sizes, case.offset, case.dim1, case.dim2,
+                           torch.device(device)).reshape(-1)] = True
     return mask
+
+
+@lru_cache(maxsize=8)
+def _result_positions(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
+                      device: torch.device) -> torch.Tensor:
+    """Flat index of every diagonal element in a contiguous tensor of ``sizes``.
+
+    Cached (read only: callers index with it, never write it) because one backward Case needs
+    it twice: the index reference scatters through it, the off-diagonal relation masks by it.
+    """
+    geo = geometry(sizes, offset, dim1, dim2)
+    return _positions(geo, contiguous_strides(sizes), 0, device)
