@@ -4,7 +4,11 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
 
 ``runner``  Draws Cases of each stream with Hypothesis, then runs them through one runner in
             this process: Cases/s of drawing, of running, and of both (what one worker can
-            do). ``--profile`` adds where the time goes (cProfile, by function).
+            do), also per CPU second of this process (steady when other work loads the
+            machine; in-process isolation only) with the load average, and Triton launches
+            per Case. ``--profile`` adds where the time goes (cProfile, by function); the
+            profiler about halves every rate (the interpreter is Python-heavy), so take
+            throughput from a run without it.
 ``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
             the same budget (so W workers get W times the Cases): wall time, Cases, Cases/s.
             Equal times mean the run scales.
@@ -82,44 +86,67 @@ def make_runner(isolation: str, impl: str) -> Any:
 
 def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     """Cases/s of drawing and running, per stream, in one process (one worker's work)."""
+    import diagfuzz.ops._counters as ops
+
     runner = make_runner(args.isolation, args.impl)
     rows: dict[str, Any] = {}
     profiler = cProfile.Profile() if args.profile else None
     try:
         for stream in STREAMS:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             cases = draw(stream, args.cases, args.seed, args.max_elements)
-            drawn_s = time.perf_counter() - t0
+            drawn_s, drawn_cpu = time.perf_counter() - t0, time.process_time() - c0
             runner.run(cases[0])  # warm: executor start, first interpreter setup
             kinds: Counter[str] = Counter()
             if profiler is not None:
                 profiler.enable()
-            t0 = time.perf_counter()
+            launched = sum(ops.LAUNCHES.values())
+            t0, c0 = time.perf_counter(), time.process_time()
             for case in cases:
                 kinds[runner.run(case).kind] += 1
-            run_s = time.perf_counter() - t0
+            run_s, run_cpu = time.perf_counter() - t0, time.process_time() - c0
+            launched = sum(ops.LAUNCHES.values()) - launched
+            inprocess = args.isolation == "inprocess"  # else the executor does the work
             if profiler is not None:
                 profiler.disable()
             n = len(cases)
             rows[stream] = {"cases": n, "draw_per_s": round(n / drawn_s, 1),
                             "run_per_s": round(n / run_s, 1),
                             "both_per_s": round(n / (drawn_s + run_s), 1),
+                            "both_per_cpu_s": (round(n / (drawn_cpu + run_cpu), 1)
+                                               if inprocess else None),
+                            "launches_per_case": round(launched / n, 3) if inprocess else None,
                             "verdicts": dict(kinds)}
     finally:
         runner.close()
     total = sum(r["cases"] for r in rows.values())
     both = total / sum(r["cases"] / r["both_per_s"] for r in rows.values())
-    print(f"{'stream':<18}{'cases':>7}{'draw/s':>9}{'run/s':>9}{'both/s':>9}  verdicts")
+    both_cpu = (total / sum(r["cases"] / r["both_per_cpu_s"] for r in rows.values())
+                if args.isolation == "inprocess" else float("nan"))
+    print(f"{'stream':<18}{'cases':>7}{'draw/s':>9}{'run/s':>9}{'both/s':>9}{'/cpu-s':>9}"
+          f"{'launch':>8}  verdicts")
     for stream, r in rows.items():
         print(f"{stream:<18}{r['cases']:>7}{r['draw_per_s']:>9}{r['run_per_s']:>9}"
-              f"{r['both_per_s']:>9}  {r['verdicts']}")
-    print(f"one worker ({args.isolation}, impl {args.impl}): {both:.1f} Cases/s drawn and run")
+              f"{r['both_per_s']:>9}{r['both_per_cpu_s']:>9}{r['launches_per_case']:>8}"
+              f"  {r['verdicts']}")
+    print(f"one worker ({args.isolation}, impl {args.impl}): {both:.1f} Cases/s drawn and run "
+          f"({both_cpu:.1f} per CPU second; load average {_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
               "max_elements": args.max_elements, "streams": rows,
-              "cases_per_s": round(both, 1)}
+              "cases_per_s": round(both, 1),
+              "cases_per_cpu_s": round(both_cpu, 1) if both_cpu == both_cpu else None,
+              "loadavg": _loadavg()}
     if profiler is not None:
         result["profile"] = _where_time_goes(profiler)
     return result
+
+
+def _loadavg() -> str:
+    """The 1/5/15-minute load average (other work on the machine skews wall-clock rates)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
 
 
 def _where_time_goes(profiler: cProfile.Profile, top: int = 18) -> list[dict[str, Any]]:
