@@ -1,19 +1,19 @@
-"""Shared planning for the two kernels: row dims, coalescing, tile shapes, and row peeling.
+"""Shared planning for the two kernels: row dims, coalescing, flat tiles, and row peeling.
 
-Both kernels see their output as a row-major 2-D array ``[R, W]`` of integer words. A row's
-position in the other tensor is found once per row by peeling the row index over at most
-``MAX_ROW_DIMS`` (size, stride) pairs, innermost first (written out in each kernel: a
-nested @triton.jit call costs ~1 ms per launch under Triton's interpreter); columns then
-need only adds and constant shifts. This keeps per-element integer division out of the
-kernels, which is what limited a naive flat kernel to 0.13-0.64x of aten.
+Both kernels see their result as a row-major 2-D array ``[R, W]`` of integer words, and each
+program owns a flat block of it (``FlatTile``). A row's position in the other tensor is found
+by peeling the row index over at most ``MAX_ROW_DIMS`` (size, stride) pairs, innermost first
+(written out in each kernel: a nested @triton.jit call costs ~1 ms per launch under Triton's
+interpreter); along a row only adds and a constant shift remain. This keeps integer division
+off the per-element path, which is what limited a naive flat kernel to 0.13-0.64x of aten.
 
-Two things keep the H200 at its store bandwidth and the host cheap (BENCHMARKS.md):
+Why flat blocks: a tile shaped like the rows (``[rows, width]``) needs a compiled variant per
+power-of-two width, or wastes most lanes on narrow rows (measured up to 10x slower). A flat
+block has one shape per word size; rows are handled ``lanes`` at a time whatever their width,
+so a fuzz run compiles one variant per kernel and word size (BENCHMARKS.md).
 
-* ``ALIGN``: when a wide row is a multiple of 16 bytes, the kernel gets the row width as
-  ``width_units * ALIGN`` (``ALIGN`` a constexpr), so Triton can prove 16-byte alignment and
-  emits 16-byte vector stores; shape arguments stay unspecialised;
-* ``Launcher``: after Triton's binder has compiled a variant once, later calls with the same
-  variant go straight to the compiled kernel, skipping the per-call argument binding.
+``Launcher``: after Triton's binder has compiled a variant once, later calls with the same
+variant go straight to the compiled kernel, skipping the per-call argument binding.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ MAX_ROW_DIMS = 8
 INT32_MAX = 2**31 - 1
 
 #: Triton arguments that change with every shape: never specialise on them (a specialised
-#: size recompiles on every new shape; DESIGN.md "Known traps"). Pointers stay specialised
-#: on 16-byte alignment: leaving the gathered pointer unspecialised halved the variants of a
-#: fuzz run, but its H200 grid was not clean enough to prove speed, so it is not shipped.
+#: size recompiles on every new shape; DESIGN.md "Known traps"). The pointer a kernel reads
+#: from is not specialised either (its gathers gain nothing from 16-byte alignment, and a
+#: storage offset would double the variants); the result pointer is, for vector stores.
 SHAPE_ARGS = (
     [f"size{j}" for j in range(MAX_ROW_DIMS)]
     + [f"stride{j}" for j in range(MAX_ROW_DIMS)]
-    + ["rows", "width_units", "n_col_blocks", "n_dims"]
+    + ["total", "width", "run_len", "row_lanes", "lane_shift", "n_dims"]
 )
 
 
@@ -92,53 +92,54 @@ def row_args(dims: list[RowDim]) -> tuple[list[int], list[int]]:
 
 
 @dataclass(frozen=True)
-class Tile:
-    """A tile of ``block_rows x block_cols`` words and the grid that covers ``[rows, width]``."""
+class FlatTile:
+    """How a launch covers the result's words: each program owns ``block`` consecutive words
+    and handles the rows those words belong to ``lanes`` at a time, ``row_lanes`` lanes per
+    row. Only ``block`` and ``lanes`` are compile-time constants, and on a GPU they depend on
+    the word size alone: one compiled variant per kernel and word size, whatever the shape.
+    """
 
-    block_rows: int
-    block_cols: int
-    n_col_blocks: int
+    block: int
+    lanes: int
+    #: lanes per row in the run loop: a power of two, at most ``lanes``.
+    row_lanes: int
     n_programs: int
-    num_warps: int
-    #: words the row width is a multiple of, as told to the kernel (1, or 16 bytes' worth).
-    align: int = 1
+    num_warps: int = 4
+
+    @property
+    def lane_shift(self) -> int:
+        """log2(row_lanes): the kernel splits a lane index with a shift and a mask."""
+        return self.row_lanes.bit_length() - 1
 
 
-#: Words per tile on a GPU, by word size: about 16 KiB of output per program.
-_GPU_TILE_WORDS = {1: 16384, 2: 8192, 4: 4096, 8: 2048}
-#: Narrow rows (short diagonals, small trailing dims) get tall tiles instead of wide ones.
-_NARROW_COLS = 16
-#: 1 KiB rows: each thread stores two 16-byte vectors per row, so the per-row index
-#: arithmetic (integer division) is shared by 32 bytes rather than 16.
-_WIDE_COLS = {1: 1024, 2: 512, 4: 256, 8: 128}
-#: The interpreter runs programs one after another: few, large tiles are fastest there.
-_INTERPRET_TILE_WORDS = 1 << 16
+#: Result bytes per program on a GPU. diagonal_backward stores 16 KiB of zeros as 16-byte
+#: vectors, then its share of the diagonal; diagonal_copy gathers 4 KiB (its reads are
+#: strided gathers: more programs keep more loads in flight).
+FILL_BLOCK_BYTES = 16384
+GATHER_BLOCK_BYTES = 4096
+#: Lanes of diagonal_backward's run loop on a GPU: the diagonal is a small part of a block.
+FILL_LANES = 256
+#: The interpreter runs programs one after another: one program and one pass where possible.
+_INTERPRET_MAX_WORDS = 1 << 16
 
 
-def plan_tile(rows: int, width: int, word_bytes: int, tile_bytes: int = 16384) -> Tile:
-    """Pick a tile shape of about ``tile_bytes`` of output per program.
+def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: int,
+              lanes: int | None = None) -> FlatTile:
+    """Cover ``total`` words, rows of ``width`` words holding runs of at most ``run`` words.
 
-    On a GPU the columns are the row width rounded up to a power of two, between 16 words
-    and 1 KiB, so a short row does not leave most lanes masked off. That costs up to one
-    compiled variant per power of two; two fixed widths (16 words, 1 KiB) were tried and ran
-    up to 10x slower on rows of 64 bytes (BENCHMARKS.md). Compiles are cached on disk per
-    worker (diagfuzz.workers), so a fuzz run pays for each variant once per machine.
+    Rows of any width cost no lanes of their own: a narrow row used to need its own tile
+    shape (a compiled variant per power of two) or left most lanes masked off.
     """
     if INTERPRET:
-        cols = triton.next_power_of_2(max(width, 1))
-        cols = min(cols, _INTERPRET_TILE_WORDS)
-        block_rows = min(triton.next_power_of_2(max(rows, 1)), _INTERPRET_TILE_WORDS // cols)
+        block = min(triton.next_power_of_2(total), _INTERPRET_MAX_WORDS)
+        row_lanes = triton.next_power_of_2(min(run, block))
+        rows = min(triton.cdiv(total, width), block // width + 2)
+        lanes = min(triton.next_power_of_2(rows) * row_lanes, _INTERPRET_MAX_WORDS)
     else:
-        total = min(_GPU_TILE_WORDS[word_bytes], tile_bytes // word_bytes)
-        cols = min(max(triton.next_power_of_2(width), _NARROW_COLS), _WIDE_COLS[word_bytes])
-        block_rows = max(total // cols, 1)
-    num_warps = 4
-    # Wide rows of whole 16-byte vectors get vector stores (one more variant, wide tiles only).
-    vector = 16 // word_bytes
-    align = vector if not INTERPRET and cols > _NARROW_COLS and width % vector == 0 else 1
-    n_col_blocks = triton.cdiv(width, cols)
-    n_programs = triton.cdiv(rows, block_rows) * n_col_blocks
-    return Tile(block_rows, cols, n_col_blocks, n_programs, num_warps, align)
+        block = block_bytes // word_bytes
+        lanes = lanes or block
+        row_lanes = min(triton.next_power_of_2(min(run, block)), lanes)
+    return FlatTile(block, lanes, row_lanes, triton.cdiv(total, block))
 
 
 def needs_int64(*extents: int) -> bool:
@@ -193,8 +194,9 @@ class Launcher:
     """Launch a kernel; after the first launch of a variant, skip Triton's binder.
 
     ``JITFunction.run`` binds and type-checks every argument on every call (tens of µs for
-    ~30 arguments). A variant is fixed by the constexprs, the word size, the pointers'
-    16-byte alignment and every integer fitting int32 (all shape ints are unspecialised), so
+    ~30 arguments). A variant is fixed by the constexprs, the word size, the result
+    pointer's 16-byte alignment and every integer fitting int32 (all shape ints and the
+    source pointer are unspecialised), so
     the compiled kernel that the first call returns serves every later call of that variant,
     with raw pointers. Any failure of that path switches it off for good: Triton's own path
     is always right, only slower.
@@ -221,8 +223,9 @@ class Launcher:
             variant = plan.variant
             if variant is not None:
                 # A compiled kernel is loaded on one device: the device is part of the key.
-                key = (tensors[0].device.index, tensors[0].element_size(),
-                       *(t.data_ptr() % 16 == 0 for t in tensors), *variant)
+                out = tensors[0]
+                key = (out.device.index, out.element_size(), out.data_ptr() % 16 == 0,
+                       *variant)
                 compiled = self.compiled.get(key)
                 if compiled is not None:
                     try:

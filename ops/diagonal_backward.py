@@ -1,14 +1,19 @@
 """diagonal_backward as one Triton launch that writes every element of a ``torch.empty`` result.
 
-The result (contiguous, ``input_sizes``) is seen as ``[rows, width]`` words. Two layouts:
+The result (contiguous, ``input_sizes``) is seen as ``[rows, width]`` words. Each program owns
+a flat block of it: it stores the block as zeros (16-byte vector stores, no index work), then,
+after a barrier, stores over them the diagonal's words that fall in its block. Each row of the
+result holds at most one *run* of diagonal words, so a row's share of the diagonal needs only
+the row's peel (one division per row dim) and adds. Two forms of run:
 
-* ``SECOND_IN_COLS`` (the second diagonal dim is the innermost non-trivial dim): columns run
-  along that dim, and each row holds at most one diagonal element, at column ``p + shift``;
-* otherwise the second diagonal dim is a row dim and a whole row is on the diagonal or not;
-  columns then run along the innermost dim, read from grad_output with its own stride.
+* columns span the second diagonal dim and every dim after it (``run_in_cols``): a row holds
+  one diagonal position, whose run is the dims after the second diagonal dim (one word run
+  when the second diagonal dim is innermost); grad_output must see those dims as one strided
+  run, which any grad_output whose trailing dims merge does;
+* otherwise (trailing dims that do not merge in grad_output) the second diagonal dim is a row
+  dim, and a whole row (the innermost dim) is on the diagonal or not.
 
-Off the diagonal the kernel stores zero bits; on it, grad_output's bits. No torch.zeros and
-no copy: the kernel is the only data movement.
+No torch.zeros and no copy: the kernel is the only data movement.
 """
 
 from __future__ import annotations
@@ -24,146 +29,155 @@ from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
+    FILL_BLOCK_BYTES,
+    FILL_LANES,
     SHAPE_ARGS,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
-    plan_tile,
+    plan_flat,
     remember,
     row_args,
 )
 from diagfuzz.ops._words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
-              "first_size", "second_inner", "second_size", "first_pos", "second_pos"]
+              "first_size", "second_inner", "second_size", "first_pos", "second_pos",
+              "run_in_cols"]
 
 
-@triton.jit(do_not_specialize=SHAPE_ARGS + _DIAG_ARGS)
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_DIAG_ARGS, "grad_ptr"])
 def _diagonal_backward_kernel(
-    out_ptr, grad_ptr, rows, width_units, n_col_blocks,
+    out_ptr, grad_ptr, total, width, run_len, row_lanes, lane_shift,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, first_inner, first_size, second_inner, second_size, first_pos, second_pos,
-    diag_base, shift, length, diag_stride, col_stride,
-    SELECT_INDEX: tl.constexpr, SECOND_IN_COLS: tl.constexpr, WORDS: tl.constexpr,
-    BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
+    diag_base, shift, length, diag_stride, col_stride, run_in_cols,
+    ON_GPU: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
+    LANES: tl.constexpr, INDEX_64: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    row_block = pid // n_col_blocks
-    row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col_start = (pid - row_block * n_col_blocks) * BLOCK_COLS
-    col = col_start + tl.arange(0, BLOCK_COLS)
-    # The width as a multiple of ALIGN that Triton can see: 16-byte vector stores.
-    width = width_units * ALIGN
-    row_ok = row < rows
-    col_ok = col < width
-    # Peel each row index (innermost dim first) into grad_output's offset, one division per
-    # dim. The indices along the two diagonal dims: on a GPU they fall out of the peel by a
-    # select (integer division is the costly part there); under the interpreter one division
-    # each is cheaper than sixteen selects.
-    rem = row
-    grad_row = row * 0
-    if SELECT_INDEX:
-        first = row * 0
-        second = row * 0
+    start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
+    if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+        tl.store(out_ptr + offs, zeros)
     else:
-        first = (row // first_inner) % first_size
-        second = (row // second_inner) % second_size
-    if n_dims > 0:
-        quotient = rem // size0
-        idx = rem - quotient * size0
-        rem = quotient
-        grad_row += idx * stride0
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 0, idx, first)
-            second = tl.where(second_pos == 0, idx, second)
-    if n_dims > 1:
-        quotient = rem // size1
-        idx = rem - quotient * size1
-        rem = quotient
-        grad_row += idx * stride1
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 1, idx, first)
-            second = tl.where(second_pos == 1, idx, second)
-    if n_dims > 2:
-        quotient = rem // size2
-        idx = rem - quotient * size2
-        rem = quotient
-        grad_row += idx * stride2
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 2, idx, first)
-            second = tl.where(second_pos == 2, idx, second)
-    if n_dims > 3:
-        quotient = rem // size3
-        idx = rem - quotient * size3
-        rem = quotient
-        grad_row += idx * stride3
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 3, idx, first)
-            second = tl.where(second_pos == 3, idx, second)
-    if n_dims > 4:
-        quotient = rem // size4
-        idx = rem - quotient * size4
-        rem = quotient
-        grad_row += idx * stride4
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 4, idx, first)
-            second = tl.where(second_pos == 4, idx, second)
-    if n_dims > 5:
-        quotient = rem // size5
-        idx = rem - quotient * size5
-        rem = quotient
-        grad_row += idx * stride5
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 5, idx, first)
-            second = tl.where(second_pos == 5, idx, second)
-    if n_dims > 6:
-        quotient = rem // size6
-        idx = rem - quotient * size6
-        rem = quotient
-        grad_row += idx * stride6
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 6, idx, first)
-            second = tl.where(second_pos == 6, idx, second)
-    if n_dims > 7:
-        quotient = rem // size7
-        idx = rem - quotient * size7
-        rem = quotient
-        grad_row += idx * stride7
-        if SELECT_INDEX:
-            first = tl.where(first_pos == 7, idx, first)
-            second = tl.where(second_pos == 7, idx, second)
-
-    # Diagonal element i sits where the second dim's index is first + shift.
-    i = first - diag_base
-    on_diag_row = row_ok & (i >= 0) & (i < length)
-    grad_row = grad_row + i * diag_stride
-    target = first + shift
-    out_off = row[:, None] * width + col[None, :]
-    mask = row_ok[:, None] & col_ok[None, :]
-    if SECOND_IN_COLS:
-        # At most one element per row: the tile is stored as zeros (plain vector stores, no
-        # per-element work), then each row's diagonal element, if it falls in this tile, is
-        # stored over it. The barrier orders the two stores across the program's threads.
-        tl.store(out_ptr + out_off,
-                 tl.zeros((BLOCK_ROWS, BLOCK_COLS), dtype=out_ptr.dtype.element_ty), mask=mask)
-        tl.debug_barrier()
-        target_col = target * WORDS
-        near = on_diag_row & (target_col >= col_start) & (target_col < col_start + BLOCK_COLS)
-        for w in tl.static_range(WORDS):
-            g = tl.load(grad_ptr + grad_row + w, mask=near)
-            tl.store(out_ptr + row * width + target_col + w, g, mask=near)
-    else:
-        hit = (on_diag_row & (second == target))[:, None] & col_ok[None, :]
-        grad_off = grad_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
-        value = tl.load(grad_ptr + grad_off, mask=hit, other=0)
-        tl.store(out_ptr + out_off, value, mask=mask)
+        tl.store(out_ptr + offs, zeros, mask=offs < total)
+    # The diagonal's words below overwrite some of those zeros: order the two stores across
+    # the program's threads.
+    tl.debug_barrier()
+    end = tl.minimum(start + BLOCK, total)
+    row_end = (end - 1) // width + 1
+    lane = tl.arange(0, LANES)
+    if INDEX_64:
+        lane = lane.to(tl.int64)
+    slot = lane >> lane_shift  # which row of the pass
+    k = lane & (row_lanes - 1)  # which word of that row's run
+    for row0 in range(start // width, row_end, LANES >> lane_shift):
+        row = row0 + slot
+        # Peel each row index (innermost dim first) into grad_output's offset, one division
+        # per dim. The indices along the two diagonal dims: on a GPU (ON_GPU) they fall out of
+        # the peel by a select; under the interpreter one division each is cheaper.
+        rem = row
+        grad_row = row * 0
+        if ON_GPU:
+            first = row * 0
+            second = row * 0
+        else:
+            first = (row // first_inner) % first_size
+            second = (row // second_inner) % second_size
+        if n_dims > 0:
+            quotient = rem // size0
+            idx = rem - quotient * size0
+            rem = quotient
+            grad_row += idx * stride0
+            if ON_GPU:
+                first = tl.where(first_pos == 0, idx, first)
+                second = tl.where(second_pos == 0, idx, second)
+        if n_dims > 1:
+            quotient = rem // size1
+            idx = rem - quotient * size1
+            rem = quotient
+            grad_row += idx * stride1
+            if ON_GPU:
+                first = tl.where(first_pos == 1, idx, first)
+                second = tl.where(second_pos == 1, idx, second)
+        if n_dims > 2:
+            quotient = rem // size2
+            idx = rem - quotient * size2
+            rem = quotient
+            grad_row += idx * stride2
+            if ON_GPU:
+                first = tl.where(first_pos == 2, idx, first)
+                second = tl.where(second_pos == 2, idx, second)
+        if n_dims > 3:
+            quotient = rem // size3
+            idx = rem - quotient * size3
+            rem = quotient
+            grad_row += idx * stride3
+            if ON_GPU:
+                first = tl.where(first_pos == 3, idx, first)
+                second = tl.where(second_pos == 3, idx, second)
+        if n_dims > 4:
+            quotient = rem // size4
+            idx = rem - quotient * size4
+            rem = quotient
+            grad_row += idx * stride4
+            if ON_GPU:
+                first = tl.where(first_pos == 4, idx, first)
+                second = tl.where(second_pos == 4, idx, second)
+        if n_dims > 5:
+            quotient = rem // size5
+            idx = rem - quotient * size5
+            rem = quotient
+            grad_row += idx * stride5
+            if ON_GPU:
+                first = tl.where(first_pos == 5, idx, first)
+                second = tl.where(second_pos == 5, idx, second)
+        if n_dims > 6:
+            quotient = rem // size6
+            idx = rem - quotient * size6
+            rem = quotient
+            grad_row += idx * stride6
+            if ON_GPU:
+                first = tl.where(first_pos == 6, idx, first)
+                second = tl.where(second_pos == 6, idx, second)
+        if n_dims > 7:
+            quotient = rem // size7
+            idx = rem - quotient * size7
+            rem = quotient
+            grad_row += idx * stride7
+            if ON_GPU:
+                first = tl.where(first_pos == 7, idx, first)
+                second = tl.where(second_pos == 7, idx, second)
+        # Diagonal element i sits where the second dim's index is first + shift.
+        i = first - diag_base
+        target = first + shift
+        on_diag = (row < row_end) & (i >= 0) & (i < length)
+        # Rows that hold the second diagonal dim are on the diagonal only at its target.
+        on_diag = on_diag & ((second - target) * (1 - run_in_cols) == 0)
+        run_start = target * run_len * run_in_cols  # the run's first column in the row
+        row_base = row * width
+        lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
+        hi = tl.minimum(run_start + run_len, end - row_base)
+        src = grad_row + i * diag_stride
+        if ON_GPU:  # rounds of lanes this pass needs (a reduction: slow to interpret)
+            span = tl.max(tl.where(on_diag, hi - lo, 0), axis=0)
+        else:
+            span = tl.minimum(run_len, end - start)
+        for k0 in range(0, span, row_lanes):
+            col = lo + k0 + k
+            hit = on_diag & (col < hi)
+            word = col - run_start
+            g = tl.load(grad_ptr + src + (word // WORDS) * col_stride + word % WORDS, mask=hit)
+            tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(
@@ -261,34 +275,38 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
         else:
             dims.append(RowDim(size, next(grad_strides)))
     diag_stride = grad.stride()[-1] * words
-    # Trailing size-1 dims do not matter; the second diagonal dim may then be innermost.
-    dims_nontrivial = [d for d in dims if d.size != 1 or d.tag == "second"]
-    second_in_cols = dims_nontrivial[-1].tag == "second"
-    if second_in_cols:
-        width = sizes[second_dim] * words
+    trailing = coalesce(dims[second_dim + 1:])
+    if len(trailing) <= 1:  # columns: the second diagonal dim and one run after it
+        run_in_cols = 1
+        run_elements = trailing[0].size if trailing else 1
+        col_stride = trailing[0].stride if trailing else 0
+        run_len = run_elements * words
+        width = sizes[second_dim] * run_len
         row_dims = coalesce(dims[:second_dim])
-        col_stride = 0
-    else:
+    else:  # rows: everything but the innermost run; a row is on the diagonal or not
+        run_in_cols = 0
         merged = coalesce(dims)
-        width = merged[-1].size * words
+        width = run_len = merged[-1].size * words
         col_stride = merged[-1].stride
         row_dims = merged[:-1]
     first_inner, first_size = _index_divisor(row_dims, "first")
     second_inner, second_size = _index_divisor(row_dims, "second")
     row_sizes, row_strides = row_args(row_dims)
-    rows = numel * words // width
-    tile = plan_tile(rows, width, grad.element_size() // words)
+    total = numel * words
+    tile = plan_flat(total, width, run_len, grad.element_size() // words, FILL_BLOCK_BYTES,
+                     FILL_LANES)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
-    index_64 = needs_int64((rows + tile.block_rows) * width, grad_extent + words)
+    # Rows of a pass may run past the last row (masked): their offsets must not overflow.
+    index_64 = needs_int64(total + (tile.lanes + 1) * width + tile.block,
+                           grad_extent + words)
     return LaunchPlan(
         sizes, tile.n_programs,
-        (rows, width // tile.align, tile.n_col_blocks, *row_sizes, *row_strides,
+        (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
          len(row_dims), first_inner, first_size, second_inner, second_size,
          _position(row_dims, "first"), _position(row_dims, "second"),
-         diag_base, shift, diag.length, diag_stride, col_stride),
-        {"SELECT_INDEX": not INTERPRET, "SECOND_IN_COLS": second_in_cols, "WORDS": words,
-         "BLOCK_ROWS": tile.block_rows, "BLOCK_COLS": tile.block_cols, "INDEX_64": index_64,
-         "ALIGN": tile.align},
+         diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols),
+        {"ON_GPU": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
+         "LANES": tile.lanes, "INDEX_64": index_64},
         tile.num_warps,
     )
 

@@ -1,8 +1,9 @@
 """diagonal_copy as one Triton launch: the strided diagonal gathered into a new tensor.
 
 The result (contiguous: the other dims, then the diagonal) is ``[rows, width]`` words with
-``width`` the diagonal's length. A row's start in the input is peeled once per row; along
-the row the input advances by ``stride(dim1) + stride(dim2)``.
+``width`` the diagonal's length. Each program owns a flat block of the result and gathers it
+row by row, ``LANES`` words at a time: a row's start in the input is peeled once per row;
+along the row the input advances by ``stride(dim1) + stride(dim2)``.
 """
 
 from __future__ import annotations
@@ -15,80 +16,93 @@ import triton.language as tl
 
 from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, diagonal_of
-from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
+    GATHER_BLOCK_BYTES,
     SHAPE_ARGS,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
-    plan_tile,
+    plan_flat,
     remember,
     row_args,
 )
 from diagfuzz.ops._words import words_per_element
 
 
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride"])
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride", "in_ptr"])
 def _diagonal_copy_kernel(
-    out_ptr, in_ptr, rows, width_units, n_col_blocks,
+    out_ptr, in_ptr, total, width, run_len, row_lanes, lane_shift,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, base, col_stride,
-    WORDS: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
-    INDEX_64: tl.constexpr, ALIGN: tl.constexpr,
+    WORDS: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, INDEX_64: tl.constexpr,
+    ON_GPU: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    row_block = pid // n_col_blocks
-    row = row_block * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-    col_start = (pid - row_block * n_col_blocks) * BLOCK_COLS
-    col = col_start + tl.arange(0, BLOCK_COLS)
-    # The width as a multiple of ALIGN that Triton can see: 16-byte vector stores.
-    width = width_units * ALIGN
-    row_ok = row < rows
-    col_ok = col < width
-    rem = row
-    in_row = row * 0 + base
-    if n_dims > 0:
-        quotient = rem // size0
-        in_row += (rem - quotient * size0) * stride0
-        rem = quotient
-    if n_dims > 1:
-        quotient = rem // size1
-        in_row += (rem - quotient * size1) * stride1
-        rem = quotient
-    if n_dims > 2:
-        quotient = rem // size2
-        in_row += (rem - quotient * size2) * stride2
-        rem = quotient
-    if n_dims > 3:
-        quotient = rem // size3
-        in_row += (rem - quotient * size3) * stride3
-        rem = quotient
-    if n_dims > 4:
-        quotient = rem // size4
-        in_row += (rem - quotient * size4) * stride4
-        rem = quotient
-    if n_dims > 5:
-        quotient = rem // size5
-        in_row += (rem - quotient * size5) * stride5
-        rem = quotient
-    if n_dims > 6:
-        quotient = rem // size6
-        in_row += (rem - quotient * size6) * stride6
-        rem = quotient
-    if n_dims > 7:
-        quotient = rem // size7
-        in_row += (rem - quotient * size7) * stride7
-        rem = quotient
-    in_off = in_row[:, None] + ((col // WORDS) * col_stride + col % WORDS)[None, :]
-    mask = row_ok[:, None] & col_ok[None, :]
-    value = tl.load(in_ptr + in_off, mask=mask)
-    tl.store(out_ptr + row[:, None] * width + col[None, :], value, mask=mask)
+    start = pid * BLOCK
+    end = tl.minimum(start + BLOCK, total)
+    row_end = (end - 1) // width + 1
+    lane = tl.arange(0, LANES)
+    if INDEX_64:
+        lane = lane.to(tl.int64)
+    slot = lane >> lane_shift  # which row of the pass
+    k = lane & (row_lanes - 1)  # which word of that row
+    for row0 in range(start // width, row_end, LANES >> lane_shift):
+        row = row0 + slot
+        rem = row
+        in_row = row * 0 + base
+        if n_dims > 0:
+            quotient = rem // size0
+            in_row += (rem - quotient * size0) * stride0
+            rem = quotient
+        if n_dims > 1:
+            quotient = rem // size1
+            in_row += (rem - quotient * size1) * stride1
+            rem = quotient
+        if n_dims > 2:
+            quotient = rem // size2
+            in_row += (rem - quotient * size2) * stride2
+            rem = quotient
+        if n_dims > 3:
+            quotient = rem // size3
+            in_row += (rem - quotient * size3) * stride3
+            rem = quotient
+        if n_dims > 4:
+            quotient = rem // size4
+            in_row += (rem - quotient * size4) * stride4
+            rem = quotient
+        if n_dims > 5:
+            quotient = rem // size5
+            in_row += (rem - quotient * size5) * stride5
+            rem = quotient
+        if n_dims > 6:
+            quotient = rem // size6
+            in_row += (rem - quotient * size6) * stride6
+            rem = quotient
+        if n_dims > 7:
+            quotient = rem // size7
+            in_row += (rem - quotient * size7) * stride7
+            rem = quotient
+        row_base = row * width
+        lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
+        hi = tl.minimum(end - row_base, width)
+        ok = row < row_end
+        if ON_GPU:  # rounds of lanes this pass needs (a reduction: slow to interpret)
+            span = tl.max(tl.where(ok, hi - lo, 0), axis=0)
+        else:
+            span = tl.minimum(width, end - start)
+        for k0 in range(0, span, row_lanes):
+            col = lo + k0 + k
+            hit = ok & (col < hi)
+            value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS,
+                            mask=hit)
+            tl.store(out_ptr + row_base + col, value, mask=hit)
 
 
 def diagonal_copy(
@@ -167,18 +181,17 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     base = diag.row0 * strides[diag.dim1] + diag.col0 * strides[diag.dim2]
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
-    rows = numel * words // width
-    # Small tiles: a copy's result is small and its reads are gathers, so more programs (more
-    # SMs, more loads in flight) matter more than per-row index work.
-    tile = plan_tile(rows, width, source.element_size() // words, tile_bytes=4096)
+    total = numel * words
+    tile = plan_flat(total, width, width, source.element_size() // words, GATHER_BLOCK_BYTES)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
-    index_64 = needs_int64((rows + tile.block_rows) * width, source_extent + words)
+    # Rows of a pass may run past the last row (masked): their offsets must not overflow.
+    index_64 = needs_int64(total + (tile.lanes + 1) * width + tile.block, source_extent + words)
     return LaunchPlan(
         diag.shape, tile.n_programs,
-        (rows, width // tile.align, tile.n_col_blocks, *row_sizes, *row_strides,
+        (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
          len(row_dims), base, col_stride),
-        {"WORDS": words, "BLOCK_ROWS": tile.block_rows, "BLOCK_COLS": tile.block_cols,
-         "INDEX_64": index_64, "ALIGN": tile.align},
+        {"WORDS": words, "BLOCK": tile.block, "LANES": tile.lanes, "INDEX_64": index_64,
+         "ON_GPU": not INTERPRET},
         tile.num_warps,
     )
 

@@ -67,29 +67,33 @@ def test_empty_results_launch_nothing() -> None:
     assert ops.launches("diagonal_backward") == before
 
 
-@pytest.mark.parametrize(("width", "word_bytes", "align"), [
-    (4096, 4, 4), (4100, 4, 4), (4098, 4, 1), (512, 1, 16), (520, 1, 1), (64, 8, 2),
-    (16, 4, 1),  # a narrow row: no alignment variant
-    (64, 1, 16), (40, 4, 4), (17, 2, 1),
-])
-def test_gpu_tiles_align_wide_rows_of_whole_16_byte_vectors(monkeypatch, width, word_bytes,
-                                                             align) -> None:
+@pytest.mark.parametrize("word_bytes", [1, 2, 4, 8])
+def test_gpu_blocks_depend_on_the_word_size_alone(monkeypatch, word_bytes) -> None:
+    """One compiled variant per kernel and word size: the constexprs of a GPU plan (block,
+    lanes) must not change with the shape, only the runtime row_lanes/lane_shift do."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    tile = _tiling.plan_tile(100, width, word_bytes)
-    assert tile.align == align
-    assert tile.block_cols % align == 0
-    # Columns: the width rounded up to a power of two, between 16 words and 1 KiB.
-    assert tile.block_cols == min(max(1 << (width - 1).bit_length(), 16), 1024 // word_bytes)
-    assert tile.n_programs == -(-100 // tile.block_rows) * -(-width // tile.block_cols)
+    shapes = set()
+    for total, width, run in [(16, 4, 1), (4096, 4096, 1), (10**6, 7, 7), (123457, 1, 1),
+                              (2**20, 512, 4), (99, 33, 33), (2**24, 2**12, 2**12)]:
+        tile = _tiling.plan_flat(total, width, run, word_bytes, _tiling.FILL_BLOCK_BYTES,
+                                 _tiling.FILL_LANES)
+        shapes.add((tile.block, tile.lanes, tile.num_warps))
+        assert tile.row_lanes & (tile.row_lanes - 1) == 0 and tile.row_lanes <= tile.lanes
+        assert tile.row_lanes >= min(run, tile.block, tile.lanes)
+        assert 1 << tile.lane_shift == tile.row_lanes
+        assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
+    assert shapes == {(16384 // word_bytes, 256, 4)}
 
 
-def test_interpreter_tiles_never_align(monkeypatch) -> None:
+def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", True)
-    assert _tiling.plan_tile(100, 4096, 1).align == 1
+    tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
+    assert tile.n_programs == 1 and tile.block == 64
+    assert tile.lanes // tile.row_lanes >= 60 // 5  # every row in one pass
 
 
 def test_variant_is_none_when_an_integer_needs_int64() -> None:
-    plan = _tiling.LaunchPlan((2,), 1, (1, 2**31), {"A": 1}, 4)
+    plan = _tiling.LaunchPlan((2,), 1, (1, 2**31), {"A": 1}, 4)  # Triton would type it i64
     assert plan.variant is None
     plan = _tiling.LaunchPlan((2,), 1, (1, -(2**31)), {"A": 1}, 4)
     assert plan.variant == (1, 4)
@@ -111,7 +115,7 @@ def test_launch_plans_are_cached_per_signature() -> None:
     ((3, 4, 5), 0, 0, 1),  # second diagonal dim a row dim: whole rows on the diagonal
 ])
 def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometry) -> None:
-    """The GPU's way to the diagonal-dim indices (selects during the peel, SELECT_INDEX)
+    """The GPU's way to the diagonal-dim indices (selects during the peel, ON_GPU)
     runs here too, so CI covers the code path that only a GPU takes by default."""
     monkeypatch.setattr(backward_module, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "_PLANS", {})
@@ -122,9 +126,10 @@ def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometr
     assert bitwise_difference(out, _aten_backward(g, list(sizes), offset, dim1, dim2)) == ""
 
 
-def test_copy_tiles_are_smaller(monkeypatch) -> None:
+def test_copy_blocks_are_smaller(monkeypatch) -> None:
+    """A copy gathers: more, smaller programs than the backward fill."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    wide = _tiling.plan_tile(64, 512, 4)
-    small = _tiling.plan_tile(64, 512, 4, tile_bytes=4096)
-    assert small.block_cols == wide.block_cols and small.block_rows * 4 == wide.block_rows
-    assert small.n_programs == 4 * wide.n_programs
+    fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
+    gather = _tiling.plan_flat(2**20, 512, 512, 4, _tiling.GATHER_BLOCK_BYTES)
+    assert gather.block * 4 == fill.block and gather.n_programs == 4 * fill.n_programs
+    assert gather.lanes == gather.block and gather.row_lanes == 512
