@@ -6,7 +6,7 @@ from math import prod
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz import ops
@@ -159,22 +159,35 @@ def test_bad_arguments_name_the_argument(call, argument: str) -> None:
 
 @pytest.mark.parametrize("dtype", available_dtypes())
 def test_special_table_means_what_it_says(dtype: str) -> None:
-    """classify_bits agrees with torch about every pattern special_values can draw."""
+    """classify_bits agrees with torch about every pattern special_values can draw.
+
+    Coverage is checked over up to three seeded runs: this Hypothesis mixes integer literals
+    of every imported module into draws, so one derandomized run changes with the modules a
+    test worker happened to import (it once missed a complex64 class under xdist).
+    """
     seen: set[str] = set()
 
-    @settings(FAST, max_examples=800 if dtype.startswith("complex") else 300)
-    @given(special_values(dtype))
-    def run(bits: int) -> None:
-        element = one_element(dtype, bits)
-        name = classify_bits(dtype, bits)
-        seen.update(name.split("|"))
-        if "|" in name:
-            real, imag = (part.split(":")[1].lstrip("+-") for part in name.split("|"))
-            seen.add("imag plain" if imag in ("0", "normal") else "imag special")
-            seen.add("real plain" if real in ("0", "normal") else "real special")
-        check_class(dtype, element, name)
+    def run(run_seed: int) -> None:
+        @seed(run_seed)
+        @settings(FAST, derandomize=False,
+                  max_examples=800 if dtype.startswith("complex") else 300)
+        @given(special_values(dtype))
+        def draw(bits: int) -> None:
+            element = one_element(dtype, bits)
+            name = classify_bits(dtype, bits)
+            seen.update(name.split("|"))
+            if "|" in name:
+                real, imag = (part.split(":")[1].lstrip("+-") for part in name.split("|"))
+                seen.add("imag plain" if imag in ("0", "normal") else "imag special")
+                seen.add("real plain" if real in ("0", "normal") else "real special")
+            check_class(dtype, element, name)
 
-    run()
+        draw()
+
+    for run_seed in range(3):
+        run(run_seed)
+        if expected_classes(dtype) <= seen:
+            break
     assert expected_classes(dtype) <= seen, sorted(expected_classes(dtype) - seen)
 
 
