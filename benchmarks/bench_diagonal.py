@@ -286,13 +286,33 @@ def random_shapes(count: int, seed: int) -> dict:
     return report
 
 
+def apply_overrides(settings: list[str]) -> dict[str, int]:
+    """Set planning constants where the kernels read them (they import them by name)."""
+    modules = [sys.modules["diagfuzz.ops._tiling"], sys.modules["diagfuzz.ops.diagonal_backward"],
+               sys.modules["diagfuzz.ops.diagonal_copy"]]
+    done: dict[str, int] = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not hasattr(modules[0], name) or not isinstance(getattr(modules[0], name), int):
+            raise SystemExit(f"--set {setting}: no integer constant {name!r} in ops._tiling")
+        for module in modules:
+            if hasattr(module, name):
+                setattr(module, name, int(value))
+        done[name] = int(value)
+    return done
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "bench-out")
     parser.add_argument("--quick", action="store_true", help="a small grid, for a smoke run")
     parser.add_argument("--random", type=int, default=1000,
                         help="random shapes per element size for the variant count")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a tuning sweep: override an integer planning constant of "
+                             "diagfuzz.ops._tiling (e.g. FILL_LANES=256) for this run")
     args = parser.parse_args()
+    overrides = apply_overrides(args.set)
     if ops.INTERPRET:
         print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
         return 2
@@ -304,6 +324,7 @@ def main() -> int:
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__, "triton": triton.__version__,
         "python": platform.python_version(), "command": " ".join(sys.argv),
+        "overrides": overrides,
     }
     fill_bw, copy_bw = bandwidths()
     meta.update(fill_TBps=fill_bw / 1e12, copy_TBps=copy_bw / 1e12)

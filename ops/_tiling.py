@@ -93,32 +93,41 @@ def row_args(dims: list[RowDim]) -> tuple[list[int], list[int]]:
 
 @dataclass(frozen=True)
 class FlatTile:
-    """How a launch covers the result's words: each program owns ``block`` consecutive words
-    and handles the rows those words belong to ``lanes`` at a time, ``row_lanes`` lanes per
-    row. Only ``block`` and ``lanes`` are compile-time constants, and on a GPU they depend on
-    the word size alone: one compiled variant per kernel and word size, whatever the shape.
+    """How a launch covers the result's words.
+
+    Each program owns ``block`` consecutive words and visits the rows they belong to, a pass
+    at a time: a pass peels ``peel_lanes >> lane_shift`` rows and moves up to ``row_lanes``
+    words of each with ``copy_lanes`` lanes. Either many rows share the lanes (``narrow``:
+    ``peel_lanes == copy_lanes``, ``row_lanes`` a power of two that holds a row's run), or a
+    pass is one row whose run gets the whole block's worth of lanes (``wide``: a run longer
+    than the lanes, peeled once as a scalar). One round of lanes always covers a row's share
+    of the block, so the kernels need no inner loop. Only ``block``, the lane counts and
+    ``wide`` are compile-time constants, and on a GPU they depend on the word size and on
+    ``wide`` alone: at most two compiled variants per kernel and word size.
     """
 
     block: int
-    lanes: int
-    #: lanes per row in the run loop: a power of two, at most ``lanes``.
+    peel_lanes: int
+    copy_lanes: int
     row_lanes: int
+    lane_shift: int
     n_programs: int
     num_warps: int = 4
 
     @property
-    def lane_shift(self) -> int:
-        """log2(row_lanes): the kernel splits a lane index with a shift and a mask."""
-        return self.row_lanes.bit_length() - 1
+    def wide(self) -> bool:
+        return self.peel_lanes == 1
 
 
-#: Result bytes per program on a GPU. diagonal_backward stores 16 KiB of zeros as 16-byte
-#: vectors, then its share of the diagonal; diagonal_copy gathers 4 KiB (its reads are
-#: strided gathers: more programs keep more loads in flight).
+#: diagonal_backward on a GPU: each program stores up to 16 KiB (4096 words) of zeros as
+#: 16-byte vectors, then its share of the diagonal, 1024 lanes a pass.
 FILL_BLOCK_BYTES = 16384
-GATHER_BLOCK_BYTES = 4096
-#: Lanes of diagonal_backward's run loop on a GPU: the diagonal is a small part of a block.
-FILL_LANES = 256
+FILL_LANES = 1024
+#: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
+#: programs keep more loads in flight.
+GATHER_BLOCK_BYTES = 1024
+#: Words per program on a GPU, at most: a wide pass gives a run one lane per word.
+MAX_BLOCK_WORDS = 4096
 #: The interpreter runs programs one after another: one program and one pass where possible.
 _INTERPRET_MAX_WORDS = 1 << 16
 
@@ -136,10 +145,13 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
         rows = min(triton.cdiv(total, width), block // width + 2)
         lanes = min(triton.next_power_of_2(rows) * row_lanes, _INTERPRET_MAX_WORDS)
     else:
-        block = block_bytes // word_bytes
-        lanes = lanes or block
-        row_lanes = min(triton.next_power_of_2(min(run, block)), lanes)
-    return FlatTile(block, lanes, row_lanes, triton.cdiv(total, block))
+        block = min(block_bytes // word_bytes, MAX_BLOCK_WORDS)
+        lanes = min(lanes or block, block)
+        if run > lanes:  # wide: one row a pass, the run's share of the block in one round
+            return FlatTile(block, 1, block, block, 0, triton.cdiv(total, block))
+        row_lanes = triton.next_power_of_2(run)
+    return FlatTile(block, lanes, lanes, row_lanes, row_lanes.bit_length() - 1,
+                    triton.cdiv(total, block))
 
 
 def needs_int64(*extents: int) -> bool:

@@ -55,8 +55,8 @@ def _diagonal_backward_kernel(
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, first_inner, first_size, second_inner, second_size, first_pos, second_pos,
     diag_base, shift, length, diag_stride, col_stride, run_in_cols,
-    ON_GPU: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
-    LANES: tl.constexpr, INDEX_64: tl.constexpr,
+    SELECT_INDEX: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
+    PEEL_LANES: tl.constexpr, COPY_LANES: tl.constexpr, INDEX_64: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
@@ -75,19 +75,21 @@ def _diagonal_backward_kernel(
     tl.debug_barrier()
     end = tl.minimum(start + BLOCK, total)
     row_end = (end - 1) // width + 1
-    lane = tl.arange(0, LANES)
+    slot = tl.arange(0, PEEL_LANES)
+    k = tl.arange(0, COPY_LANES)
     if INDEX_64:
-        lane = lane.to(tl.int64)
-    slot = lane >> lane_shift  # which row of the pass
-    k = lane & (row_lanes - 1)  # which word of that row's run
-    for row0 in range(start // width, row_end, LANES >> lane_shift):
+        slot = slot.to(tl.int64)
+        k = k.to(tl.int64)
+    slot = slot >> lane_shift  # which row of the pass
+    k = k & (row_lanes - 1)  # which word of that row's run
+    for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
         row = row0 + slot
         # Peel each row index (innermost dim first) into grad_output's offset, one division
-        # per dim. The indices along the two diagonal dims: on a GPU (ON_GPU) they fall out of
-        # the peel by a select; under the interpreter one division each is cheaper.
+        # per dim. The indices along the two diagonal dims: on a GPU (SELECT_INDEX) they fall
+        # out of the peel by a select; under the interpreter one division each is cheaper.
         rem = row
         grad_row = row * 0
-        if ON_GPU:
+        if SELECT_INDEX:
             first = row * 0
             second = row * 0
         else:
@@ -98,7 +100,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size0
             rem = quotient
             grad_row += idx * stride0
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 0, idx, first)
                 second = tl.where(second_pos == 0, idx, second)
         if n_dims > 1:
@@ -106,7 +108,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size1
             rem = quotient
             grad_row += idx * stride1
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 1, idx, first)
                 second = tl.where(second_pos == 1, idx, second)
         if n_dims > 2:
@@ -114,7 +116,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size2
             rem = quotient
             grad_row += idx * stride2
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 2, idx, first)
                 second = tl.where(second_pos == 2, idx, second)
         if n_dims > 3:
@@ -122,7 +124,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size3
             rem = quotient
             grad_row += idx * stride3
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 3, idx, first)
                 second = tl.where(second_pos == 3, idx, second)
         if n_dims > 4:
@@ -130,7 +132,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size4
             rem = quotient
             grad_row += idx * stride4
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 4, idx, first)
                 second = tl.where(second_pos == 4, idx, second)
         if n_dims > 5:
@@ -138,7 +140,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size5
             rem = quotient
             grad_row += idx * stride5
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 5, idx, first)
                 second = tl.where(second_pos == 5, idx, second)
         if n_dims > 6:
@@ -146,7 +148,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size6
             rem = quotient
             grad_row += idx * stride6
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 6, idx, first)
                 second = tl.where(second_pos == 6, idx, second)
         if n_dims > 7:
@@ -154,7 +156,7 @@ def _diagonal_backward_kernel(
             idx = rem - quotient * size7
             rem = quotient
             grad_row += idx * stride7
-            if ON_GPU:
+            if SELECT_INDEX:
                 first = tl.where(first_pos == 7, idx, first)
                 second = tl.where(second_pos == 7, idx, second)
         # Diagonal element i sits where the second dim's index is first + shift.
@@ -167,17 +169,13 @@ def _diagonal_backward_kernel(
         row_base = row * width
         lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
         hi = tl.minimum(run_start + run_len, end - row_base)
-        src = grad_row + i * diag_stride
-        if ON_GPU:  # rounds of lanes this pass needs (a reduction: slow to interpret)
-            span = tl.max(tl.where(on_diag, hi - lo, 0), axis=0)
-        else:
-            span = tl.minimum(run_len, end - start)
-        for k0 in range(0, span, row_lanes):
-            col = lo + k0 + k
-            hit = on_diag & (col < hi)
-            word = col - run_start
-            g = tl.load(grad_ptr + src + (word // WORDS) * col_stride + word % WORDS, mask=hit)
-            tl.store(out_ptr + row_base + col, g, mask=hit)
+        # One round of lanes covers it: row_lanes holds a run (or, wide, the whole block).
+        col = lo + k
+        hit = on_diag & (col < hi)
+        word = col - run_start
+        g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
+                    + word % WORDS, mask=hit)
+        tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(
@@ -297,7 +295,7 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
                      FILL_LANES)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     # Rows of a pass may run past the last row (masked): their offsets must not overflow.
-    index_64 = needs_int64(total + (tile.lanes + 1) * width + tile.block,
+    index_64 = needs_int64(total + (tile.peel_lanes + 1) * width + tile.block,
                            grad_extent + words)
     return LaunchPlan(
         sizes, tile.n_programs,
@@ -305,8 +303,9 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
          len(row_dims), first_inner, first_size, second_inner, second_size,
          _position(row_dims, "first"), _position(row_dims, "second"),
          diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols),
-        {"ON_GPU": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
-         "LANES": tile.lanes, "INDEX_64": index_64},
+        {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
+         "PEEL_LANES": tile.peel_lanes,
+         "COPY_LANES": tile.copy_lanes, "INDEX_64": index_64},
         tile.num_warps,
     )
 

@@ -1,9 +1,10 @@
 """diagonal_copy as one Triton launch: the strided diagonal gathered into a new tensor.
 
 The result (contiguous: the other dims, then the diagonal) is ``[rows, width]`` words with
-``width`` the diagonal's length. Each program owns a flat block of the result and gathers it
-row by row, ``LANES`` words at a time: a row's start in the input is peeled once per row;
-along the row the input advances by ``stride(dim1) + stride(dim2)``.
+``width`` the diagonal's length. Each program owns a flat block of the result and gathers the
+rows it holds, many short rows a pass or one long row a pass (``FlatTile``): a row's start in
+the input is peeled once per row; along the row the input advances by
+``stride(dim1) + stride(dim2)``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import triton.language as tl
 
 from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, diagonal_of
-from diagfuzz.ops._runtime import INTERPRET, check_device
+from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
     GATHER_BLOCK_BYTES,
     SHAPE_ARGS,
@@ -38,8 +39,8 @@ def _diagonal_copy_kernel(
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, base, col_stride,
-    WORDS: tl.constexpr, BLOCK: tl.constexpr, LANES: tl.constexpr, INDEX_64: tl.constexpr,
-    ON_GPU: tl.constexpr,
+    WORDS: tl.constexpr, BLOCK: tl.constexpr, PEEL_LANES: tl.constexpr,
+    COPY_LANES: tl.constexpr, INDEX_64: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
@@ -48,12 +49,14 @@ def _diagonal_copy_kernel(
     start = pid * BLOCK
     end = tl.minimum(start + BLOCK, total)
     row_end = (end - 1) // width + 1
-    lane = tl.arange(0, LANES)
+    slot = tl.arange(0, PEEL_LANES)
+    k = tl.arange(0, COPY_LANES)
     if INDEX_64:
-        lane = lane.to(tl.int64)
-    slot = lane >> lane_shift  # which row of the pass
-    k = lane & (row_lanes - 1)  # which word of that row
-    for row0 in range(start // width, row_end, LANES >> lane_shift):
+        slot = slot.to(tl.int64)
+        k = k.to(tl.int64)
+    slot = slot >> lane_shift  # which row of the pass
+    k = k & (row_lanes - 1)  # which word of that row
+    for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
         row = row0 + slot
         rem = row
         in_row = row * 0 + base
@@ -92,17 +95,11 @@ def _diagonal_copy_kernel(
         row_base = row * width
         lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
         hi = tl.minimum(end - row_base, width)
-        ok = row < row_end
-        if ON_GPU:  # rounds of lanes this pass needs (a reduction: slow to interpret)
-            span = tl.max(tl.where(ok, hi - lo, 0), axis=0)
-        else:
-            span = tl.minimum(width, end - start)
-        for k0 in range(0, span, row_lanes):
-            col = lo + k0 + k
-            hit = ok & (col < hi)
-            value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS,
-                            mask=hit)
-            tl.store(out_ptr + row_base + col, value, mask=hit)
+        # One round of lanes covers it: row_lanes holds a row (or, wide, the whole block).
+        col = lo + k
+        hit = (row < row_end) & (col < hi)
+        value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS, mask=hit)
+        tl.store(out_ptr + row_base + col, value, mask=hit)
 
 
 def diagonal_copy(
@@ -185,13 +182,14 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     tile = plan_flat(total, width, width, source.element_size() // words, GATHER_BLOCK_BYTES)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
     # Rows of a pass may run past the last row (masked): their offsets must not overflow.
-    index_64 = needs_int64(total + (tile.lanes + 1) * width + tile.block, source_extent + words)
+    index_64 = needs_int64(total + (tile.peel_lanes + 1) * width + tile.block,
+                           source_extent + words)
     return LaunchPlan(
         diag.shape, tile.n_programs,
         (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
          len(row_dims), base, col_stride),
-        {"WORDS": words, "BLOCK": tile.block, "LANES": tile.lanes, "INDEX_64": index_64,
-         "ON_GPU": not INTERPRET},
+        {"WORDS": words, "BLOCK": tile.block, "PEEL_LANES": tile.peel_lanes,
+         "COPY_LANES": tile.copy_lanes, "INDEX_64": index_64},
         tile.num_warps,
     )
 

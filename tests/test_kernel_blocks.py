@@ -1,8 +1,9 @@
 """The GPU's block plans, shrunk to a few words, run under the interpreter against aten.
 
-On a GPU a program owns 4-16 KiB of the result and handles its rows 256+ lanes at a time, so
-the paths where a run of diagonal words is split between two programs, a block needs several
-passes over its rows, or a run needs several rounds of lanes, only appear for large tensors.
+On a GPU a program owns 1-16 KiB of the result and handles its rows 1024 lanes a pass, so
+the paths where a run of diagonal words is split between two programs, a long run gets a
+wide pass of its own, or a block needs several passes over its rows, only appear for large
+tensors.
 Shrinking the blocks to 4-16 words makes small Cases take every one of those paths on CPU.
 """
 
@@ -29,9 +30,7 @@ SMALL_BLOCKS = [(16, 2, 16), (64, 8, 8)]
 def small_gpu_blocks(request, monkeypatch):
     fill, lanes, gather = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    # The GPU's index selects and exact loop bounds too (ON_GPU).
-    monkeypatch.setattr(backward_module, "INTERPRET", False)
-    monkeypatch.setattr(copy_module, "INTERPRET", False)
+    monkeypatch.setattr(backward_module, "INTERPRET", False)  # the GPU's index selects too
     monkeypatch.setattr(backward_module, "FILL_BLOCK_BYTES", fill)
     monkeypatch.setattr(backward_module, "FILL_LANES", lanes)
     monkeypatch.setattr(copy_module, "GATHER_BLOCK_BYTES", gather)
@@ -104,23 +103,23 @@ def _plan_of(grad: torch.Tensor, sizes: list[int], dim1: int, dim2: int):
     backward_module._PLANS.clear()
     ops.diagonal_backward(grad, sizes, 0, dim1, dim2)
     ((_, plan),) = backward_module._PLANS.values()
-    total, width, run_len, row_lanes = plan.ints[:4]
-    return plan, total, width, run_len, row_lanes
+    return plan
 
 
-def test_small_blocks_take_the_split_and_multi_pass_paths(small_gpu_blocks) -> None:
-    """The plans these tests run really split runs between programs, need several passes
-    over a block's rows and several rounds of lanes per run (else the tests above would
-    prove nothing beyond the one-program case)."""
+def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks) -> None:
+    """The plans these tests run really split a run between programs (wide passes) and
+    need several passes over a block's rows (else the tests above would prove nothing
+    beyond the one-program case)."""
     fill, lanes, _ = small_gpu_blocks
     # A run of 20 words (the dim after the second diagonal dim) in blocks of 4-16 words.
     grad = torch.arange(3 * 20, dtype=torch.float32, device=ops.DEVICE).reshape(20, 3)
-    plan, _, width, run_len, row_lanes = _plan_of(grad.T.contiguous().T, [3, 4, 20], 0, 1)
+    plan = _plan_of(grad.T.contiguous().T, [3, 4, 20], 0, 1)
     block = plan.constexprs["BLOCK"]
-    assert block == fill // 4 and plan.constexprs["LANES"] == lanes
-    assert run_len == 20 > block and plan.n_programs > 1
-    assert row_lanes <= lanes < run_len  # several rounds of lanes for one run
-    # Rows of one word: a block holds more rows than one pass of lanes covers.
-    plan, _, width, _, row_lanes = _plan_of(
-        torch.ones(1, dtype=torch.float32, device=ops.DEVICE), [30, 1], 0, 1)
-    assert width == 1 and plan.constexprs["BLOCK"] > lanes // row_lanes
+    run_len = plan.ints[2]
+    assert block == fill // 4 and run_len == 20 > block and plan.n_programs > 1
+    assert plan.constexprs["PEEL_LANES"] == 1 and plan.constexprs["COPY_LANES"] == block
+    # Rows of one word: a block holds more rows than one pass covers.
+    plan = _plan_of(torch.ones(1, dtype=torch.float32, device=ops.DEVICE), [30, 1], 0, 1)
+    width, row_lanes = plan.ints[1], plan.ints[3]
+    assert width == 1 and plan.constexprs["PEEL_LANES"] == lanes
+    assert plan.constexprs["BLOCK"] > lanes // row_lanes

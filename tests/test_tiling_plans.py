@@ -68,28 +68,34 @@ def test_empty_results_launch_nothing() -> None:
 
 
 @pytest.mark.parametrize("word_bytes", [1, 2, 4, 8])
-def test_gpu_blocks_depend_on_the_word_size_alone(monkeypatch, word_bytes) -> None:
-    """One compiled variant per kernel and word size: the constexprs of a GPU plan (block,
-    lanes) must not change with the shape, only the runtime row_lanes/lane_shift do."""
+def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word_bytes) -> None:
+    """At most two compiled variants per kernel and word size: the constexprs of a GPU plan
+    (block, lane counts) take one value for runs that fit the lanes and one for longer runs,
+    whatever the shape; the rest (row_lanes, lane_shift) are runtime arguments."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     shapes = set()
     for total, width, run in [(16, 4, 1), (4096, 4096, 1), (10**6, 7, 7), (123457, 1, 1),
-                              (2**20, 512, 4), (99, 33, 33), (2**24, 2**12, 2**12)]:
+                              (2**20, 512, 4), (99, 33, 33), (2**24, 2**12, 2**12),
+                              (2**24, 2**16, 2**16), (5000, 1024, 1024), (5000, 1025, 1025)]:
         tile = _tiling.plan_flat(total, width, run, word_bytes, _tiling.FILL_BLOCK_BYTES,
                                  _tiling.FILL_LANES)
-        shapes.add((tile.block, tile.lanes, tile.num_warps))
-        assert tile.row_lanes & (tile.row_lanes - 1) == 0 and tile.row_lanes <= tile.lanes
-        assert tile.row_lanes >= min(run, tile.block, tile.lanes)
-        assert 1 << tile.lane_shift == tile.row_lanes
+        shapes.add((tile.block, tile.peel_lanes, tile.copy_lanes, tile.num_warps))
+        assert tile.row_lanes & (tile.row_lanes - 1) == 0
+        # One round of lanes covers any row's share of a block (the kernels have no loop).
+        assert tile.row_lanes >= min(run, tile.block) and tile.row_lanes <= tile.copy_lanes
+        assert tile.wide == (run > tile.copy_lanes or tile.peel_lanes == 1)
+        assert tile.peel_lanes >> tile.lane_shift >= 1  # rows per pass
         assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
-    assert shapes == {(16384 // word_bytes, 256, 4)}
+    block = min(16384 // word_bytes, 4096)
+    narrow = (block, min(1024, block), min(1024, block), 4)
+    assert shapes == {narrow, (block, 1, block, 4)}
 
 
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", True)
     tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
-    assert tile.n_programs == 1 and tile.block == 64
-    assert tile.lanes // tile.row_lanes >= 60 // 5  # every row in one pass
+    assert tile.n_programs == 1 and tile.block == 64 and not tile.wide
+    assert tile.peel_lanes >> tile.lane_shift >= 60 // 5  # every row in one pass
 
 
 def test_variant_is_none_when_an_integer_needs_int64() -> None:
@@ -131,5 +137,7 @@ def test_copy_blocks_are_smaller(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
     gather = _tiling.plan_flat(2**20, 512, 512, 4, _tiling.GATHER_BLOCK_BYTES)
-    assert gather.block * 4 == fill.block and gather.n_programs == 4 * fill.n_programs
-    assert gather.lanes == gather.block and gather.row_lanes == 512
+    assert gather.block * 16 == fill.block and gather.n_programs == 16 * fill.n_programs
+    assert gather.wide and gather.copy_lanes == gather.block  # rows longer than a block
+    short = _tiling.plan_flat(2**20, 100, 100, 4, _tiling.GATHER_BLOCK_BYTES)
+    assert not short.wide and short.row_lanes == 128 and short.peel_lanes == short.block
