@@ -127,10 +127,12 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
           f"{'launch':>8}  verdicts")
     for stream, r in rows.items():
         print(f"{stream:<18}{r['cases']:>7}{r['draw_per_s']:>9}{r['run_per_s']:>9}"
-              f"{r['both_per_s']:>9}{r['both_per_cpu_s']:>9}{r['launches_per_case']:>8}"
+              f"{r['both_per_s']:>9}{_or_na(r['both_per_cpu_s']):>9}"
+              f"{_or_na(r['launches_per_case']):>8}"
               f"  {r['verdicts']}")
+    per_cpu = f"{both_cpu:.1f} per CPU second; " if both_cpu == both_cpu else ""
     print(f"one worker ({args.isolation}, impl {args.impl}): {both:.1f} Cases/s drawn and run "
-          f"({both_cpu:.1f} per CPU second; load average {_loadavg()})")
+          f"({per_cpu}load average {_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
               "max_elements": args.max_elements, "streams": rows,
               "cases_per_s": round(both, 1),
@@ -139,6 +141,11 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     if profiler is not None:
         result["profile"] = _where_time_goes(profiler)
     return result
+
+
+def _or_na(value: float | None) -> str:
+    """A number, or n/a where this process cannot see it (the executor does the work)."""
+    return "n/a" if value is None else str(value)
 
 
 def _loadavg() -> str:
