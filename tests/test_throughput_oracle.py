@@ -2,13 +2,16 @@
 
 What made a Case cheaper (benchmarks/bench_throughput.py measures it) is pinned here as
 behaviour: one Triton launch per non-empty valid Case (two only when every byte value occurs),
-the registration switched off and on at most once per Case, and the fast paths (one
+the registration switched off and on at most once per Case, the worker's startup heap kept
+out of the garbage collector's scans, and the fast paths (one
 ``torch.equal`` before any position search, the first preferred sentinel tried alone, the
 diagonal view taken without a switch) deciding exactly what the slow paths decide.
 """
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +26,7 @@ from diagfuzz.impl import aten, triton_aten
 from diagfuzz.oracles import index_reference, metamorphic
 from diagfuzz.oracles._bits import bits, differing, same_bits
 from diagfuzz.oracles.sentinel import PREFERRED, choose_sentinel
+from diagfuzz.runner import InProcessRunner
 
 DEVICE = ops.DEVICE
 
@@ -181,3 +185,20 @@ def test_same_bits_is_no_differing_position(dtype: torch.dtype) -> None:
              if dtype == torch.complex128 else other.view(dtype))
     assert not same_bits(base, other)
     assert differing(base, other).tolist() == [4]
+
+
+def test_runner_freezes_the_startup_heap_and_still_collects_new_cycles() -> None:
+    runner = InProcessRunner("diagfuzz.impl:aten", "cpu")
+    assert gc.get_freeze_count() > 1000  # torch, Hypothesis, pytest: out of the scans
+
+    class Node:
+        peer: Any = None
+
+    node = Node()
+    node.peer = node  # a cycle made after the freeze is garbage the collector still finds
+    gone = weakref.ref(node)
+    del node
+    gc.collect()
+    assert gone() is None
+    assert runner.run(fwd((3, 3))).ok
+    runner.close()
