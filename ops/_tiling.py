@@ -120,9 +120,11 @@ class FlatTile:
 
 
 #: diagonal_backward on a GPU: each program stores up to 16 KiB (4096 words) of zeros as
-#: 16-byte vectors, then its share of the diagonal, 1024 lanes a pass.
+#: 16-byte vectors, then its share of the diagonal, 256 lanes a pass. Every program peels a
+#: pass whether or not the diagonal crosses its block, so lanes cost: at 1024 lanes large
+#: outputs ran 0.40-0.75x aten, at 256 0.99-1.38x (H200 sweep, BENCHMARKS.md).
 FILL_BLOCK_BYTES = 16384
-FILL_LANES = 1024
+FILL_LANES = 256
 #: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
 #: programs keep more loads in flight.
 GATHER_BLOCK_BYTES = 1024

@@ -170,12 +170,17 @@ def _diagonal_backward_kernel(
         lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
         hi = tl.minimum(run_start + run_len, end - row_base)
         # One round of lanes covers it: row_lanes holds a run (or, wide, the whole block).
-        col = lo + k
-        hit = on_diag & (col < hi)
-        word = col - run_start
-        g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
-                    + word % WORDS, mask=hit)
-        tl.store(out_ptr + row_base + col, g, mask=hit)
+        # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
+        crosses = 1
+        if PEEL_LANES == 1:
+            crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
+        if crosses > 0:
+            col = lo + k
+            hit = on_diag & (col < hi)
+            word = col - run_start
+            g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
+                        + word % WORDS, mask=hit)
+            tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(

@@ -87,7 +87,7 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
         assert tile.peel_lanes >> tile.lane_shift >= 1  # rows per pass
         assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
     block = min(16384 // word_bytes, 4096)
-    narrow = (block, min(1024, block), min(1024, block), 4)
+    narrow = (block, min(256, block), min(256, block), 4)
     assert shapes == {narrow, (block, 1, block, 4)}
 
 
