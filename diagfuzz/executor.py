@@ -111,9 +111,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     try:
         from diagfuzz import oracles
         from diagfuzz.impl import load_impl
+        from diagfuzz.runner import settle_heap
 
         impl = load_impl(impl_spec)
         health_check(device)
+        settle_heap()  # full collections would walk every import's objects (runner.py)
     except ImplError as exc:
         conn.send(json.dumps({"status": "impl-error", "message": str(exc)}))
         return

@@ -454,6 +454,9 @@ def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
         # The executor's stderr (faulthandler's stack of a dying Case) goes to the worker dir.
         inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
                                        workdir=plan.worker_dir(worker_id))
+        from diagfuzz.runner import settle_heap
+
+        settle_heap()  # this process still draws the Cases: keep its collections short
     else:
         from diagfuzz.runner import InProcessRunner
 
