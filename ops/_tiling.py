@@ -97,13 +97,13 @@ class FlatTile:
 
     Each program owns ``block`` consecutive words and visits the rows they belong to, a pass
     at a time: a pass peels ``peel_lanes >> lane_shift`` rows and moves up to ``row_lanes``
-    words of each with ``copy_lanes`` lanes. Either many rows share the lanes (``narrow``:
-    ``peel_lanes == copy_lanes``, ``row_lanes`` a power of two that holds a row's run), or a
-    pass is one row whose run gets the whole block's worth of lanes (``wide``: a run longer
-    than the lanes, peeled once as a scalar). One round of lanes always covers a row's share
-    of the block, so the kernels need no inner loop. Only ``block``, the lane counts and
-    ``wide`` are compile-time constants, and on a GPU they depend on the word size and on
-    ``wide`` alone: at most two compiled variants per kernel and word size.
+    words of each, ``copy_lanes`` lanes a round. Either many rows share the lanes
+    (``narrow``: ``peel_lanes == copy_lanes``, one round, ``row_lanes`` a power of two that
+    holds a row's run), or a pass is one row, peeled as a scalar, whose run gets ``rounds``
+    rounds of ``copy_lanes`` lanes, as many as its share of the block can need (``wide``).
+    Only ``block``, the lane counts and ``rounds`` are compile-time constants, and on a GPU
+    they depend on the word size and on ``wide`` alone: at most two compiled variants per
+    kernel and word size.
     """
 
     block: int
@@ -112,6 +112,7 @@ class FlatTile:
     row_lanes: int
     lane_shift: int
     n_programs: int
+    rounds: int = 1
     num_warps: int = 4
 
     @property
@@ -128,8 +129,10 @@ FILL_LANES = 256
 #: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
 #: programs keep more loads in flight.
 GATHER_BLOCK_BYTES = 1024
-#: Words per program on a GPU, at most: a wide pass gives a run one lane per word.
-MAX_BLOCK_WORDS = 4096
+#: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
+#: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds. (Blocks of 4096 words for every
+#: word size, one round, cost 1-byte outputs a quarter of their speed: 4x the programs.)
+MAX_WIDE_LANES = 4096
 #: The interpreter runs programs one after another: one program and one pass where possible.
 _INTERPRET_MAX_WORDS = 1 << 16
 
@@ -147,10 +150,12 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
         rows = min(triton.cdiv(total, width), block // width + 2)
         lanes = min(triton.next_power_of_2(rows) * row_lanes, _INTERPRET_MAX_WORDS)
     else:
-        block = min(block_bytes // word_bytes, MAX_BLOCK_WORDS)
+        block = block_bytes // word_bytes
         lanes = min(lanes or block, block)
-        if run > lanes:  # wide: one row a pass, the run's share of the block in one round
-            return FlatTile(block, 1, block, block, 0, triton.cdiv(total, block))
+        if run > lanes:  # wide: one row a pass, the run's share of the block in rounds
+            copy_lanes = min(block, MAX_WIDE_LANES)
+            return FlatTile(block, 1, copy_lanes, copy_lanes, 0, triton.cdiv(total, block),
+                            block // copy_lanes)
         row_lanes = triton.next_power_of_2(run)
     return FlatTile(block, lanes, lanes, row_lanes, row_lanes.bit_length() - 1,
                     triton.cdiv(total, block))

@@ -56,7 +56,8 @@ def _diagonal_backward_kernel(
     n_dims, first_inner, first_size, second_inner, second_size, first_pos, second_pos,
     diag_base, shift, length, diag_stride, col_stride, run_in_cols,
     SELECT_INDEX: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
-    PEEL_LANES: tl.constexpr, COPY_LANES: tl.constexpr, INDEX_64: tl.constexpr,
+    PEEL_LANES: tl.constexpr, COPY_LANES: tl.constexpr, ROUNDS: tl.constexpr,
+    INDEX_64: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
@@ -169,18 +170,19 @@ def _diagonal_backward_kernel(
         row_base = row * width
         lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
         hi = tl.minimum(run_start + run_len, end - row_base)
-        # One round of lanes covers it: row_lanes holds a run (or, wide, the whole block).
+        # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
         # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
         crosses = 1
         if PEEL_LANES == 1:
             crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
         if crosses > 0:
-            col = lo + k
-            hit = on_diag & (col < hi)
-            word = col - run_start
-            g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
-                        + word % WORDS, mask=hit)
-            tl.store(out_ptr + row_base + col, g, mask=hit)
+            for r in tl.static_range(ROUNDS):  # narrow: one round
+                col = lo + r * COPY_LANES + k
+                hit = on_diag & (col < hi)
+                word = col - run_start
+                g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
+                            + word % WORDS, mask=hit)
+                tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(
@@ -310,7 +312,7 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
          diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols),
         {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
          "PEEL_LANES": tile.peel_lanes,
-         "COPY_LANES": tile.copy_lanes, "INDEX_64": index_64},
+         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64},
         tile.num_warps,
     )
 

@@ -40,7 +40,7 @@ def _diagonal_copy_kernel(
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, base, col_stride,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, PEEL_LANES: tl.constexpr,
-    COPY_LANES: tl.constexpr, INDEX_64: tl.constexpr,
+    COPY_LANES: tl.constexpr, ROUNDS: tl.constexpr, INDEX_64: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
@@ -95,11 +95,13 @@ def _diagonal_copy_kernel(
         row_base = row * width
         lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
         hi = tl.minimum(end - row_base, width)
-        # One round of lanes covers it: row_lanes holds a row (or, wide, the whole block).
-        col = lo + k
-        hit = (row < row_end) & (col < hi)
-        value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS, mask=hit)
-        tl.store(out_ptr + row_base + col, value, mask=hit)
+        # row_lanes holds a row (narrow), or ROUNDS rounds hold a row's share of the block.
+        for r in tl.static_range(ROUNDS):
+            col = lo + r * COPY_LANES + k
+            hit = (row < row_end) & (col < hi)
+            value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS,
+                            mask=hit)
+            tl.store(out_ptr + row_base + col, value, mask=hit)
 
 
 def diagonal_copy(
@@ -189,7 +191,7 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
         (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
          len(row_dims), base, col_stride),
         {"WORDS": words, "BLOCK": tile.block, "PEEL_LANES": tile.peel_lanes,
-         "COPY_LANES": tile.copy_lanes, "INDEX_64": index_64},
+         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64},
         tile.num_warps,
     )
 

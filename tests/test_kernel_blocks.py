@@ -34,6 +34,7 @@ def small_gpu_blocks(request, monkeypatch):
     monkeypatch.setattr(backward_module, "FILL_BLOCK_BYTES", fill)
     monkeypatch.setattr(backward_module, "FILL_LANES", lanes)
     monkeypatch.setattr(copy_module, "GATHER_BLOCK_BYTES", gather)
+    monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)  # wide passes take several rounds
     monkeypatch.setattr(backward_module, "_PLANS", {})
     monkeypatch.setattr(copy_module, "_PLANS", {})
     return request.param
@@ -117,7 +118,8 @@ def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks)
     block = plan.constexprs["BLOCK"]
     run_len = plan.ints[2]
     assert block == fill // 4 and run_len == 20 > block and plan.n_programs > 1
-    assert plan.constexprs["PEEL_LANES"] == 1 and plan.constexprs["COPY_LANES"] == block
+    assert plan.constexprs["PEEL_LANES"] == 1 and plan.constexprs["COPY_LANES"] == 2
+    assert plan.constexprs["ROUNDS"] == block // 2 > 1
     # Rows of one word: a block holds more rows than one pass covers.
     plan = _plan_of(torch.ones(1, dtype=torch.float32, device=ops.DEVICE), [30, 1], 0, 1)
     width, row_lanes = plan.ints[1], plan.ints[3]

@@ -79,16 +79,18 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
                               (2**24, 2**16, 2**16), (5000, 1024, 1024), (5000, 1025, 1025)]:
         tile = _tiling.plan_flat(total, width, run, word_bytes, _tiling.FILL_BLOCK_BYTES,
                                  _tiling.FILL_LANES)
-        shapes.add((tile.block, tile.peel_lanes, tile.copy_lanes, tile.num_warps))
+        shapes.add((tile.block, tile.peel_lanes, tile.copy_lanes, tile.rounds, tile.num_warps))
         assert tile.row_lanes & (tile.row_lanes - 1) == 0
-        # One round of lanes covers any row's share of a block (the kernels have no loop).
-        assert tile.row_lanes >= min(run, tile.block) and tile.row_lanes <= tile.copy_lanes
+        # The rounds of lanes cover any row's share of a block (the kernels have no loop).
+        assert tile.row_lanes * tile.rounds >= min(run, tile.block)
+        assert tile.row_lanes <= tile.copy_lanes
         assert tile.wide == (run > tile.copy_lanes or tile.peel_lanes == 1)
         assert tile.peel_lanes >> tile.lane_shift >= 1  # rows per pass
         assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
-    block = min(16384 // word_bytes, 4096)
-    narrow = (block, min(256, block), min(256, block), 4)
-    assert shapes == {narrow, (block, 1, block, 4)}
+    block = 16384 // word_bytes
+    wide_lanes = min(block, 4096)
+    narrow = (block, 256, 256, 1, 4)
+    assert shapes == {narrow, (block, 1, wide_lanes, block // wide_lanes, 4)}
 
 
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
