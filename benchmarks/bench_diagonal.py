@@ -310,7 +310,7 @@ def main() -> int:
                         help="random shapes per element size for the variant count")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a tuning sweep: override an integer planning constant of "
-                             "diagfuzz.ops._tiling (e.g. FILL_LANES=256) for this run")
+                             "diagfuzz.ops._tiling (e.g. FILL_WORDS_PER_LANE=8) for this run")
     args = parser.parse_args()
     overrides = apply_overrides(args.set)
     if ops.INTERPRET:

@@ -120,12 +120,13 @@ class FlatTile:
         return self.peel_lanes == 1
 
 
-#: diagonal_backward on a GPU: each program stores up to 16 KiB (4096 words) of zeros as
-#: 16-byte vectors, then its share of the diagonal, 256 lanes a pass. Every program peels a
-#: pass whether or not the diagonal crosses its block, so lanes cost: at 1024 lanes large
-#: outputs ran 0.40-0.75x aten, at 256 0.99-1.38x (H200 sweep, BENCHMARKS.md).
+#: diagonal_backward on a GPU: each program stores 16 KiB of zeros as 16-byte vectors, then
+#: its share of the diagonal, one lane per 16 words a pass (256 lanes for 4-byte words).
+#: Every program peels a pass whether or not the diagonal crosses its block, so lanes cost
+#: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten; 256: 0.99-1.38x), and too
+#: few cost passes (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x).
 FILL_BLOCK_BYTES = 16384
-FILL_LANES = 256
+FILL_WORDS_PER_LANE = 16
 #: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
 #: programs keep more loads in flight.
 GATHER_BLOCK_BYTES = 1024
@@ -138,7 +139,7 @@ _INTERPRET_MAX_WORDS = 1 << 16
 
 
 def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: int,
-              lanes: int | None = None) -> FlatTile:
+              words_per_lane: int = 1) -> FlatTile:
     """Cover ``total`` words, rows of ``width`` words holding runs of at most ``run`` words.
 
     Rows of any width cost no lanes of their own: a narrow row used to need its own tile
@@ -151,7 +152,7 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
         lanes = min(triton.next_power_of_2(rows) * row_lanes, _INTERPRET_MAX_WORDS)
     else:
         block = block_bytes // word_bytes
-        lanes = min(lanes or block, block)
+        lanes = max(block // words_per_lane, 1)
         if run > lanes:  # wide: one row a pass, the run's share of the block in rounds
             copy_lanes = min(block, MAX_WIDE_LANES)
             return FlatTile(block, 1, copy_lanes, copy_lanes, 0, triton.cdiv(total, block),

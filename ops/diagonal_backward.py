@@ -30,7 +30,7 @@ from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     FILL_BLOCK_BYTES,
-    FILL_LANES,
+    FILL_WORDS_PER_LANE,
     SHAPE_ARGS,
     Launcher,
     LaunchPlan,
@@ -299,7 +299,7 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     row_sizes, row_strides = row_args(row_dims)
     total = numel * words
     tile = plan_flat(total, width, run_len, grad.element_size() // words, FILL_BLOCK_BYTES,
-                     FILL_LANES)
+                     FILL_WORDS_PER_LANE)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     # Rows of a pass may run past the last row (masked): their offsets must not overflow.
     index_64 = needs_int64(total + (tile.peel_lanes + 1) * width + tile.block,

@@ -1,6 +1,6 @@
 """The GPU's block plans, shrunk to a few words, run under the interpreter against aten.
 
-On a GPU a program owns 1-16 KiB of the result and handles its rows 256 lanes a pass, so
+On a GPU a program owns 1-16 KiB of the result and handles its rows one lane per 16 words a pass, so
 the paths where a run of diagonal words is split between two programs, a long run gets a
 wide pass of its own, or a block needs several passes over its rows, only appear for large
 tensors.
@@ -22,17 +22,18 @@ from tests.bitwise import bitwise_difference
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
 copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
 
-#: (fill block bytes, fill lanes, gather block bytes), for int32 words: 4..16 words a block.
-SMALL_BLOCKS = [(16, 2, 16), (64, 8, 8)]
+#: (fill block bytes, fill words per lane, gather block bytes), for int32 words: 4..16 words
+#: a block, 2 lanes a pass.
+SMALL_BLOCKS = [(16, 2, 16), (32, 4, 8)]
 
 
-@pytest.fixture(params=SMALL_BLOCKS, ids=lambda p: f"fill{p[0]}B-lanes{p[1]}-gather{p[2]}B")
+@pytest.fixture(params=SMALL_BLOCKS, ids=lambda p: f"fill{p[0]}B-{p[1]}words-a-lane-gather{p[2]}B")
 def small_gpu_blocks(request, monkeypatch):
-    fill, lanes, gather = request.param
+    fill, words_per_lane, gather = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)  # the GPU's index selects too
     monkeypatch.setattr(backward_module, "FILL_BLOCK_BYTES", fill)
-    monkeypatch.setattr(backward_module, "FILL_LANES", lanes)
+    monkeypatch.setattr(backward_module, "FILL_WORDS_PER_LANE", words_per_lane)
     monkeypatch.setattr(copy_module, "GATHER_BLOCK_BYTES", gather)
     monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)  # wide passes take several rounds
     monkeypatch.setattr(backward_module, "_PLANS", {})
@@ -111,7 +112,8 @@ def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks)
     """The plans these tests run really split a run between programs (wide passes) and
     need several passes over a block's rows (else the tests above would prove nothing
     beyond the one-program case)."""
-    fill, lanes, _ = small_gpu_blocks
+    fill, words_per_lane, _ = small_gpu_blocks
+    lanes = fill // 4 // words_per_lane
     # A run of 20 words (the dim after the second diagonal dim) in blocks of 4-16 words.
     grad = torch.arange(3 * 20, dtype=torch.float32, device=ops.DEVICE).reshape(20, 3)
     plan = _plan_of(grad.T.contiguous().T, [3, 4, 20], 0, 1)

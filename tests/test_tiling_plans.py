@@ -78,7 +78,7 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
                               (2**20, 512, 4), (99, 33, 33), (2**24, 2**12, 2**12),
                               (2**24, 2**16, 2**16), (5000, 1024, 1024), (5000, 1025, 1025)]:
         tile = _tiling.plan_flat(total, width, run, word_bytes, _tiling.FILL_BLOCK_BYTES,
-                                 _tiling.FILL_LANES)
+                                 _tiling.FILL_WORDS_PER_LANE)
         shapes.add((tile.block, tile.peel_lanes, tile.copy_lanes, tile.rounds, tile.num_warps))
         assert tile.row_lanes & (tile.row_lanes - 1) == 0
         # The rounds of lanes cover any row's share of a block (the kernels have no loop).
@@ -89,13 +89,13 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
         assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
     block = 16384 // word_bytes
     wide_lanes = min(block, 4096)
-    narrow = (block, 256, 256, 1, 4)
+    narrow = (block, block // 16, block // 16, 1, 4)
     assert shapes == {narrow, (block, 1, wide_lanes, block // wide_lanes, 4)}
 
 
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", True)
-    tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
+    tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_WORDS_PER_LANE)
     assert tile.n_programs == 1 and tile.block == 64 and not tile.wide
     assert tile.peel_lanes >> tile.lane_shift >= 60 // 5  # every row in one pass
 
@@ -137,7 +137,8 @@ def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometr
 def test_copy_blocks_are_smaller(monkeypatch) -> None:
     """A copy gathers: more, smaller programs than the backward fill."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_LANES)
+    fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES,
+                             _tiling.FILL_WORDS_PER_LANE)
     gather = _tiling.plan_flat(2**20, 512, 512, 4, _tiling.GATHER_BLOCK_BYTES)
     assert gather.block * 16 == fill.block and gather.n_programs == 16 * fill.n_programs
     assert gather.wide and gather.copy_lanes == gather.block  # rows longer than a block
