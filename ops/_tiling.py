@@ -121,12 +121,13 @@ class FlatTile:
 
 
 #: diagonal_backward on a GPU: each program stores 16 KiB of zeros as 16-byte vectors, then
-#: its share of the diagonal, one lane per 16 words a pass (256 lanes for 4-byte words).
+#: its share of the diagonal, one lane per 32 words a pass (128 lanes for 4-byte words).
 #: Every program peels a pass whether or not the diagonal crosses its block, so lanes cost
-#: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten; 256: 0.99-1.38x), and too
-#: few cost passes (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x).
+#: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten), and too few cost passes
+#: (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x). H200 sweeps of
+#: 16 and 32 words a lane: BENCHMARKS.md.
 FILL_BLOCK_BYTES = 16384
-FILL_WORDS_PER_LANE = 16
+FILL_WORDS_PER_LANE = 32
 #: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
 #: programs keep more loads in flight.
 GATHER_BLOCK_BYTES = 1024

@@ -1,6 +1,6 @@
 """The GPU's block plans, shrunk to a few words, run under the interpreter against aten.
 
-On a GPU a program owns 1-16 KiB of the result and handles its rows one lane per 16 words a pass, so
+On a GPU a program owns 1-16 KiB of the result and handles its rows one lane per 32 words a pass, so
 the paths where a run of diagonal words is split between two programs, a long run gets a
 wide pass of its own, or a block needs several passes over its rows, only appear for large
 tensors.

@@ -89,7 +89,7 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
         assert tile.n_programs * tile.block >= total > (tile.n_programs - 1) * tile.block
     block = 16384 // word_bytes
     wide_lanes = min(block, 4096)
-    narrow = (block, block // 16, block // 16, 1, 4)
+    narrow = (block, block // 32, block // 32, 1, 4)
     assert shapes == {narrow, (block, 1, wide_lanes, block // wide_lanes, 4)}
 
 
