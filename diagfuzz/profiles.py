@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from hypothesis import HealthCheck, settings
 
+from diagfuzz.determinism import pin_constant_pool
+
 #: Hypothesis profile name used when ``--hypothesis-profile`` is not given.
 DEFAULT_PROFILE = "dev"
 
@@ -60,6 +62,7 @@ def register() -> None:
     with ``CI`` set, Hypothesis loads its own ``ci`` profile (derandomized, no database),
     and profiles inheriting from it changed meaning under CI (seen: no database to replay).
     """
+    pin_constant_pool()  # a seed draws the same Cases on every install and worker
     plain = settings.get_profile("default")
     for name, budget in BUDGETS.items():
         extra = ({"database": None, "derandomize": True} if budget.derandomize
