@@ -1,0 +1,65 @@
+"""Where a call's host time goes, without the kernel launch (a benchmark, not a test).
+
+Replaces the launchers with no-ops and times aten's own op, ``torch.empty``, our wrapper
+called directly, and our wrapper reached through aten's dispatcher (registration on). On a
+GPU, ours minus aten is then the dispatcher's call into Python, our wrapper, and Triton's
+launcher (BENCHMARKS.md, host time). Runs on any device; on CPU it needs no GPU at all.
+
+    python benchmarks/host_breakdown.py
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+
+import torch
+
+import diagfuzz.ops as ops
+
+
+def per_call_us(fn: Callable[[], object], calls: int = 20000) -> float:
+    """Mean of ``calls`` back-to-back calls after a warm-up, in µs."""
+    for _ in range(200):
+        fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def main() -> None:
+    copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
+    backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
+    x = torch.randn(64, 64, device=ops.DEVICE)
+    g = torch.randn(64, device=ops.DEVICE)
+    aten = torch.ops.aten
+
+    def no_launch(plan: object, tensors: object) -> None:
+        return None
+
+    copy_module._launch = no_launch
+    backward_module._launch = no_launch
+    rows = []
+    with ops.use_triton(False):
+        rows.append(("aten diagonal_copy", lambda: aten.diagonal_copy(x, 0, 0, 1)))
+        rows.append(("aten diagonal_backward",
+                     lambda: aten.diagonal_backward(g, [64, 64], 0, 0, 1)))
+        rows.append(("torch.empty(64)", lambda: torch.empty(64, device=ops.DEVICE)))
+        timed = [(name, per_call_us(fn)) for name, fn in rows]
+    timed.append(("ours diagonal_copy, called directly, no launch",
+                  per_call_us(lambda: copy_module.diagonal_copy(x, 0, 0, 1))))
+    timed.append(("ours diagonal_backward, called directly, no launch",
+                  per_call_us(lambda: backward_module.diagonal_backward(g, [64, 64], 0, 0, 1))))
+    with ops.use_triton(True):
+        timed.append(("ours diagonal_copy through aten, no launch",
+                      per_call_us(lambda: aten.diagonal_copy(x, 0, 0, 1))))
+        timed.append(("ours diagonal_backward through aten, no launch",
+                      per_call_us(lambda: aten.diagonal_backward(g, [64, 64], 0, 0, 1))))
+    for name, us in timed:
+        print(f"{name:52s} {us:6.1f} us")
+
+
+if __name__ == "__main__":
+    main()
