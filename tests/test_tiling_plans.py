@@ -120,7 +120,7 @@ def test_launch_plans_are_cached_per_signature() -> None:
 @pytest.mark.parametrize("geometry", [
     ((5, 7), 1, 0, 1), ((5, 7), -2, 1, 0), ((3, 4, 5), 1, 0, 2), ((3, 4, 5), 0, 2, 1),
     ((2, 3, 4, 5), -1, 1, 3), ((4, 2, 3, 4), 1, 3, 0), ((2, 3, 2, 3, 2), 0, 1, 3),
-    ((3, 4, 5), 0, 0, 1),  # second diagonal dim a row dim: whole rows on the diagonal
+    ((3, 4, 5), 0, 0, 1),  # a run of 5 words after the second diagonal dim
 ])
 def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometry) -> None:
     """The GPU's way to the diagonal-dim indices (selects during the peel, ON_GPU)
