@@ -9,8 +9,9 @@ off the per-element path, which is what limited a naive flat kernel to 0.13-0.64
 
 Why flat blocks: a tile shaped like the rows (``[rows, width]``) needs a compiled variant per
 power-of-two width, or wastes most lanes on narrow rows (measured up to 10x slower). A flat
-block has one shape per word size; rows are handled ``lanes`` at a time whatever their width,
-so a fuzz run compiles one variant per kernel and word size (BENCHMARKS.md).
+block has one shape per word size; its rows are handled a pass of lanes at a time whatever
+their width, so a fuzz run compiles at most two variants (narrow and wide passes) per kernel
+and word size (BENCHMARKS.md).
 
 ``Launcher``: after Triton's binder has compiled a variant once, later calls with the same
 variant go straight to the compiled kernel, skipping the per-call argument binding.
@@ -99,7 +100,7 @@ class FlatTile:
     at a time: a pass peels ``peel_lanes >> lane_shift`` rows and moves up to ``row_lanes``
     words of each, ``copy_lanes`` lanes a round. Either many rows share the lanes
     (``narrow``: ``peel_lanes == copy_lanes``, one round, ``row_lanes`` a power of two that
-    holds a row's run), or a pass is one row, peeled as a scalar, whose run gets ``rounds``
+    holds a row's run), or a pass is one row, peeled on a single lane, whose run gets ``rounds``
     rounds of ``copy_lanes`` lanes, as many as its share of the block can need (``wide``).
     Only ``block``, the lane counts and ``rounds`` are compile-time constants, and on a GPU
     they depend on the word size and on ``wide`` alone: at most two compiled variants per
@@ -117,6 +118,7 @@ class FlatTile:
 
     @property
     def wide(self) -> bool:
+        """Whether a pass is one row (a run longer than the lanes of a narrow pass)."""
         return self.peel_lanes == 1
 
 
@@ -217,10 +219,9 @@ class Launcher:
     ``JITFunction.run`` binds and type-checks every argument on every call (tens of µs for
     ~30 arguments). A variant is fixed by the constexprs, the word size, the result
     pointer's 16-byte alignment and every integer fitting int32 (all shape ints and the
-    source pointer are unspecialised), so
-    the compiled kernel that the first call returns serves every later call of that variant,
-    with raw pointers. Any failure of that path switches it off for good: Triton's own path
-    is always right, only slower.
+    source pointer are unspecialised), so the compiled kernel that the first call returns
+    serves every later call of that variant, with raw pointers. Any failure of that path
+    switches it off for good: Triton's own path is always right, only slower.
     """
 
     def __init__(self, kernel: Any) -> None:
