@@ -236,7 +236,7 @@ KERNELS = {
 
 def ptx_stores() -> dict:
     """Per compiled variant on the direct-launch path: global stores by vector width (PTX),
-    to see whether ALIGN gave 16-byte vector stores."""
+    to see that diagonal_backward's zero fill got 16-byte vector stores."""
     report = {}
     for name in KERNELS:
         module = importlib.import_module(f"diagfuzz.ops.{name}")
