@@ -287,17 +287,14 @@ def random_shapes(count: int, seed: int) -> dict:
 
 
 def apply_overrides(settings: list[str]) -> dict[str, int]:
-    """Set planning constants where the kernels read them (they import them by name)."""
-    modules = [sys.modules["diagfuzz.ops._tiling"], sys.modules["diagfuzz.ops.diagonal_backward"],
-               sys.modules["diagfuzz.ops.diagonal_copy"]]
+    """Set planning constants of diagfuzz.ops._tiling (the planners read them at call time)."""
+    tiling = sys.modules["diagfuzz.ops._tiling"]
     done: dict[str, int] = {}
     for setting in settings:
         name, _, value = setting.partition("=")
-        if not hasattr(modules[0], name) or not isinstance(getattr(modules[0], name), int):
+        if not isinstance(getattr(tiling, name, None), int):
             raise SystemExit(f"--set {setting}: no integer constant {name!r} in ops._tiling")
-        for module in modules:
-            if hasattr(module, name):
-                setattr(module, name, int(value))
+        setattr(tiling, name, int(value))
         done[name] = int(value)
     return done
 

@@ -121,6 +121,11 @@ class FlatTile:
         """Whether a pass is one row (a run longer than the lanes of a narrow pass)."""
         return self.peel_lanes == 1
 
+    def needs_int64(self, total: int, width: int, read_extent: int) -> bool:
+        """Whether the kernel must index in int64: the rows of a pass may run past the last
+        row (masked), and their offsets must not overflow either."""
+        return needs_int64(total + (self.peel_lanes + 1) * width + self.block, read_extent)
+
 
 #: diagonal_backward on a GPU: each program stores 16 KiB of zeros as 16-byte vectors, then
 #: its share of the diagonal, one lane per 32 words a pass (128 lanes for 4-byte words).
@@ -163,6 +168,16 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
         row_lanes = triton.next_power_of_2(run)
     return FlatTile(block, lanes, lanes, row_lanes, row_lanes.bit_length() - 1,
                     triton.cdiv(total, block))
+
+
+def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
+    """diagonal_backward's plan: FILL_* constants, read at call time (one place to tune)."""
+    return plan_flat(total, width, run, word_bytes, FILL_BLOCK_BYTES, FILL_WORDS_PER_LANE)
+
+
+def plan_gather(total: int, width: int, word_bytes: int) -> FlatTile:
+    """diagonal_copy's plan: a row is its own run; GATHER_BLOCK_BYTES read at call time."""
+    return plan_flat(total, width, width, word_bytes, GATHER_BLOCK_BYTES)
 
 
 def needs_int64(*extents: int) -> bool:

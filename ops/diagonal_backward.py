@@ -29,15 +29,12 @@ from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
-    FILL_BLOCK_BYTES,
-    FILL_WORDS_PER_LANE,
     SHAPE_ARGS,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
-    needs_int64,
-    plan_flat,
+    plan_fill,
     remember,
     row_args,
 )
@@ -298,12 +295,9 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     second_inner, second_size = _index_divisor(row_dims, "second")
     row_sizes, row_strides = row_args(row_dims)
     total = numel * words
-    tile = plan_flat(total, width, run_len, grad.element_size() // words, FILL_BLOCK_BYTES,
-                     FILL_WORDS_PER_LANE)
+    tile = plan_fill(total, width, run_len, grad.element_size() // words)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
-    # Rows of a pass may run past the last row (masked): their offsets must not overflow.
-    index_64 = needs_int64(total + (tile.peel_lanes + 1) * width + tile.block,
-                           grad_extent + words)
+    index_64 = tile.needs_int64(total, width, grad_extent + words)
     return LaunchPlan(
         sizes, tile.n_programs,
         (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,

@@ -19,14 +19,12 @@ from diagfuzz.ops import _counters
 from diagfuzz.ops._geometry import Diagonal, diagonal_of
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
-    GATHER_BLOCK_BYTES,
     SHAPE_ARGS,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
-    needs_int64,
-    plan_flat,
+    plan_gather,
     remember,
     row_args,
 )
@@ -181,11 +179,9 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
     total = numel * words
-    tile = plan_flat(total, width, width, source.element_size() // words, GATHER_BLOCK_BYTES)
+    tile = plan_gather(total, width, source.element_size() // words)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
-    # Rows of a pass may run past the last row (masked): their offsets must not overflow.
-    index_64 = needs_int64(total + (tile.peel_lanes + 1) * width + tile.block,
-                           source_extent + words)
+    index_64 = tile.needs_int64(total, width, source_extent + words)
     return LaunchPlan(
         diag.shape, tile.n_programs,
         (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,

@@ -33,9 +33,9 @@ def small_gpu_blocks(request, monkeypatch):
     fill, words_per_lane, gather = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)  # the GPU's index selects too
-    monkeypatch.setattr(backward_module, "FILL_BLOCK_BYTES", fill)
-    monkeypatch.setattr(backward_module, "FILL_WORDS_PER_LANE", words_per_lane)
-    monkeypatch.setattr(copy_module, "GATHER_BLOCK_BYTES", gather)
+    monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", fill)
+    monkeypatch.setattr(_tiling, "FILL_WORDS_PER_LANE", words_per_lane)
+    monkeypatch.setattr(_tiling, "GATHER_BLOCK_BYTES", gather)
     monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)  # wide passes take several rounds
     monkeypatch.setattr(backward_module, "_PLANS", {})
     monkeypatch.setattr(copy_module, "_PLANS", {})
