@@ -64,14 +64,21 @@ def _diagonal_backward_kernel(
     start = pid * BLOCK
     offs = start + tl.arange(0, BLOCK)
     zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
-    if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
-        tl.store(out_ptr + offs, zeros)
-    else:
-        tl.store(out_ptr + offs, zeros, mask=offs < total)
-    # The diagonal's words below overwrite some of those zeros: order the two stores across
-    # the program's threads.
-    tl.debug_barrier()
     end = tl.minimum(start + BLOCK, total)
+    # A wide pass's block that lies in one row may lie wholly on that row's run: it then
+    # holds only diagonal words, stored once below. Such blocks zero themselves only once
+    # their row is peeled, and only when the run does not cover them.
+    lone_row = False
+    if PEEL_LANES == 1:
+        lone_row = (start // width) == ((end - 1) // width)
+    if lone_row == 0:
+        if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+            tl.store(out_ptr + offs, zeros)
+        else:
+            tl.store(out_ptr + offs, zeros, mask=offs < total)
+        # The diagonal's words below overwrite some of those zeros: order the two stores
+        # across the program's threads.
+        tl.debug_barrier()
     row_end = (end - 1) // width + 1
     slot = tl.arange(0, PEEL_LANES)
     k = tl.arange(0, COPY_LANES)
@@ -170,9 +177,23 @@ def _diagonal_backward_kernel(
         # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
         # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
         crosses = 1
+        covered = 0
         if PEEL_LANES == 1:
             crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
-        if crosses > 0:
+            covered = tl.max((on_diag & lone_row & (lo == start - row_base)
+                              & (hi - lo == BLOCK)).to(tl.int32), axis=0)
+            if covered:  # the whole block is the run: one full-width copy, vector stores
+                word = offs - row_base - run_start
+                g = tl.load(grad_ptr + grad_row + i * diag_stride
+                            + (word // WORDS) * col_stride + word % WORDS)
+                tl.store(out_ptr + offs, g)
+            elif lone_row:  # zeros deferred above: store them before the run's words
+                if start + BLOCK <= total:
+                    tl.store(out_ptr + offs, zeros)
+                else:
+                    tl.store(out_ptr + offs, zeros, mask=offs < total)
+                tl.debug_barrier()
+        if crosses > covered:
             for r in tl.static_range(ROUNDS):  # narrow: one round
                 col = lo + r * COPY_LANES + k
                 hit = on_diag & (col < hi)
