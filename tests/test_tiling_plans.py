@@ -93,6 +93,28 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
     assert shapes == {narrow, (block, 1, wide_lanes, block // wide_lanes, 4)}
 
 
+def test_small_outputs_get_small_blocks_and_keep_two_variants(monkeypatch) -> None:
+    """Outputs up to SMALL_OUTPUT_BYTES get more programs and lanes (a 1 MB output made 64
+    programs of 16 KiB); every fuzz Case is small, so the fuzz run's variants stay at two per
+    word size (narrow and wide) whatever the shape; larger outputs keep the big blocks."""
+    monkeypatch.setattr(_tiling, "INTERPRET", False)
+    limit = _tiling.SMALL_OUTPUT_BYTES
+    small = _tiling.plan_fill(limit // 4, 8, 1, 4)  # 4096x8x8 float32: rows of 8 words
+    big = _tiling.plan_fill(limit // 4 + 1, 8, 1, 4)
+    assert small.block * 4 == _tiling.SMALL_FILL_BLOCK_BYTES
+    assert big.block * 4 == _tiling.FILL_BLOCK_BYTES
+    assert small.n_programs > big.n_programs
+    rows_per_pass = small.peel_lanes >> small.lane_shift
+    assert rows_per_pass * 8 >= small.block  # a block of 8-word rows in one pass
+    fuzz_shapes = {
+        (t.block, t.peel_lanes, t.copy_lanes, t.rounds)
+        for total, width, run in [(1, 1, 1), (16, 4, 1), (4096, 64, 64), (4096, 4096, 4096),
+                                  (2048, 2, 2), (4095, 4095, 1)]
+        for t in [_tiling.plan_fill(total, width, run, 4)]
+    }
+    assert len(fuzz_shapes) == 2
+
+
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", True)
     tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_WORDS_PER_LANE)
