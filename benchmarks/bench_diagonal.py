@@ -4,8 +4,9 @@ Each grid row times, in one run and with CUDA events (``triton.testing.do_bench`
 aten eager (registration off), a two-launch baseline (``torch.zeros`` + a copy into the
 diagonal view for backward, as FlagGems ships; ``torch.empty`` + a copy out of the view for
 copy), and our single Triton launch; the floor is the minimum bytes moved over the fill/copy
-bandwidth measured at the start of the same run. Small shapes also get host wall time per
-call. It then counts compiled kernel variants over random shapes (checked bitwise against
+bandwidth measured at the start of the same run; backward rows also time a fill alone of
+the same bytes (``fill_same_*``: the floor at that size). Small shapes also get host wall
+time per call. It then counts compiled kernel variants over random shapes (checked bitwise against
 aten on the way) and over the grid.
 
     python benchmarks/bench_diagonal.py [--out DIR] [--quick]
@@ -215,6 +216,16 @@ def bandwidths() -> tuple[float, float]:
     return (2 << 30) / fill_s, 2 * (1 << 30) / copy_s
 
 
+def same_size_fill_us(out_bytes: int, quick: bool) -> float:
+    """A fill alone of ``out_bytes`` (float32 ``zero_``, or uint8 for odd sizes): the time
+    below which no diagonal_backward of that output can go. Below a few hundred MB a
+    fill does not reach the 2 GiB fill's bandwidth (launch, ramp-up and tail are a larger
+    share), so this is the fair floor for "90% of fill" at 64-128 MB."""
+    dtype = torch.float32 if out_bytes % 4 == 0 else torch.uint8
+    buf = torch.empty(out_bytes // dtype.itemsize, dtype=dtype, device=ops.DEVICE)
+    return median_us(buf.zero_, quick)
+
+
 def variants(kernel) -> int:
     """Compiled variants in a @triton.jit kernel's cache, over all devices (3.6 and 3.9)."""
     caches = getattr(kernel, "device_caches", None) or getattr(kernel, "cache", {})
@@ -347,6 +358,9 @@ def main() -> int:
                   times["ours"], floor)
         row.extra["ours_TBps"] = (out_bytes + read_bytes) / (row.ours_us * 1e-6) / 1e12
         row.extra["fill_frac"] = out_bytes / (row.ours_us * 1e-6) / fill_bw
+        if s.op == "backward":  # the floor at this size: a fill alone of the same bytes
+            row.extra["fill_same_us"] = same_size_fill_us(out_bytes, args.quick)
+            row.extra["fill_same_frac"] = row.extra["fill_same_us"] / row.ours_us
         if out_bytes <= MB and s.dtype == "float32" and not s.strided:
             for name, fn in fns.items():
                 row.extra[f"host_{name}_us"] = host_us(fn)
@@ -376,14 +390,16 @@ def print_table(rows: list[Row], meta: dict) -> None:
     print(f"\n## {meta['gpu']} torch {meta['torch']} triton {meta['triton']} {meta['date']}; "
           f"fill {meta['fill_TBps']:.2f} TB/s copy {meta['copy_TBps']:.2f} TB/s")
     print(f"{'shape':66s} {'MB':>7s} {'aten':>8s} {'2-launch':>8s} {'ours':>8s} "
-          f"{'x aten':>6s} {'x 2L':>5s} {'fill%':>5s} {'host ours/aten':>14s}")
+          f"{'x aten':>6s} {'x 2L':>5s} {'fill%':>5s} {'same%':>5s} {'host ours/aten':>14s}")
     for r in rows:
         host = ""
+        same = f"{100 * r.extra['fill_same_frac']:5.1f}" if "fill_same_frac" in r.extra else ""
         if "host_ours_us" in r.extra:
             host = f"{r.extra['host_ours_us']:.1f}/{r.extra['host_aten_us']:.1f}"
         print(f"{r.shape.label():66s} {r.out_bytes / MB:7.2f} {r.aten_us:8.1f} "
               f"{r.two_launch_us:8.1f} {r.ours_us:8.1f} {r.aten_us / r.ours_us:6.2f} "
-              f"{r.two_launch_us / r.ours_us:5.2f} {100 * r.extra['fill_frac']:5.1f} {host:>14s}")
+              f"{r.two_launch_us / r.ours_us:5.2f} {100 * r.extra['fill_frac']:5.1f} {same:>5s} "
+              f"{host:>14s}")
     print(f"variants after random shapes + grid: {meta['grid_variants']}; "
           f"random: {json.dumps(meta['random_shapes'])}")
     print(f"grid bitwise mismatches: {meta['grid_bitwise_mismatches'] or 'none'}")
