@@ -12,6 +12,11 @@ alone reproduces it (``diagfuzz.case.materialise``). Use them in any ``@given`` 
 Every strategy validates its narrowing arguments when called and puts the simplest choice
 first, so failures shrink towards rank 2, small sizes, dims (0, 1), offset 0, float32, a
 contiguous layout and plain values.
+
+The ``*_case_families`` strategies draw tuples of Cases instead: a base Case as above and
+siblings that share its dearest choices (sizes, dims, layout) and draw only their own
+offset, dtype and values, so one Hypothesis example yields several Cases (about
+MEAN_MEMBERS) for few extra choices. A fuzz loop checks every member.
 """
 
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, MAX_RANK
@@ -22,6 +27,16 @@ from diagfuzz.strategies._cases import (
     diagonal_cases,
 )
 from diagfuzz.strategies._classes import case_classes, offset_class
+from diagfuzz.strategies._families import (
+    MAX_MEMBERS,
+    MEAN_MEMBERS,
+    case_families,
+    diagonal_backward_case_families,
+    diagonal_case_families,
+    invalid_case_families,
+    mean_members,
+    same_length_offsets,
+)
 from diagfuzz.strategies._invalid import INVALID_CLASSES, broadcastable, invalid_cases
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, layouts
 from diagfuzz.strategies._values import VALUE_MODES, classify_bits, special_values, values
@@ -31,18 +46,26 @@ __all__ = [
     "DEFAULT_RANKS",
     "INVALID_CLASSES",
     "LAYOUT_KINDS",
+    "MAX_MEMBERS",
     "MAX_RANK",
+    "MEAN_MEMBERS",
     "OFFSET_KINDS",
     "VALUE_MODES",
     "broadcastable",
     "case_classes",
+    "case_families",
     "cases",
     "classify_bits",
+    "diagonal_backward_case_families",
     "diagonal_backward_cases",
+    "diagonal_case_families",
     "diagonal_cases",
+    "invalid_case_families",
     "invalid_cases",
     "layouts",
+    "mean_members",
     "offset_class",
+    "same_length_offsets",
     "special_values",
     "values",
 ]

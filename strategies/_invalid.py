@@ -94,14 +94,33 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
     return _invalid(ops, chosen, n, valid, tuple(str(d) for d in devices))
 
 
+#: Classes that build their own sizes instead of breaking a valid Case.
+LOW_RANK = ("rank0", "rank1")
+
+
 @st.composite
 def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
              valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
+    return draw_invalid(draw, ops, classes, n, valid, devices)[0]
+
+
+def draw_invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...],
+                 n: Narrowing, valid: dict[str, st.SearchStrategy[Case]],
+                 devices: tuple[str, ...]) -> tuple[Case, Case | None]:
+    """One invalid Case, and the valid Case it broke (None for the LOW_RANK classes)."""
     op, kind = draw(choice(tuple((c_op, c) for c in classes for c_op in ops
                                  if c_op in INVALID_CLASSES[c])))
-    if kind in ("rank0", "rank1"):
-        return _low_rank(draw, op, kind, n)
-    case = draw(valid[op]).replace(invalid=kind)
+    if kind in LOW_RANK:
+        return _low_rank(draw, op, kind, n), None
+    case = draw(valid[op])
+    return break_case(draw, kind, case, n, devices), case
+
+
+def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
+               devices: tuple[str, ...]) -> Case:
+    """``case`` (valid) broken as invalid class ``kind`` (not one of LOW_RANK) says."""
+    op = case.op
+    case = case.replace(invalid=kind)
     rank = len(case.sizes)
     if kind == "dim_above_range":
         bad = draw(choice((rank, rank + 1, rank + 2, INT64_MAX)))

@@ -1,0 +1,270 @@
+"""Case families: one Hypothesis example, several Cases.
+
+Drawing a Case costs about 30 choices (rank, sizes, dims, offset, dtype, layout, values), and
+Hypothesis spends tens of microseconds on each plus a fixed cost per example, so drawing,
+not running, limited a GPU worker (600-780 Cases/s on an H200 host). A family draws one
+base Case exactly as the Case strategies do, then a drawn number of siblings that reuse the
+base's dear choices (sizes, dims, layout) and draw only their own few: about 5 choices a
+sibling. Every member is a complete, ordinary Case; the family is a tuple of them, base
+first. A family shrinks like its failing member: the sibling count shrinks towards 0, the
+shared choices shrink as in the Case strategies, and a sibling's own choices shrink as the
+base's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from diagfuzz.case import OPS, Case
+from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
+from diagfuzz.strategies._cases import (
+    INT64_MAX,
+    Narrowing,
+    _backward,
+    _diagonal,
+    draw_offset,
+    dtype_options,
+    narrowing,
+    placement,
+)
+from diagfuzz.strategies._draws import below, choice, ints
+from diagfuzz.strategies._invalid import (
+    INVALID_CLASSES,
+    LOW_RANK,
+    break_case,
+    draw_invalid,
+    invalid_cases,
+)
+from diagfuzz.strategies._values import draw_values
+
+#: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings).
+MAX_MEMBERS = 8
+#: Cases per family on average at MAX_MEMBERS, measured for each stream (12 seeds x 50 and
+#: x 125 families: valid 3.8 to 4.2, invalid 3.8; single shards range 2.7 to 5.8): the
+#: sibling count is one uniform draw, and Hypothesis draws the simplest count, 0, for
+#: about one family in five. A fuzz loop divides its Case budget by this to get
+#: Hypothesis' max_examples (diagfuzz.profiles).
+MEAN_MEMBERS = 4.0
+
+Family = tuple[Case, ...]
+#: dims and offsets of a LOW_RANK Case (as ``_low_rank`` draws them).
+SMALL_INTS = ints(-2, 2)
+#: Offsets every empty diagonal shares: ±(2**63 - 1) and -2**63.
+EXTREME_OFFSETS = (INT64_MAX, -INT64_MAX, -INT64_MAX - 1)
+
+
+def mean_members(max_members: int) -> float:
+    """Cases per family on average at ``max_members``: MEAN_MEMBERS at MAX_MEMBERS, 1 at 1,
+    linear between (the sibling count is uniform, with the same share of simplest draws)."""
+    check_max_members(max_members)
+    return 1 + (max_members - 1) * (MEAN_MEMBERS - 1) / (MAX_MEMBERS - 1)
+
+
+def check_max_members(max_members: int) -> int:
+    """A family size of at least 1 (1: families of one Case, no sibling count drawn)."""
+    if isinstance(max_members, bool) or not isinstance(max_members, int) or max_members < 1:
+        raise InvalidArgument(f"max_members={max_members!r} must be an int >= 1")
+    return max_members
+
+
+def diagonal_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
+                           dtypes: Sequence[str | torch.dtype] | None = None,
+                           max_elements: int = DEFAULT_MAX_ELEMENTS,
+                           layout_kinds: Collection[str] | None = None,
+                           offsets: Collection[str] | None = None,
+                           value_modes: Collection[str] | None = None,
+                           specials: bool = True,
+                           max_members: int = MAX_MEMBERS,
+                           ) -> st.SearchStrategy[Family]:
+    """Families of 1 to ``max_members`` valid ``diagonal`` Cases (a tuple, base first).
+
+    The base is drawn as ``diagonal_cases`` draws a Case (same arguments). Each sibling
+    shares the base's sizes, dims and input layout (the input's shape is ``sizes``, whatever
+    the offset and dtype) and draws its own offset (any of ``offsets``), dtype and values,
+    with specials placed on its own diagonal: about 5 choices instead of about 30.
+
+    Shrinks towards a family of one (the sibling count towards 0), then as
+    ``diagonal_cases`` does; a failing sibling keeps its own offset, dtype and values and
+    shrinks them as the base's.
+    """
+    n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
+                  layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
+                  specials=specials)
+    return _diagonal_families(n, check_max_members(max_members))
+
+
+def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
+                                    dtypes: Sequence[str | torch.dtype] | None = None,
+                                    max_elements: int = DEFAULT_MAX_ELEMENTS,
+                                    layout_kinds: Collection[str] | None = None,
+                                    offsets: Collection[str] | None = None,
+                                    value_modes: Collection[str] | None = None,
+                                    specials: bool = True,
+                                    max_members: int = MAX_MEMBERS,
+                                    ) -> st.SearchStrategy[Family]:
+    """Families of 1 to ``max_members`` valid ``diagonal_backward`` Cases (base first).
+
+    The base is drawn as ``diagonal_backward_cases`` draws a Case. grad_output's shape is
+    the diagonal's, so siblings share the base's input_sizes, dims and grad_output layout
+    and draw their own dtype (word sizes 1 to 16 bytes) and values, and an offset among
+    those whose diagonal has the base's length (``same_length_offsets``: the base's first).
+
+    Shrinks towards a family of one, then as ``diagonal_backward_cases`` does; a failing
+    sibling's offset shrinks towards the base's.
+    """
+    n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
+                  layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
+                  specials=specials)
+    return _backward_families(n, check_max_members(max_members))
+
+
+def invalid_case_families(op: str | None = None, *, classes: Collection[str] | None = None,
+                          ranks: int | Sequence[int] = DEFAULT_RANKS,
+                          dtypes: Sequence[str | torch.dtype] | None = None,
+                          max_elements: int = DEFAULT_MAX_ELEMENTS,
+                          layout_kinds: Collection[str] | None = None,
+                          devices: Sequence[str] = ("meta",),
+                          max_members: int = MAX_MEMBERS) -> st.SearchStrategy[Family]:
+    """Families of 1 to ``max_members`` invalid Cases of one op (base first).
+
+    The base is drawn as ``invalid_cases`` draws a Case (same arguments). Most classes break
+    a valid Case; siblings break the same valid Case, each as a class of its own (any of
+    ``classes`` but the LOW_RANK ones, which build their own sizes): one to three choices
+    each, about ten for a wrong grad_output. Siblings of a LOW_RANK base keep its class,
+    sizes and layout and draw their own dims, offset, dtype and values. When ``classes``
+    leaves a valid-based base no class to break it by, its family is just the base.
+
+    Shrinks towards a family of one, then as ``invalid_cases`` does; a failing sibling's
+    class shrinks towards the earliest class.
+    """
+    invalid_cases(op, classes=classes, ranks=ranks, dtypes=dtypes,
+                  max_elements=max_elements, layout_kinds=layout_kinds, devices=devices)
+    ops = OPS if op is None else (op,)
+    applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
+                       if any(o in for_ops for o in ops))
+    chosen = check_kinds("classes", classes, applicable)
+    ops = tuple(o for o in ops if any(o in INVALID_CLASSES[c] for c in chosen))
+    n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
+                  layout_kinds=layout_kinds)
+    base = replace(n, max_elements=max(1, n.max_elements // 4))  # as invalid_cases
+    valid = {"diagonal": _diagonal(base), "diagonal_backward": _backward(base)}
+    breakable = {o: tuple(c for c in chosen if o in INVALID_CLASSES[c] and c not in LOW_RANK)
+                 for o in ops}
+    return _invalid_families(ops, chosen, n, valid, tuple(str(d) for d in devices),
+                             breakable, check_max_members(max_members))
+
+
+def case_families(op: str, **narrowing_args: object) -> st.SearchStrategy[Family]:
+    """Valid Case families of ``op`` ("diagonal" or "diagonal_backward")."""
+    if op == "diagonal":
+        return diagonal_case_families(**narrowing_args)  # type: ignore[arg-type]
+    if op == "diagonal_backward":
+        return diagonal_backward_case_families(**narrowing_args)  # type: ignore[arg-type]
+    raise InvalidArgument(f"op={op!r} must be one of {OPS}")
+
+
+def same_length_offsets(rows: int, cols: int, offset: int) -> tuple[int, ...]:
+    """Offsets whose diagonal of a (rows, cols) matrix is as long as ``offset``'s.
+
+    ``offset`` first, then, ascending, the ends of the runs of offsets of that length: for
+    a non-empty diagonal of length L the offsets cols - L and L - rows and the runs
+    [0, cols - rows] or [cols - rows, -1] of full-length diagonals; for an empty one ±size
+    and EXTREME_OFFSETS (a kernel's offset arithmetic overflowing int64).
+    """
+    length = _length(rows, cols, offset)
+    candidates = ({0, -1, cols - length, length - rows, cols - rows} if length
+                  else {cols, -rows, *EXTREME_OFFSETS})
+    others = sorted(o for o in candidates if o != offset and _length(rows, cols, o) == length)
+    return (offset, *others)
+
+
+def _length(rows: int, cols: int, offset: int) -> int:
+    return max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+
+
+# --- the family strategies ---------------------------------------------------------------
+
+def _siblings(draw: st.DrawFn, max_members: int) -> int:
+    """How many siblings follow the base: one uniform draw, shrinking to 0."""
+    return below(draw, max_members)
+
+
+def _diagonal_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
+    cases = _diagonal(n)
+    dtypes = dtype_options(n.dtypes)
+
+    @st.composite
+    def draw_family(draw: st.DrawFn) -> Family:
+        base = draw(cases)
+        rank = len(base.sizes)
+        d1, d2 = base.dim1 % rank, base.dim2 % rank
+        family = [base]
+        for _ in range(_siblings(draw, max_members)):
+            offset = draw_offset(draw, n.offsets, base.sizes[d1], base.sizes[d2])
+            dtype = draw(choice(dtypes))
+            where = (placement(base.layout, diagonal_of(base.sizes, offset, d1, d2))
+                     if n.specials else None)
+            values = draw_values(draw, dtype, where, n.value_modes)
+            family.append(base.replace(offset=offset, dtype=dtype, values=values))
+        return tuple(family)
+
+    return draw_family()
+
+
+def _backward_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
+    cases = _backward(n)
+    dtypes = dtype_options(n.dtypes)
+
+    @st.composite
+    def draw_family(draw: st.DrawFn) -> Family:
+        base = draw(cases)
+        rank = len(base.sizes)
+        rows, cols = base.sizes[base.dim1 % rank], base.sizes[base.dim2 % rank]
+        offsets = same_length_offsets(rows, cols, base.offset)
+        where = placement(base.layout) if n.specials else None
+        family = [base]
+        for _ in range(_siblings(draw, max_members)):
+            offset = offsets[below(draw, len(offsets))]
+            dtype = draw(choice(dtypes))
+            values = draw_values(draw, dtype, where, n.value_modes)
+            family.append(base.replace(offset=offset, dtype=dtype, values=values))
+        return tuple(family)
+
+    return draw_family()
+
+
+def _invalid_families(ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
+                      valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...],
+                      breakable: dict[str, tuple[str, ...]],
+                      max_members: int) -> st.SearchStrategy[Family]:
+    @st.composite
+    def draw_family(draw: st.DrawFn) -> Family:
+        base, unbroken = draw_invalid(draw, ops, classes, n, valid, devices)
+        kinds = breakable[base.op]
+        if unbroken is not None and not kinds:
+            return (base,)
+        family = [base]
+        for _ in range(_siblings(draw, max_members)):
+            if unbroken is None:
+                family.append(_low_rank_sibling(draw, base, n))
+                continue
+            kind = draw(choice(kinds)) if len(kinds) > 1 else kinds[0]
+            family.append(break_case(draw, kind, unbroken, n, devices))
+        return tuple(family)
+
+    return draw_family()
+
+
+def _low_rank_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
+    """A LOW_RANK Case with ``base``'s sizes and layout, its own dims, offset, dtype and
+    values (drawn as ``_low_rank`` draws them)."""
+    dim1, dim2, offset = draw(SMALL_INTS), draw(SMALL_INTS), draw(SMALL_INTS)
+    dtype = draw(choice(n.dtypes))
+    values = draw_values(draw, dtype, placement(base.layout), n.value_modes)
+    return base.replace(dim1=dim1, dim2=dim2, offset=offset, dtype=dtype, values=values)
