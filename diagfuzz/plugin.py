@@ -38,6 +38,7 @@ from diagfuzz import workers
 from diagfuzz.sharding import (
     RunPlan,
     examples_per_shard,
+    families_per_shard,
     new_run_seed,
     shard_count,
 )
@@ -69,7 +70,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="shards per stream (default: the profile's, at least "
                          "workers/3); the budget is split over them")
     group.addoption("--diagfuzz-budget", type=int, default=None, metavar="N",
-                    help="total examples over all shards (default: the profile's)")
+                    help="total Cases over all shards, about (the suite draws Case "
+                         "families; default: the profile's)")
+    group.addoption("--diagfuzz-max-members", type=int, default=None, metavar="N",
+                    help="Cases per family at most (default: the profile's, 8; gate 1); "
+                         "1 draws one Case per Hypothesis example")
     group.addoption("--diagfuzz-max-elements", type=int, default=None, metavar="N",
                     help="largest tensor the strategies draw (default: the profile's)")
     group.addoption("--diagfuzz-isolation", choices=("auto", "process", "inprocess"),
@@ -192,12 +197,13 @@ def resolve_plan(config: pytest.Config) -> RunPlan:
         impl=impl,
         profile=profile,
         shards=shards,
-        examples=examples_per_shard(total, shards),
+        cases_per_shard=examples_per_shard(total, shards),
         max_elements=_positive(config, "diagfuzz_max_elements") or budget.max_elements,
         isolation=_isolation(config.getoption("diagfuzz_isolation")),
         timeout=_timeout(config.getoption("diagfuzz_timeout")),
         run_dir=str(root.resolve() / f"run-{seed}"),
         workers=n_workers,
+        max_members=_positive(config, "diagfuzz_max_members") or budget.max_members,
     )
 
 
@@ -415,25 +421,37 @@ class Shard:
         self.index = index
         self.seed = session.plan.shard_seed(stream, index)
 
-    def fuzz(self, strategy_factory: Callable[..., Any]) -> None:
-        """Draw Cases from ``strategy_factory(max_elements=...)`` and check each one."""
+    def fuzz(self, family_factory: Callable[..., Any]) -> None:
+        """Draw Case families from ``family_factory(max_elements=..., max_members=...)`` and
+        check every member.
+
+        Members are checked in order, each journaled, run and tallied; the first failing
+        one raises, so Hypothesis shrinks the family and the item's last Failure (the final
+        shrunk example's) names that member alone. ``max_examples`` counts families: the
+        shard's Case budget divided by the mean family size (``strategies.mean_members``).
+        """
         from hypothesis import given, seed
         from hypothesis.database import DirectoryBasedExampleDatabase
 
         from diagfuzz import profiles
+        from diagfuzz.strategies import mean_members
 
         plan = self.session.plan
-        strategy = strategy_factory(max_elements=plan.max_elements)
+        strategy = family_factory(max_elements=plan.max_elements,
+                                  max_members=plan.max_members)
         check, item = self.session.check, self.item
 
-        def fuzz_shard(case: Any) -> None:
-            check(item, case)
+        def fuzz_shard(family: tuple[Any, ...]) -> None:
+            for case in family:
+                check(item, case)
 
         # Each shard saves and replays its failures under its own database key.
         fuzz_shard._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
             f"{self.stream}:{self.index}".encode())
         shard_settings = profiles.shard_settings(
-            plan.profile, max_examples=plan.examples,
+            plan.profile,
+            max_examples=families_per_shard(plan.cases_per_shard,
+                                            mean_members(plan.max_members)),
             database=DirectoryBasedExampleDatabase(self.session.database_dir))
         test = shard_settings(seed(self.seed)(given(strategy)(fuzz_shard)))
         test()

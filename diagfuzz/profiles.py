@@ -1,12 +1,18 @@
 """Hypothesis profiles of the fuzz suite, and the budget each one stands for.
 
-A profile's budget is ``examples`` per shard × ``shards`` per stream × 3 streams (diagonal,
-diagonal_backward, invalid), on tensors of at most ``max_elements`` elements. The Hypothesis
-profile carries ``max_examples = examples``; the rest lives here because Hypothesis settings
-cannot hold it. Every profile has ``deadline=None`` (the first call of a kernel compiles,
-which trips any deadline) and suppresses the health checks that flag slow or large *data*,
-since big tensors are what a kernel fuzzer must draw. Health checks that point at a broken
-strategy (filter_too_much, large_base_example) stay on.
+A profile's budget is ``examples`` Cases per shard × ``shards`` per stream × 3 streams
+(diagonal, diagonal_backward, invalid), on tensors of at most ``max_elements`` elements. The
+Hypothesis profile carries ``max_examples = examples`` (right for a test drawing one Case per
+example); the rest lives here because Hypothesis settings cannot hold it. The suite draws
+Case families (``diagfuzz.strategies.*_case_families``), so a shard runs its Case budget
+divided by the mean family size (``diagfuzz.strategies.MEAN_MEMBERS``, measured: 4) as
+Hypothesis examples, so a profile stands for about the same number of Cases as before
+families, in a quarter of the examples.
+
+Every profile has ``deadline=None`` (the first call of a kernel compiles, which trips any
+deadline) and suppresses the health checks that flag slow or large *data*, since big
+tensors are what a kernel fuzzer must draw. Health checks that point at a broken strategy
+(filter_too_much, large_base_example) stay on.
 
 Profiles are registered only when the diagfuzz plugin is active (``pytest -p diagfuzz``), so
 a project that merely installs diagfuzz keeps its own ``dev``/``ci`` profiles.
@@ -26,28 +32,37 @@ DEFAULT_PROFILE = "dev"
 
 @dataclass(frozen=True)
 class Budget:
-    """How much one profile fuzzes: examples per shard, shards per stream, tensor size cap."""
+    """How much one profile fuzzes: Cases per shard, shards per stream, tensor size cap."""
 
     examples: int
     shards: int
     max_elements: int
     derandomize: bool = False
     doc: str = ""
+    #: Cases per family at most (1: one Case per Hypothesis example, no families).
+    max_members: int = 8
 
     @property
     def total(self) -> int:
-        """Examples over all shards of the three streams."""
+        """Cases over all shards of the three streams."""
         return self.examples * self.shards * 3
 
 
 #: The budgets, documented in the README. Times: ``pytest -n 2`` on 2 CPU cores (Triton
 #: interpreter, executor-process isolation, a busy machine): 6,000 Cases 84 s wall, 600 Cases 28 s.
+#: The gate draws no families (max_members=1): its budget is small (1,200 Cases; its tests
+#: use 24) and Hypothesis spends a shard's first example on the simplest family, a single
+#: minimal Case, so at 2 Cases a shard families left every shard that Case alone (a bug at
+#: offset 1 went unseen). A gate runs its Cases in executor processes, where running, not
+#: drawing, costs, so families would save it little; and it keeps drawing the Cases it drew
+#: before families, so its verdicts and corpus stay comparable.
 BUDGETS: dict[str, Budget] = {
     "dev": Budget(500, 4, 4096, doc="default: 6,000 Cases, about 1-1.5 minutes on 2 CPU cores"),
     "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 600 Cases, about 30 s on 2 CPU cores"),
-    "gate": Budget(100, 4, 4096, derandomize=True,
+    "gate": Budget(100, 4, 4096, derandomize=True, max_members=1,
                    doc="pre-merge gate: 1,200 Cases (diagfuzz gate passes its own --budget), "
-                       "derandomized, no example database: one seed, the same Cases"),
+                       "derandomized, no example database: one seed, the same Cases; one "
+                       "Case per example"),
     "nightly": Budget(10_000, 16, 1 << 20,
                       doc="480,000 Cases up to 2**20 elements: meant for a GPU machine"),
 }

@@ -37,8 +37,16 @@ def shard_count(profile_shards: int, workers: int, streams: int = len(STREAMS)) 
 
 
 def examples_per_shard(total: int, shards: int, streams: int = len(STREAMS)) -> int:
-    """Examples each shard runs so that all shards together run about ``total``."""
+    """Cases each shard runs so that all shards together run about ``total``."""
     return max(1, math.ceil(total / (shards * streams)))
+
+
+def families_per_shard(cases: int, mean_members: float) -> int:
+    """Hypothesis examples (Case families of ``mean_members`` Cases on average) that make
+    about ``cases`` Cases: the suite draws families, and max_examples counts examples."""
+    if mean_members < 1:
+        raise ValueError(f"mean_members={mean_members!r} must be at least 1")
+    return max(1, math.ceil(cases / mean_members))
 
 
 @dataclass(frozen=True)
@@ -53,12 +61,14 @@ class RunPlan:
     impl: str
     profile: str
     shards: int
-    examples: int
+    cases_per_shard: int
     max_elements: int
     isolation: str
     timeout: float | None
     run_dir: str
     workers: int
+    #: Cases per family at most (diagfuzz.strategies.MAX_MEMBERS; 1: a Case per example).
+    max_members: int = 8
 
     def shard_seed(self, stream: str, shard: int) -> int:
         """The seed of one shard."""
@@ -66,8 +76,8 @@ class RunPlan:
 
     @property
     def total(self) -> int:
-        """Examples over all shards of all streams."""
-        return self.examples * self.shards * len(STREAMS)
+        """The Case budget over all shards of all streams (about: families vary in size)."""
+        return self.cases_per_shard * self.shards * len(STREAMS)
 
     def worker_dir(self, worker_id: str) -> Path:
         """The private directory of one worker (``main`` without xdist)."""
@@ -91,6 +101,7 @@ class RunPlan:
         """One line for the run header: how to rerun, and how big the run is."""
         return (f"diagfuzz: seed {self.seed} (rerun: --diagfuzz-seed {self.seed}), "
                 f"impl {self.impl}, profile {self.profile}: {self.shards} shards x "
-                f"{len(STREAMS)} streams x {self.examples} examples, max "
+                f"{len(STREAMS)} streams x about {self.cases_per_shard} Cases (families of up "
+                f"to {self.max_members}), max "
                 f"{self.max_elements} elements, isolation {self.isolation}, "
                 f"run dir {self.run_dir}")

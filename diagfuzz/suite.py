@@ -5,8 +5,11 @@ the implementation under test::
 
     pytest -n auto -p diagfuzz --pyargs diagfuzz.suite [--impl MODULE:ATTR]
 
-Each test is one shard (a separate item, so xdist spreads the budget over workers); a
-non-pass Verdict fails it with the Verdict's message after Hypothesis has shrunk the Case.
+Each test is one shard (a separate item, so xdist spreads the budget over workers). A shard
+draws Case families (``diagfuzz.strategies.*_case_families``: a base Case and siblings that
+share its sizes, dims and layout, so one Hypothesis example yields about four Cases for a
+few extra choices) and checks every member; a non-pass Verdict fails the item with that
+member's message after Hypothesis has shrunk the family.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ pytestmark = pytest.mark.fuzz
 
 def test_diagonal(diagfuzz_shard: Shard) -> None:
     """Valid diagonal (diagonal_copy) Cases: every bit, stride and alias checked."""
-    diagfuzz_shard.fuzz(strategies.diagonal_cases)
+    diagfuzz_shard.fuzz(strategies.diagonal_case_families)
 
 
 def test_diagonal_backward(diagfuzz_shard: Shard) -> None:
     """Valid diagonal_backward Cases."""
-    diagfuzz_shard.fuzz(strategies.diagonal_backward_cases)
+    diagfuzz_shard.fuzz(strategies.diagonal_backward_case_families)
 
 
 def test_invalid(diagfuzz_shard: Shard) -> None:
     """Invalid Cases of either op: the impl must raise what aten raises (error parity)."""
-    diagfuzz_shard.fuzz(strategies.invalid_cases)
+    diagfuzz_shard.fuzz(strategies.invalid_case_families)

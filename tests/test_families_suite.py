@@ -1,0 +1,67 @@
+"""The suite draws Case families end to end: a bug one dtype shows is reported as the one
+failing member, shrunk small, and the Case budget is about what the profile says.
+
+The wrong impl lives here (``tests.test_families_suite:wrong_on_int8``), so the suite's
+subprocess imports it as ``--impl``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from diagfuzz import journal, oracles
+from diagfuzz.case import Case
+from tests.faulty._base import Faulty, flip_first_bit
+from tests.test_suite_run import SMALL, fuzz
+
+
+class WrongOnInt8(Faulty):
+    """aten, but an int8 result has one bit flipped: a bug only a sibling's dtype may show."""
+
+    def fault(self, result: torch.Tensor, offset: int) -> torch.Tensor:
+        return flip_first_bit(result) if result.dtype == torch.int8 else result
+
+
+wrong_on_int8 = WrongOnInt8()
+IMPL = "tests.test_families_suite:wrong_on_int8"
+
+
+def test_an_int8_bug_is_reported_as_its_small_failing_member(tmp_path: Path) -> None:
+    code, out, report = fuzz(tmp_path, "--impl", IMPL, "--diagfuzz-isolation", "inprocess",
+                             "--diagfuzz-seed", "3", "--diagfuzz-shards", "1",
+                             "--diagfuzz-budget", "600", "-k", "test_diagonal", *SMALL)
+    assert code == 1, out
+    failures = report["failures"]
+    assert {f["test_id"] for f in failures} == {
+        "diagfuzz/suite.py::test_diagonal[shard0]",
+        "diagfuzz/suite.py::test_diagonal_backward[shard0]"}, out
+    records = [r for r in journal.read(journal.journal_path(
+        Path(report["run_dir"]) / "journal", "main")) if r["type"] == "case"]
+    for failure in failures:
+        assert failure["kind"] == "mismatch", failure
+        case = Case.from_json(failure["case"])  # one Case, not a family
+        assert case.dtype == "int8" and not case.invalid, case
+        assert len(case.sizes) <= 3 and math.prod(case.sizes) <= 4, case
+        assert oracles.check(case, wrong_on_int8, "cpu").kind == "mismatch"
+        # The last Case the item ran is the failing member of Hypothesis' final replay of
+        # the shrunk family (no member after it ran): what the report names.
+        mine = [r["case"] for r in records if r["test_id"] == failure["test_id"]]
+        assert Case.from_json(mine[-1]) == case
+    assert "FAILED mismatch" in out
+
+
+def test_the_case_budget_holds_with_families(tmp_path: Path) -> None:
+    """--diagfuzz-budget counts Cases: the suite draws budget / MEAN_MEMBERS families, and
+    their members come to about the budget (and one Case per example with max-members 1)."""
+    args = ("--diagfuzz-isolation", "inprocess", "--diagfuzz-seed", "11",
+            "--diagfuzz-budget", "240", *SMALL)
+    code, out, report = fuzz(tmp_path, *args)
+    assert code == 0, out
+    assert 240 * 0.6 <= report["cases"] <= 240 * 1.5, report["counts"]
+    assert report["max_members"] == 8 and report["cases_per_shard"] == 40
+    code, out, report = fuzz(tmp_path, *args, "--diagfuzz-max-members", "1", root="one")
+    assert code == 0, out
+    assert report["cases"] == 240 and report["max_members"] == 1
