@@ -6,9 +6,12 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             this process: Cases/s of drawing, of running, and of both (what one worker can
             do), also per CPU second of this process (steady when other work loads the
             machine; in-process isolation only) with the load average, and Triton launches
-            per Case. ``--profile`` adds where the time goes (cProfile, by function); the
-            profiler about halves every rate (the interpreter is Python-heavy), so take
-            throughput from a run without it.
+            per Case. By default it draws Case families as the suite does (about --cases
+            Cases in --cases / MEAN_MEMBERS examples; rates count Cases, ``members`` is
+            the mean family size); ``--no-families`` draws one Case per example, as
+            before families. ``--profile`` adds where the time goes (cProfile, by
+            function); the profiler about halves every rate (the interpreter is
+            Python-heavy), so take throughput from a run without it.
 ``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
             the same budget (so W workers get W times the Cases): wall time, Cases, Cases/s.
             Equal times mean the run scales.
@@ -17,6 +20,7 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             Under the Triton interpreter nothing is compiled: it says so and exits 0.
 
     python benchmarks/bench_throughput.py runner --cases 300 [--isolation process] [--profile]
+                                                 [--no-families]
     python benchmarks/bench_throughput.py suite --workers 1 2 --budget-per-worker 1500
     python benchmarks/bench_throughput.py compilations --cases 10000
 
@@ -42,33 +46,40 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+#: stream -> (Case strategy, Case family strategy) of diagfuzz.strategies.
 STREAMS = {
-    "diagonal": ("diagonal_cases", {}),
-    "diagonal_backward": ("diagonal_backward_cases", {}),
-    "invalid": ("invalid_cases", {}),
+    "diagonal": ("diagonal_cases", "diagonal_case_families"),
+    "diagonal_backward": ("diagonal_backward_cases", "diagonal_backward_case_families"),
+    "invalid": ("invalid_cases", "invalid_case_families"),
 }
 
 
-def draw(stream: str, count: int, seed: int, max_elements: int) -> list[Any]:
-    """``count`` Cases of ``stream``, drawn the way a shard draws them (one seed)."""
+def draw(stream: str, count: int, seed: int, max_elements: int,
+         families: bool = False) -> tuple[list[Any], int]:
+    """About ``count`` Cases of ``stream``, drawn the way a shard draws them (one seed), and
+    how many Hypothesis examples drew them: ``count`` Cases, or (``families``) as many
+    Case families as the suite would draw for ``count`` Cases, every member kept."""
+    import math
+
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
     from diagfuzz import strategies
 
-    name, extra = STREAMS[stream]
-    strategy = getattr(strategies, name)(max_elements=max_elements, **extra)
+    name = STREAMS[stream][families]
+    strategy = getattr(strategies, name)(max_elements=max_elements)
+    examples = math.ceil(count / strategies.MEAN_MEMBERS) if families else count
     drawn: list[Any] = []
 
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @hseed(seed)
     @given(strategy)
-    def collect(case: Any) -> None:
-        drawn.append(case)
+    def collect(drawn_one: Any) -> None:
+        drawn.extend(drawn_one if families else (drawn_one,))
 
     collect()
-    return drawn
+    return drawn, examples
 
 
 def make_runner(isolation: str, impl: str) -> Any:
@@ -94,7 +105,8 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for stream in STREAMS:
             t0, c0 = time.perf_counter(), time.process_time()
-            cases = draw(stream, args.cases, args.seed, args.max_elements)
+            cases, examples = draw(stream, args.cases, args.seed, args.max_elements,
+                                   args.families)
             drawn_s, drawn_cpu = time.perf_counter() - t0, time.process_time() - c0
             runner.run(cases[0])  # warm: executor start, first interpreter setup
             kinds: Counter[str] = Counter()
@@ -110,7 +122,9 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
             if profiler is not None:
                 profiler.disable()
             n = len(cases)
-            rows[stream] = {"cases": n, "draw_per_s": round(n / drawn_s, 1),
+            rows[stream] = {"cases": n, "examples": examples,
+                            "members": round(n / examples, 2),
+                            "draw_per_s": round(n / drawn_s, 1),
                             "run_per_s": round(n / run_s, 1),
                             "both_per_s": round(n / (drawn_s + run_s), 1),
                             "both_per_cpu_s": (round(n / (drawn_cpu + run_cpu), 1)
@@ -123,17 +137,21 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     both = total / sum(r["cases"] / r["both_per_s"] for r in rows.values())
     both_cpu = (total / sum(r["cases"] / r["both_per_cpu_s"] for r in rows.values())
                 if args.isolation == "inprocess" else float("nan"))
-    print(f"{'stream':<18}{'cases':>7}{'draw/s':>9}{'run/s':>9}{'both/s':>9}{'/cpu-s':>9}"
-          f"{'launch':>8}  verdicts")
+    print(f"{'stream':<18}{'cases':>7}{'members':>8}{'draw/s':>9}{'run/s':>9}{'both/s':>9}"
+          f"{'/cpu-s':>9}{'launch':>8}  verdicts")
     for stream, r in rows.items():
-        print(f"{stream:<18}{r['cases']:>7}{r['draw_per_s']:>9}{r['run_per_s']:>9}"
+        print(f"{stream:<18}{r['cases']:>7}{r['members']:>8}{r['draw_per_s']:>9}"
+              f"{r['run_per_s']:>9}"
               f"{r['both_per_s']:>9}{_or_na(r['both_per_cpu_s']):>9}"
               f"{_or_na(r['launches_per_case']):>8}"
               f"  {r['verdicts']}")
     per_cpu = f"{both_cpu:.1f} per CPU second; " if both_cpu == both_cpu else ""
-    print(f"one worker ({args.isolation}, impl {args.impl}): {both:.1f} Cases/s drawn and run "
-          f"({per_cpu}load average {_loadavg()})")
+    drawn = total / sum(r["cases"] / r["draw_per_s"] for r in rows.values())
+    how = "Case families" if args.families else "one Case per example"
+    print(f"one worker ({args.isolation}, impl {args.impl}, {how}): {drawn:.1f} Cases/s "
+          f"drawn; {both:.1f} Cases/s drawn and run ({per_cpu}load average {_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
+              "families": args.families, "draw_per_s": round(drawn, 1),
               "max_elements": args.max_elements, "streams": rows,
               "cases_per_s": round(both, 1),
               "cases_per_cpu_s": round(both_cpu, 1) if both_cpu == both_cpu else None,
@@ -250,7 +268,7 @@ def bench_compilations(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     ran: Counter[str] = Counter()
     for stream in ("diagonal", "diagonal_backward"):
-        for case in draw(stream, per_stream, args.seed, args.max_elements):
+        for case in draw(stream, per_stream, args.seed, args.max_elements, args.families)[0]:
             ran[runner.run(case).kind] += 1
     seconds = time.perf_counter() - t0
     kernels = {}
@@ -278,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="runner: where time goes")
+    parser.add_argument("--families", action=argparse.BooleanOptionalAction, default=True,
+                        help="runner, compilations: draw Case families as the suite does "
+                             "(default) or one Case per Hypothesis example")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget-per-worker", type=int, default=1500)
     parser.add_argument("--profile-name", default="dev", help="suite: Hypothesis profile")
