@@ -9,9 +9,10 @@ microseconds, so its row is the oracle's own cost). A second pass over the first
 ``aten_ops``     every aten op the oracle issues from Python (views and allocations included).
 ``device_ops``   those that touch the device. On CUDA: an op with a CUDA tensor among its
                  arguments or results. On CPU (no device to tell apart): the ops issued inside
-                 ``oracles.checks.device_side`` (the one function meant to touch the device),
-                 or inside all of ``check`` when the oracle has no such function (the older
-                 oracle, which ran everything on the device).
+                 ``oracles.checks.device_side`` (the one function meant to touch the device
+                 for a valid Case) and ``check_error_parity`` (invalid Cases), or inside all
+                 of ``check`` when the oracle has no ``device_side`` (the older oracle, which
+                 ran everything on the device; its CPU-only materialisation counts too).
 ``launches``     the device ops that start a kernel (not a view, allocation or metadata op),
                  plus sentinel fills (one per guarded allocation, made below the dispatch mode)
                  plus Triton launches: the proxy for GPU kernel launches.
@@ -44,9 +45,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_throughput import draw
-
 import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.impl import load_impl
@@ -67,6 +65,28 @@ NO_KERNEL = {_aten.empty, _aten.empty_strided, _aten.empty_like, _aten.new_empty
              _aten.as_strided, _aten.view, _aten._reshape_alias, _aten.unsqueeze,
              _aten.expand, _aten.t, _aten.view_as_real, _aten.view_as_complex,
              _aten._conj, _aten._neg_view}
+
+
+def draw(stream: str, count: int, seed: int, max_elements: int) -> list[Any]:
+    """``count`` Cases of ``stream``, drawn as a shard draws them (one seed), as
+    ``bench_throughput.draw`` does (a copy: that module's API moves with the suite)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from diagfuzz import strategies
+
+    strategy = getattr(strategies, f"{stream}_cases")(max_elements=max_elements)
+    drawn: list[Any] = []
+
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @hseed(seed)
+    @given(strategy)
+    def collect(case: Any) -> None:
+        drawn.append(case)
+
+    collect()
+    return drawn
 
 
 def _tensors(*trees: Any) -> list[torch.Tensor]:
@@ -146,6 +166,7 @@ def _counting(cpu_proxy: bool) -> Iterator[OpCounter]:
     if cpu_proxy and hasattr(checks, "device_side"):
         wrap(checks, "device_side", enter_scope)
         wrap(checks, "to_host", count("syncs"))
+        wrap(checks, "check_error_parity", enter_scope)  # invalid Cases: all on the device
     elif cpu_proxy:
         wrap(checks, "check", enter_scope)  # the older oracle: everything ran on the device
         if oracles.check is not checks.check:

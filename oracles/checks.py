@@ -1,7 +1,8 @@
 """The per-Case oracle: run the implementation once (twice at most) and judge it bitwise.
 
 Order of judgement for a valid Case, first failure wins:
-  references agree (autograd vs aten, index arithmetic vs aten, CUDA vs CPU)
+  references agree (autograd vs aten, index arithmetic vs aten, on the CPU; then aten's
+    kernel on the device vs the CPU reference)
   -> the call returns a Tensor (an exception where aten returns is an error-parity failure)
   -> guard bytes around every allocation intact (out-of-bounds writes)
   -> the input's storage unchanged
@@ -11,19 +12,31 @@ Order of judgement for a valid Case, first failure wins:
   -> metamorphic relations
   -> the Triton kernel ran (dispatch proof)
 Invalid Cases get error parity instead.
+
+Device work confined, judgement on the host: the Case is materialised once, on the CPU, and
+the references are computed there. ``device_side`` is the only code that touches the device
+for a valid Case: one copy of the input there, aten's kernel (the device reference), the
+implementation under sentinel allocations, and one copy back of every storage the judgement
+reads (input, result and guard bytes, device reference). Every comparison then runs on host
+tensors; only facts the host already knows (device, dtype, shape, strides, conj/neg bits,
+storage overlap, data pointers) are read from the device tensors themselves. On a GPU that is
+a handful of launches and one synchronisation per Case instead of dozens of each
+(benchmarks/oracle_cost.py). On the CPU the copies are no-ops and the same code runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 import diagfuzz.ops as ops
-from diagfuzz.case import Case, call_arguments, contiguous_strides, dtype_of, materialise
+from diagfuzz.case import Case, call_arguments, contiguous_strides, dtype_of
 from diagfuzz.oracles import index_reference, metamorphic, reference
-from diagfuzz.oracles._bits import diff, differing, same_bits, storage_words, storages_overlap
+from diagfuzz.oracles._bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations, choose_sentinel
+from diagfuzz.oracles.transfer import storage_bytes, to_device, to_host
 from diagfuzz.verdict import Verdict
 
 #: The Triton kernel (launch counter name) behind each op.
@@ -44,8 +57,12 @@ def _has_out(impl: Any, case: Case) -> bool:
     return callable(getattr(impl, name, None))
 
 
+#: The argument holding the tensor each op reads.
+READ = {"diagonal": "input", "diagonal_backward": "grad_output"}
+
+
 def _read_tensor(case: Case, args: dict[str, Any]) -> torch.Tensor:
-    return args["input"] if case.op == "diagonal" else args["grad_output"]
+    return args[READ[case.op]]
 
 
 # --- error parity -----------------------------------------------------------------------
@@ -89,14 +106,17 @@ def check_error_parity(case: Case, impl: Any, device: str) -> Verdict:
 
 # --- comparison -------------------------------------------------------------------------
 
-def _metadata(case: Case, expected: torch.Tensor, actual: Any) -> Verdict | None:
+def _metadata(case: Case, expected: torch.Tensor, actual: Any,
+              device: torch.device | None = None) -> Verdict | None:
+    """Device (``device``; default ``expected``'s), dtype, shape, contiguous strides, lazy bits."""
     if not isinstance(actual, torch.Tensor):
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
+    device = expected.device if device is None else device
     want = contiguous_strides(tuple(expected.shape))
-    if not (expected.device == actual.device and expected.dtype == actual.dtype
+    if not (device == actual.device and expected.dtype == actual.dtype
             and expected.shape == actual.shape and actual.stride() == want):
-        found = _metadata_field(case, expected, actual, want)
+        found = _metadata_field(case, device, expected, actual, want)
         if found:
             return found
     if actual.is_conj() or actual.is_neg():
@@ -105,11 +125,11 @@ def _metadata(case: Case, expected: torch.Tensor, actual: Any) -> Verdict | None
     return None
 
 
-def _metadata_field(case: Case, expected: torch.Tensor, actual: torch.Tensor,
-                    want: tuple[int, ...]) -> Verdict | None:
+def _metadata_field(case: Case, device: torch.device, expected: torch.Tensor,
+                    actual: torch.Tensor, want: tuple[int, ...]) -> Verdict | None:
     """The first of device, dtype, shape, strides that differs, as a Verdict."""
     for name, e, a in (
-        ("device", str(expected.device), str(actual.device)),
+        ("device", str(device), str(actual.device)),
         ("dtype", str(expected.dtype), str(actual.dtype)),
         ("shape", list(expected.shape), list(actual.shape)),
         ("strides", list(want), list(actual.stride())),
@@ -121,12 +141,9 @@ def _metadata_field(case: Case, expected: torch.Tensor, actual: torch.Tensor,
     return None
 
 
-def _compare(case: Case, expected: torch.Tensor, actual: Any, source: str,
-             sentinel: int | None = None) -> Verdict | None:
-    """Metadata, then raw bits; elements holding the sentinel make it "unwritten"."""
-    found = _metadata(case, expected, actual)
-    if found:
-        return found
+def _bits(case: Case, expected: torch.Tensor, actual: torch.Tensor, source: str,
+          sentinel: int | None = None) -> Verdict | None:
+    """Raw bits (metadata already equal); elements holding the sentinel make it "unwritten"."""
     if same_bits(expected, actual):
         return None
     positions = differing(expected, actual)
@@ -140,9 +157,15 @@ def _compare(case: Case, expected: torch.Tensor, actual: Any, source: str,
                  f"the {source} reference", case, details)
 
 
+def _compare(case: Case, expected: torch.Tensor, actual: Any, source: str,
+             sentinel: int | None = None) -> Verdict | None:
+    """Metadata, then raw bits, of two tensors on one device."""
+    return _metadata(case, expected, actual) or _bits(case, expected, actual, source, sentinel)
+
+
 def _references_agree(case: Case, args: dict[str, Any], expected: torch.Tensor,
-                      source: str, device: str) -> Verdict | None:
-    """The references must agree with each other before they can judge anything."""
+                      source: str) -> Verdict | None:
+    """The host references must agree with each other before they can judge anything."""
     tensor = _read_tensor(case, args)
     others: list[tuple[str, torch.Tensor]] = []
     if case.op == "diagonal":
@@ -152,106 +175,192 @@ def _references_agree(case: Case, args: dict[str, Any], expected: torch.Tensor,
         if source == "autograd":
             others.append(("aten", reference.ATEN.diagonal_backward(
                 tensor, list(case.sizes), case.offset, case.dim1, case.dim2)))
-    if torch.device(device).type != "cpu":
-        cpu_args = {**args, ("input" if case.op == "diagonal" else "grad_output"):
-                    materialise(case, "cpu")}
-        cpu_expected, _ = reference.expected(case, cpu_args)
-        others.append(("cpu", cpu_expected.to(device)))
     for name, other in others:
         found = _compare(case, expected, other, source)
         if found:
-            return _fail("mismatch", f"reference:{name}-vs-{source}",
-                         f"the {name} reference disagrees with the {source} reference: "
-                         f"{found.message}", case, found.details)
+            return _disagree(case, name, source, found)
     return None
 
 
-# --- the valid path ---------------------------------------------------------------------
+def _disagree(case: Case, name: str, source: str, found: Verdict) -> Verdict:
+    return _fail("mismatch", f"reference:{name}-vs-{source}",
+                 f"the {name} reference disagrees with the {source} reference: "
+                 f"{found.message}", case, found.details)
 
-def _run(impl: Any, case: Case, args: dict[str, Any], expected: torch.Tensor,
-         byte: int) -> tuple[Any, SentinelAllocations, torch.Tensor | None]:
-    """One call of the implementation with sentinel allocations; (result, allocations, out)."""
-    with SentinelAllocations(byte) as alloc:
-        out = None
-        if "out" in args:
-            out = torch.empty(expected.shape, dtype=dtype_of(case.out_dtype or case.dtype),
-                              device=case.out_device or expected.device)
-            args = {**args, "out": out}
-        result = reference.call_op(impl, case, args)
-    return result, alloc, out
+
+# --- the device side --------------------------------------------------------------------
+
+@dataclass
+class DeviceRun:
+    """One call of the implementation on the device, and host copies of what it left.
+
+    The device tensors (``tensor``, ``result``, ``out``, ``reference``) are kept for what
+    the host knows without reading memory: metadata, data pointers, storage overlap. Their
+    bytes are read only through the host copies (``*_host``, ``guards``).
+    """
+
+    tensor: torch.Tensor
+    alloc: SentinelAllocations
+    result: Any = None
+    out: torch.Tensor | None = None
+    raised: BaseException | None = None
+    reference: torch.Tensor | None = None
+    reference_raised: BaseException | None = None
+    input_host: torch.Tensor | None = None
+    result_host: torch.Tensor | None = None
+    reference_host: torch.Tensor | None = None
+    guards: list[torch.Tensor | None] = field(default_factory=list)
+
+
+def device_side(impl: Any, case: Case, host_args: dict[str, Any], shape: torch.Size,
+                byte: int, device: str, with_reference: bool) -> DeviceRun:
+    """Everything the oracle does on the device for one run of the implementation.
+
+    The input's storage goes to the device (one copy); aten's own kernel runs on it (the
+    device reference, ``with_reference``); the implementation runs on it with sentinel-filled
+    guarded allocations; then every storage the judgement reads comes back in one copy.
+    """
+    tensor = to_device(_read_tensor(case, host_args), device)
+    args = {**host_args, READ[case.op]: tensor}
+    run = DeviceRun(tensor, SentinelAllocations(byte))
+    if with_reference:
+        try:
+            run.reference = reference.aten_kernel(case, tensor)
+        except Exception as exc:  # aten refuses on this device: error parity decides
+            run.reference_raised = exc
+            return run
+    with run.alloc:
+        try:
+            if "out" in args:
+                run.out = args["out"] = torch.empty(
+                    shape, dtype=dtype_of(case.out_dtype or case.dtype),
+                    device=case.out_device or tensor.device)
+            run.result = reference.call_op(impl, case, args)
+        except Exception as exc:
+            run.raised = exc
+    _bring_back(run)
+    return run
+
+
+def _bring_back(run: DeviceRun) -> None:
+    """Host copies of every storage the judgement reads, in one copy (``to_host``)."""
+    def on_device(t: Any) -> bool:
+        return (isinstance(t, torch.Tensor) and t.layout == torch.strided
+                and t.device == run.tensor.device)
+
+    wanted = [storage_bytes(run.tensor)]  # the input's storage, for the input-unchanged check
+    result = len(wanted) if on_device(run.result) else None
+    wanted += [run.result] if result is not None else []
+    ref = len(wanted) if on_device(run.reference) else None
+    wanted += [run.reference] if ref is not None else []
+    buffers = []
+    for a in run.alloc.allocations:
+        buffers.append(None if a.regrown() else len(wanted))
+        wanted += [] if a.regrown() else [a.buffer]
+    host = to_host(wanted)
+    run.input_host = host[0]
+    run.result_host = None if result is None else host[result]
+    run.reference_host = None if ref is None else host[ref]
+    run.guards = [None if i is None else host[i] for i in buffers]
+
+
+# --- the valid path (host side) ---------------------------------------------------------
+
+def _changed_words(now: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) -> list[int]:
+    """Storage word indices (words of ``dtype``'s width) whose bytes differ."""
+    width = min(dtype.itemsize, 8)  # complex128 is two int64 words
+    changed = (now != before).nonzero().reshape(-1) // width
+    return changed.unique().tolist()
 
 
 def _judge(case: Case, tensor: torch.Tensor, snapshot: torch.Tensor, expected: torch.Tensor,
-           source: str, result: Any, alloc: SentinelAllocations,
-           out: torch.Tensor | None) -> Verdict | None:
-    violations = alloc.guard_violations()
+           source: str, run: DeviceRun) -> Verdict | None:
+    """The implementation's run, judged on host copies (see the module docstring)."""
+    violations = run.alloc.guard_violations(run.guards)
     if violations:
         return _fail("mismatch", "out-of-bounds",
                      f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
                      "changed)", case, {"buffers": violations})
-    now = storage_words(tensor)
-    if not torch.equal(now, snapshot):
-        changed = (now != snapshot).nonzero().reshape(-1).cpu()
+    if not torch.equal(run.input_host, snapshot):
+        changed = _changed_words(run.input_host, snapshot, tensor.dtype)
         return _fail("mismatch", "input-unchanged",
                      f"the implementation wrote {len(changed)} word(s) of its input's storage",
-                     case, {"storage_words": changed[:8].tolist()})
-    if isinstance(result, torch.Tensor) and storages_overlap(result, tensor):
+                     case, {"storage_words": changed[:8]})
+    result = run.result
+    if isinstance(result, torch.Tensor) and storages_overlap(result, run.tensor):
         return _fail("alias", "alias",
                      "result shares storage with the input: a materialising op must return "
                      "a new tensor", case)
-    found = _metadata(case, expected, result)
+    found = _metadata(case, expected, result, run.tensor.device)
     if found:
         return found
-    if out is not None and result.data_ptr() != out.data_ptr():
+    if run.out is not None and result.data_ptr() != run.out.data_ptr():
         return _fail("mismatch", "out-returned", "the .out overload did not return out",
                      case)
-    found = _compare(case, expected, result, source, alloc.byte)
+    found = _bits(case, expected, run.result_host, source, run.alloc.byte)
+    broken = metamorphic.relations(case, tensor, run.result_host)
     if found:
-        broken = metamorphic.relations(case, tensor, result)
         if broken:
             found.details["also_breaks"] = broken[0]
         return found
-    broken = metamorphic.relations(case, tensor, result)
     if broken:
         return _fail("mismatch", broken[0], broken[1], case, broken[2])
     return None
 
 
+def _device_reference_agrees(case: Case, expected: torch.Tensor, source: str,
+                             run: DeviceRun) -> Verdict | None:
+    """aten's kernel on the device gives the CPU reference's metadata and bits."""
+    found = (_metadata(case, expected, run.reference, run.tensor.device)
+             or _bits(case, expected, run.reference_host, source))
+    return _disagree(case, "device", source, found) if found else None
+
+
+def _raised(case: Case, exc: BaseException) -> Verdict:
+    return _fail("error-parity", "error-parity",
+                 f"impl raised {type(exc).__name__} where aten returns a result",
+                 case, {"actual": _exception(exc)})
+
+
 def check_valid(case: Case, impl: Any, device: str) -> Verdict:
     """A valid Case: the full bitwise judgement (see the module docstring)."""
-    args = call_arguments(case, device)
-    if "out" in args and not _has_out(impl, case):
+    if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "out", "skipped: impl has no .out method", case,
                        {"skipped": "out"})
-    # One switch for all references (each would otherwise switch the registration off and
-    # on again itself, ~25 us a time); the implementation then runs as the caller left it.
+    host = call_arguments(case, "cpu")  # the one materialisation; the device gets a copy
+    # One switch for all host references (each would otherwise switch the registration off
+    # and on again itself, ~25 us a time); the implementation then runs as the caller left
+    # it, and the device reference needs no switch (reference.aten_kernel).
     with ops.use_triton(False):
         try:
-            expected, source = reference.expected(case, args)
+            expected, source = reference.expected(case, host)
         except Exception:  # aten refuses a Case not marked invalid: parity decides
             refused = True
         else:
             refused = False
-            found = _references_agree(case, args, expected, source, device)
+            found = _references_agree(case, host, expected, source)
     if refused:
         return check_error_parity(case, impl, device)
     if found:
         return found
-    tensor = _read_tensor(case, args)
-    snapshot = storage_words(tensor).clone()
+    tensor = _read_tensor(case, host)
+    snapshot = storage_bytes(tensor).clone()  # on the CPU the device input is this memory
     byte = choose_sentinel(expected)
     # All 256 byte values occur: two runs with different sentinels (see sentinel.py).
     bytes_to_use = [byte] if byte is not None else list(PREFERRED[:2])
     kernel = KERNEL[case.op]
     before = ops.launches(kernel)
-    for sentinel in bytes_to_use:
-        try:
-            result, alloc, out = _run(impl, case, args, expected, sentinel)
-        except Exception as exc:
-            return _fail("error-parity", "error-parity",
-                         f"impl raised {type(exc).__name__} where aten returns a result",
-                         case, {"actual": _exception(exc)})
-        found = _judge(case, tensor, snapshot, expected, source, result, alloc, out)
+    for n, sentinel in enumerate(bytes_to_use):
+        run = device_side(impl, case, host, expected.shape, sentinel, device,
+                          with_reference=n == 0)
+        if run.reference_raised is not None:
+            return check_error_parity(case, impl, device)
+        found = _device_reference_agrees(case, expected, source, run) if n == 0 else None
+        if found:
+            return found
+        if run.raised is not None:
+            return _raised(case, run.raised)
+        found = _judge(case, tensor, snapshot, expected, source, run)
         if found:
             return found
     if (getattr(impl, "uses_triton_registration", False) and expected.numel() > 0

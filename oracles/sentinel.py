@@ -27,6 +27,8 @@ end of a buffer changes them (an out-of-bounds write).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,8 @@ GUARD = 64
 PREFERRED = (0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0xE7, 0x7E)
 
 _aten = torch.ops.aten
+#: Whether torch's once-per-process warning about overriding aten's kernels was caught.
+_warned = False
 _BACKEND_KEYS = {"cpu": torch._C.DispatchKey.CPU, "cuda": torch._C.DispatchKey.CUDA,
                  "meta": torch._C.DispatchKey.Meta}
 
@@ -95,17 +99,24 @@ class SentinelAllocations:
     _library: Any = None
 
     def __enter__(self) -> SentinelAllocations:
-        library = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
+        # The dispatcher's own library object, not torch.library.Library: the Python wrapper
+        # (bookkeeping, a finalizer) doubled the cost of a registration, paid on every Case.
+        # A registration kept for the whole process and switched by a flag would cost more:
+        # every allocation outside the block (references, materialise: 14-23 a Case) would
+        # pass through a Python override, ~4 us each (benchmarks/oracle_cost.py, README).
+        library = torch._C._dispatch_library("IMPL", "aten", "", __file__, 0)
+        global _warned
+        with warnings.catch_warnings() if not _warned else nullcontext():
+            # Overriding aten's factories is the point; torch warns once per process.
             warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
-            library.impl("empty.memory_format", self._empty, "BackendSelect", with_keyset=True)
-            library.impl("empty_strided", self._empty_strided, "BackendSelect",
-                         with_keyset=True)
+            library.impl("empty.memory_format", "BackendSelect", self._empty, True)
+            library.impl("empty_strided", "BackendSelect", self._empty_strided, True)
+            _warned = True
         self._library = library
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._library._destroy()
+        self._library.reset()
         self._library = None
 
     # --- the overrides ---------------------------------------------------------------
@@ -154,20 +165,26 @@ class SentinelAllocations:
         return tensor
 
     # --- evidence --------------------------------------------------------------------
-    def guard_violations(self) -> list[dict[str, Any]]:
-        """Buffers whose guard bytes no longer all hold the sentinel, with where they changed."""
+    def guard_violations(self, copies: Sequence[torch.Tensor | None] | None = None
+                         ) -> list[dict[str, Any]]:
+        """Buffers whose guard bytes no longer all hold the sentinel, with where they changed.
+
+        ``copies`` (one per allocation, in order) are the buffers' bytes as brought to the
+        host after the call, so the check runs on the host; None reads the buffers
+        themselves. Allocations the implementation regrew (resize_/set_) are not judged.
+        """
         found = []
-        intact = None
-        for a in list(self.allocations):  # checking allocates too while active
+        intact = bytes([self.byte]) * GUARD
+        for index, a in enumerate(list(self.allocations)):  # checking allocates while active
             if a.regrown():
                 continue
-            before = a.buffer[:GUARD]
-            after = a.buffer[GUARD + a.nbytes:]
-            if intact is None or intact.device != a.buffer.device:
-                intact = torch.full((GUARD,), self.byte, dtype=torch.uint8,
-                                    device=a.buffer.device)
-            if torch.equal(before, intact) and torch.equal(after, intact):
-                continue  # the common case: two comparisons, no nonzero/tolist
+            buffer = a.buffer if copies is None else copies[index]
+            if buffer is None:
+                continue
+            before = buffer[:GUARD]
+            after = buffer[GUARD + a.nbytes:]
+            if _raw(before) == intact and _raw(after) == intact:
+                continue  # the common case: no nonzero/tolist
             bad_before = (before != self.byte).nonzero().reshape(-1).tolist()
             bad_after = (after != self.byte).nonzero().reshape(-1).tolist()
             if bad_before or bad_after:
@@ -177,6 +194,11 @@ class SentinelAllocations:
                     "bytes_after_end": [i for i in bad_after][:8],
                 })
         return found
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    """A uint8 tensor's bytes (one copy to the host when on a device)."""
+    return t.cpu().numpy().tobytes()
 
 
 def _geometry(t: torch.Tensor) -> tuple[Any, ...]:

@@ -1,0 +1,75 @@
+"""Moving a Case's bytes between host and device: one copy each way, raw bytes only.
+
+Why: on a GPU every small op costs ~5-10 us of launch and every host read of a device value
+(``torch.equal``, ``.item()``, ``bool(t)``) a synchronisation; the oracle's judgement is
+dozens of such ops on tiny tensors. So the oracle moves storages, not values: the input's
+storage goes to the device in one copy (``to_device``), and every storage the judgement
+needs comes back in one copy (``to_host``), after which all comparisons are host work. Bytes
+are moved, never values, so nothing (NaN payloads, signed zeros, bool bytes) can change on
+the way. On the CPU both are no-ops: the same code runs, on the same memory.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: Every chunk of the copy back starts at a multiple of this (the widest element), so any
+#: dtype can be viewed in place at its offset.
+ALIGN = 16
+
+
+def storage_bytes(t: torch.Tensor) -> torch.Tensor:
+    """All of ``t``'s storage as a flat uint8 tensor on ``t``'s device (a view, no copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``t`` (whole storage, same view geometry) on ``device``: one copy; ``t`` if there."""
+    device = torch.device(device)
+    if t.device == device or (device.index is None and t.device.type == device.type):
+        return t
+    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    return flat.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor's view (same dtype, shape, strides, offset) over a host copy of its storage.
+
+    One copy and one synchronisation for all of them: on the device the distinct storages
+    (each whole, padded to ``ALIGN`` bytes) are joined by a single ``cat``, copied to the host
+    once, and every tensor is viewed over its storage's part there. CPU tensors come back as
+    they are (same memory: callers that compare before and after keep their own copy).
+    """
+    if all(t.device.type == "cpu" for t in tensors):
+        return list(tensors)
+    device = tensors[0].device
+    chunks: dict[int, torch.Tensor] = {}
+    for t in tensors:
+        if t.device != device:
+            raise ValueError(f"to_host: tensors on {device} and {t.device}")
+        chunks.setdefault(t.untyped_storage().data_ptr(), storage_bytes(t))
+    parts, starts, start = [], {}, 0
+    pad = torch.empty(ALIGN, dtype=torch.uint8, device=device)
+    for key, chunk in chunks.items():
+        parts.append(chunk)
+        starts[key] = start
+        padded = -(-chunk.numel() // ALIGN) * ALIGN
+        if padded > chunk.numel():
+            parts.append(pad[:padded - chunk.numel()])
+        start += padded
+    host = (parts[0] if len(parts) == 1 else torch.cat(parts)).cpu()
+    out = []
+    for t in tensors:
+        key = t.untyped_storage().data_ptr()
+        out.append(host_view(host[starts[key]:starts[key] + chunks[key].numel()], t))
+    return out
+
+
+def host_view(host: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``t``'s view (dtype, shape, strides, offset) over ``host``, its storage's host bytes."""
+    base, size = host.storage_offset(), t.element_size()
+    if base % size:
+        raise ValueError(f"host_view: storage copy at byte {base} is not aligned for {t.dtype}")
+    return torch.empty(0, dtype=t.dtype).set_(host.untyped_storage(),
+                                              base // size + t.storage_offset(),
+                                              t.shape, t.stride())
