@@ -1,0 +1,276 @@
+"""The judgement runs on host copies, and stays as strict as when it read device memory.
+
+On the CPU the oracle's copies to and from the device are no-ops (the same memory), so a
+test here also runs with an *emulated* device: ``to_device`` makes a real copy of the input's
+storage, and ``to_host`` copies every storage back and then scribbles over the "device"
+memory it copied from. A verdict that still reads device memory after the copy back would
+change; the verdicts below are the same with and without the emulation. The faults are the
+mutants of tests/mutants, on fixed Cases.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import diagfuzz.ops as ops
+from diagfuzz import oracles
+from diagfuzz.case import Case, Layout, Values
+from diagfuzz.impl import aten, triton_aten
+from diagfuzz.ops._words import as_words
+from diagfuzz.oracles import checks, index_reference, reference
+from diagfuzz.oracles.sentinel import SentinelAllocations
+from diagfuzz.oracles.transfer import host_view, storage_bytes
+from diagfuzz.verdict import Verdict
+
+DEVICE = ops.DEVICE
+SCRIBBLE = 0x77
+
+
+def fwd(sizes: tuple[int, ...] = (4, 5), offset: int = 1, dtype: str = "float32",
+        **values: Any) -> Case:
+    return Case("diagonal", sizes, offset, 0, 1, dtype, Layout.contiguous(sizes),
+                Values(**values))
+
+
+def bwd(sizes: tuple[int, ...] = (3, 4), offset: int = 0, dtype: str = "float32",
+        dim1: int = 0, dim2: int = 1) -> Case:
+    geo = index_reference.geometry(sizes, offset, dim1, dim2)
+    return Case("diagonal_backward", sizes, offset, dim1, dim2, dtype,
+                Layout.contiguous(geo.shape), Values(seed=5))
+
+
+def mutant(name: str) -> Any:
+    return importlib.import_module(f"tests.mutants.{name}").impl
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s geometry over a fresh copy of its whole storage."""
+    return host_view(storage_bytes(t).clone(), t)
+
+
+@pytest.fixture(params=[False, True], ids=["cpu", "emulated-device"])
+def emulated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """With ``True``: copies both ways are real, device memory is scribbled after the copy."""
+    if request.param:
+        real_to_host = checks.to_host
+
+        def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+            copies = [_copy(t) for t in real_to_host(tensors)]
+            for t in tensors:  # the device memory, no longer to be read by anyone
+                storage_bytes(t).fill_(SCRIBBLE)
+            return copies
+
+        monkeypatch.setattr(checks, "to_device", lambda t, device: _copy(t))
+        monkeypatch.setattr(checks, "to_host", to_host)
+    return request.param
+
+
+def assert_fails(verdict: Verdict, kind: str, check: str) -> None:
+    assert (verdict.kind, verdict.check) == (kind, check), str(verdict)
+    assert Verdict.from_json(verdict.to_json()) == verdict
+
+
+@pytest.mark.parametrize("case", [
+    fwd(), fwd((2, 3, 4), -1, "complex128", mode="bits"), fwd((4, 4), 0, "bool"),
+    fwd((5, 3), 7), bwd(), bwd((3, 4, 5), 1, "float16", 0, 2), bwd((4, 3), -2, "int64"),
+    fwd((3, 4), 1).replace(out_dtype="float32"),
+], ids=lambda c: c.describe())
+@pytest.mark.parametrize("impl", [aten, triton_aten], ids=["aten", "triton_aten"])
+def test_correct_impls_pass(emulated: bool, impl: Any, case: Case) -> None:
+    verdict = oracles.check(case, impl, DEVICE)
+    assert verdict.ok, str(verdict)
+
+
+@pytest.mark.parametrize("name, case, kind, check", [
+    ("unwritten_last", fwd((4, 5)), "unwritten", "sentinel"),
+    ("unwritten_last", fwd((2, 3, 4), 0, "complex128"), "unwritten", "sentinel"),
+    # Its backward zero-fills first: the unwritten diagonal element holds 0, not grad.
+    ("unwritten_last", bwd((4, 4)), "mismatch", "bitwise:autograd"),
+    ("overruns_buffer", bwd((3, 4)), "mismatch", "out-of-bounds"),
+    ("overruns_buffer", fwd((4, 5)), "mismatch", "out-of-bounds"),
+    ("mutates_input", fwd((4, 5)), "mismatch", "input-unchanged"),
+    ("aliases_input", fwd((4, 5)), "alias", "alias"),
+    ("noncontiguous_result", bwd((3, 4)), "mismatch", "metadata:strides"),
+    ("loses_negative_zero", fwd((3, 3), 0, specials=((4, 0x80000000),)),
+     "mismatch", "bitwise:aten"),
+])
+def test_host_judgement_catches_the_mutant(emulated: bool, name: str, case: Case, kind: str,
+                                           check: str) -> None:
+    assert oracles.check(case, mutant("_base"), DEVICE).ok  # the mutants' correct base
+    assert_fails(oracles.check(case, mutant(name), DEVICE), kind, check)
+
+
+def test_evidence_names_the_unwritten_element_and_the_input_words(emulated: bool) -> None:
+    verdict = oracles.check(fwd((2, 4, 5), 1), mutant("unwritten_last"), DEVICE)
+    assert verdict.details["sentinel_elements"] == 1
+    assert verdict.details["first"][0]["index"] == [4, 1]
+    verdict = oracles.check(fwd((4, 5), 1), mutant("mutates_input"), DEVICE)
+    assert verdict.details["storage_words"] == [1, 7, 13, 19]  # (0,1) (1,2) (2,3) (3,4)
+
+
+def test_every_byte_value_occurring_still_runs_twice_and_catches(emulated: bool) -> None:
+    specials = tuple((i * 257, i) for i in range(256))
+    case = fwd((256, 256), 0, "uint8", specials=specials)
+    assert oracles.check(case, aten, DEVICE).ok
+    assert_fails(oracles.check(case, mutant("unwritten_last"), DEVICE), "unwritten",
+                 "sentinel")
+
+
+# --- the device reference ---------------------------------------------------------------
+
+def _flip_first_bit(t: torch.Tensor) -> torch.Tensor:
+    out = t.clone()
+    as_words(out).reshape(out.numel(), -1)[0, 0] ^= 1
+    return out
+
+
+@pytest.mark.parametrize("case, source", [(fwd(), "aten"), (bwd(), "autograd"),
+                                          (bwd(dtype="int32"), "aten")])
+def test_a_disagreeing_device_reference_is_reported(monkeypatch: pytest.MonkeyPatch,
+                                                    emulated: bool, case: Case,
+                                                    source: str) -> None:
+    real = reference.aten_kernel
+    monkeypatch.setattr(reference, "aten_kernel",
+                        lambda case, t: _flip_first_bit(real(case, t)))
+    verdict = oracles.check(case, triton_aten, DEVICE)
+    assert_fails(verdict, "mismatch", f"reference:device-vs-{source}")
+    assert verdict.details["differing"] == 1
+
+
+def test_device_reference_metadata_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = reference.aten_kernel
+    monkeypatch.setattr(reference, "aten_kernel",
+                        lambda case, t: real(case, t).to(torch.float64))
+    verdict = oracles.check(fwd(), aten, DEVICE)
+    assert_fails(verdict, "mismatch", "reference:device-vs-aten")
+    assert verdict.details["field"] == "dtype"
+
+
+def test_device_reference_refusal_goes_to_error_parity(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def refuses(case: Case, t: torch.Tensor) -> torch.Tensor:
+        ran.append(case.op)
+        raise RuntimeError("not on this device")
+
+    monkeypatch.setattr(reference, "aten_kernel", refuses)
+    verdict = oracles.check(fwd(), triton_aten, DEVICE)
+    assert ran == ["diagonal"]
+    assert (verdict.check, verdict.ok) == ("error-parity", True), str(verdict)
+
+
+def test_device_reference_is_aten_whatever_the_registration() -> None:
+    case = fwd((5, 6), -1)
+    x = torch.randn(5, 6)
+    with ops.use_triton(True):
+        before = ops.launches("diagonal_copy")
+        got = reference.aten_kernel(case, x)
+        assert ops.launches("diagonal_copy") == before  # no Triton kernel served it
+    assert torch.equal(as_words(got), as_words(torch.diagonal(x, -1).contiguous()))
+    grad = torch.randn(4, 5)
+    with ops.use_triton(True):
+        got = reference.aten_kernel(bwd((4, 5, 6), 0, dim1=1, dim2=2), grad)
+    with ops.use_triton(False):
+        want = torch.ops.aten.diagonal_backward(grad, [4, 5, 6], 0, 1, 2)
+    assert torch.equal(as_words(got), as_words(want))
+
+
+# --- what touches the device, and how often ---------------------------------------------
+
+#: Ops whose result the host reads (a device synchronisation on a GPU).
+SYNCS = {"equal", "_local_scalar_dense", "is_nonzero", "nonzero", "item", "masked_select",
+         "_unique2", "allclose"}
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        self.names[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def device_side_ops(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Per call of ``device_side``: the aten ops it issued, copies there and back."""
+    seen: dict[str, Any] = {"runs": 0, "to_device": 0, "to_host": 0, "ops": Counter()}
+    real_side, real_there, real_back = checks.device_side, checks.to_device, checks.to_host
+
+    def device_side(*args: Any, **kwargs: Any) -> Any:
+        seen["runs"] += 1
+        with _Ops() as mode:
+            try:
+                return real_side(*args, **kwargs)
+            finally:
+                seen["ops"].update(mode.names)
+
+    def count(name: str, real: Any) -> Any:
+        def counted(*args: Any) -> Any:
+            seen[name] += 1
+            return real(*args)
+        return counted
+
+    monkeypatch.setattr(checks, "device_side", device_side)
+    monkeypatch.setattr(checks, "to_device", count("to_device", real_there))
+    monkeypatch.setattr(checks, "to_host", count("to_host", real_back))
+    yield seen
+
+
+@pytest.mark.parametrize("case", [fwd(), bwd(), bwd((2, 3, 4), 1, "complex128", 0, 2)],
+                         ids=lambda c: c.describe())
+def test_one_copy_each_way_and_no_other_sync(device_side_ops: dict[str, Any],
+                                            case: Case) -> None:
+    assert oracles.check(case, aten, DEVICE).ok
+    assert (device_side_ops["runs"], device_side_ops["to_device"],
+            device_side_ops["to_host"]) == (1, 1, 1)
+    assert not SYNCS & set(device_side_ops["ops"]), device_side_ops["ops"]
+
+
+def test_two_sentinel_runs_make_two_round_trips(device_side_ops: dict[str, Any]) -> None:
+    specials = tuple((i * 257, i) for i in range(256))
+    assert oracles.check(fwd((256, 256), 0, "uint8", specials=specials), aten, DEVICE).ok
+    assert (device_side_ops["runs"], device_side_ops["to_host"]) == (2, 2)
+
+
+def test_only_the_implementation_allocates_under_the_sentinel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The device reference allocates too, before the block: it must get plain memory.
+    made: list[SentinelAllocations] = []
+    real_enter = SentinelAllocations.__enter__
+
+    def enter(self: SentinelAllocations) -> SentinelAllocations:
+        made.append(self)
+        return real_enter(self)
+
+    monkeypatch.setattr(SentinelAllocations, "__enter__", enter)
+    for case in (fwd(), bwd()):
+        made.clear()
+        assert oracles.check(case, aten, DEVICE).ok
+        assert [len(a.allocations) for a in made] == [1]  # the result, nothing else
+
+
+def _sentinel_registered() -> bool:
+    dump = torch._C._dispatch_dump("aten::empty.memory_format")
+    return any("sentinel.py" in line for line in dump.splitlines())
+
+
+def test_sentinel_override_is_registered_only_inside_the_block() -> None:
+    assert not _sentinel_registered()
+    with SentinelAllocations(0xA5) as alloc:
+        assert _sentinel_registered()
+        t = torch.empty(3, dtype=torch.int16)
+    assert not _sentinel_registered()
+    assert torch.equal(t.view(torch.uint8), torch.full((6,), 0xA5, dtype=torch.uint8))
+    assert alloc.guard_violations() == []
+    plain = torch.empty(3, dtype=torch.int16)
+    assert plain.untyped_storage().nbytes() == 6  # no guards outside the block
