@@ -19,10 +19,18 @@ from diagfuzz.ops._words import as_words, words_per_element
 FIRST_FEW = 5
 
 
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as words in ``t``'s shape (complex128: a trailing dim of 2)."""
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return as_words(t)
+
+
 def bits(t: torch.Tensor) -> torch.Tensor:
     """``t``'s elements as words, shape ``[numel, words]``, contiguous, on ``t``'s device."""
-    t = t.resolve_conj().resolve_neg().contiguous()
-    return as_words(t).reshape(-1, words_per_element(t.dtype))
+    return _words(t).reshape(-1, words_per_element(t.dtype))
 
 
 def storage_words(t: torch.Tensor) -> torch.Tensor:
@@ -71,7 +79,7 @@ def same_bits(expected: torch.Tensor, actual: torch.Tensor) -> bool:
     The common, passing case; ``differing`` (five ops and a device sync) finds the positions
     only when this says they differ.
     """
-    return torch.equal(bits(expected), bits(actual))
+    return torch.equal(_words(expected), _words(actual))  # same shape: no reshape needed
 
 
 def differing(expected: torch.Tensor, actual: torch.Tensor) -> torch.Tensor:

@@ -64,7 +64,9 @@ def backward_off_diagonal_zero(case: Case, result: torch.Tensor) -> Finding | No
     """Every element off the diagonal has all bits zero."""
     on = index_reference.diagonal_mask(case, result.device)
     words = bits(result)
-    bad = ((words != 0).any(dim=1) & ~on).nonzero().reshape(-1).cpu()
+    nonzero = words != 0
+    nonzero = nonzero.reshape(-1) if nonzero.shape[1] == 1 else nonzero.any(dim=1)
+    bad = (nonzero & ~on).nonzero().reshape(-1).cpu()
     if len(bad):
         zeros = torch.zeros_like(result)
         return ("metamorphic:off-diagonal-zero",

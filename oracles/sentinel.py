@@ -55,7 +55,8 @@ def choose_sentinel(reference: torch.Tensor) -> int | None:
         return PREFERRED[0]
     words = bits(reference)
     # Nearly always the first preference is free: one comparison decides (no unique/sort).
-    if not bool((words == sentinel_word(PREFERRED[0], reference.dtype)).all(dim=1).any()):
+    hits = words == sentinel_word(PREFERRED[0], reference.dtype)
+    if not bool((hits if hits.shape[1] == 1 else hits.all(dim=1)).any()):
         return PREFERRED[0]
     words = words.cpu()
     raw = words.view(torch.uint8).reshape(words.shape[0], -1)
