@@ -3,7 +3,9 @@
 Replaces the launchers with no-ops and times aten's own op, ``torch.empty``, our wrapper
 called directly, and our wrapper reached through aten's dispatcher (registration on). On a
 GPU, ours minus aten is then the dispatcher's call into Python, our wrapper, and Triton's
-launcher (BENCHMARKS.md, host time). Runs on any device; on CPU it needs no GPU at all.
+launcher (BENCHMARKS.md, host time). On a GPU it also times diagonal_copy with its launch:
+the Launcher alone, ours through aten, and aten's. Runs on any device; on CPU it needs no
+GPU at all.
 
     python benchmarks/host_breakdown.py
 """
@@ -39,6 +41,21 @@ def main() -> None:
     def no_launch(plan: object, tensors: object) -> None:
         return None
 
+    launched = []
+    if not ops.INTERPRET:  # with their launches (on a GPU; the interpreter takes ms a launch)
+        launch = copy_module._launch
+        copy_module.diagonal_copy(x, 0, 0, 1)
+        plan = copy_module._PLANS[copy_module._key(x, 0, 0, 1)]
+        out = torch.empty(64, device=ops.DEVICE)
+        launched.append(("diagonal_copy's Launcher alone (plan and result given)",
+                         per_call_us(lambda: launch(plan, (out, x)))))
+        with ops.use_triton(True):
+            launched.append(("ours diagonal_copy through aten, with its launch",
+                             per_call_us(lambda: aten.diagonal_copy(x, 0, 0, 1))))
+        with ops.use_triton(False):
+            launched.append(("aten diagonal_copy, with its launch",
+                             per_call_us(lambda: aten.diagonal_copy(x, 0, 0, 1))))
+        torch.cuda.synchronize()
     copy_module._launch = no_launch
     backward_module._launch = no_launch
     rows = []
@@ -57,7 +74,7 @@ def main() -> None:
                       per_call_us(lambda: aten.diagonal_copy(x, 0, 0, 1))))
         timed.append(("ours diagonal_backward through aten, no launch",
                       per_call_us(lambda: aten.diagonal_backward(g, [64, 64], 0, 0, 1))))
-    for name, us in timed:
+    for name, us in [*launched, *timed]:
         print(f"{name:52s} {us:6.1f} us")
 
 
