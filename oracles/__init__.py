@@ -1,10 +1,12 @@
 """Oracles: decide pass or fail for one Case, bitwise, as a Verdict value.
 
 ``check(case, impl, device) -> Verdict`` is the entry point every runner calls: error parity
-for invalid Cases; otherwise references (torch.autograd or aten with the registration off,
-plus an independent index-arithmetic reference, plus CPU on CUDA), sentinel-filled guarded
-allocations (unwritten and out-of-bounds writes), metadata and aliasing, raw bits,
-metamorphic relations and the dispatch proof. ``check_compile`` is torch.compile parity for
+for invalid Cases; otherwise references on the CPU (torch.autograd or aten with the
+registration off, plus an independent index-arithmetic reference) and aten's kernel on the
+device, sentinel-filled guarded allocations (unwritten and out-of-bounds writes), metadata
+and aliasing, raw bits, metamorphic relations and the dispatch proof. Only
+``checks.device_side`` touches the device (one copy there, one back); the judgement runs on
+host copies (see checks.py). ``check_compile`` is torch.compile parity for
 a sample of Cases (slow: inductor compiles).
 """
 

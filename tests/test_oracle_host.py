@@ -168,13 +168,13 @@ def test_device_reference_refusal_goes_to_error_parity(monkeypatch: pytest.Monke
 
 def test_device_reference_is_aten_whatever_the_registration() -> None:
     case = fwd((5, 6), -1)
-    x = torch.randn(5, 6)
+    x = torch.randn(5, 6, device=DEVICE)
     with ops.use_triton(True):
         before = ops.launches("diagonal_copy")
         got = reference.aten_kernel(case, x)
         assert ops.launches("diagonal_copy") == before  # no Triton kernel served it
     assert torch.equal(as_words(got), as_words(torch.diagonal(x, -1).contiguous()))
-    grad = torch.randn(4, 5)
+    grad = torch.randn(4, 5, device=DEVICE)
     with ops.use_triton(True):
         got = reference.aten_kernel(bwd((4, 5, 6), 0, dim1=1, dim2=2), grad)
     with ops.use_triton(False):
