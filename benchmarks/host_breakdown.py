@@ -45,7 +45,7 @@ def main() -> None:
     if not ops.INTERPRET:  # with their launches (on a GPU; the interpreter takes ms a launch)
         launch = copy_module._launch
         copy_module.diagonal_copy(x, 0, 0, 1)
-        plan = copy_module._PLANS[copy_module._key(x, 0, 0, 1)]
+        _, plan = copy_module._PLANS[copy_module._key(x, 0, 0, 1)]
         out = torch.empty(64, device=ops.DEVICE)
         launched.append(("diagonal_copy's Launcher alone (plan and result given)",
                          per_call_us(lambda: launch(plan, (out, x)))))

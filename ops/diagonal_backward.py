@@ -2,9 +2,8 @@
 
 The result (contiguous, ``input_sizes``) is seen as ``[rows, width]`` words. Each program owns
 a flat block of it: it stores the block as zeros (16-byte vector stores, no index work), then,
-after a barrier, stores over them the diagonal's words that fall in its block. The zeros go
-out once the first pass's loads are in flight (their latency hides behind the fill), and a
-block that lies wholly on the diagonal stores only its diagonal words. Each row of the
+after a barrier, stores over them the diagonal's words that fall in its block; a block that
+lies wholly on the diagonal stores only its diagonal words. Each row of the
 result holds at most one *run* of diagonal words, so a row's share of the diagonal needs only
 the row's peel (one division per row dim) and adds. Two forms of run:
 
@@ -67,13 +66,21 @@ def _diagonal_backward_kernel(
     offs = start + tl.arange(0, BLOCK)
     zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
     end = tl.minimum(start + BLOCK, total)
-    # The zeros are stored by the block's first pass, before any diagonal word and (narrow
-    # passes) once that pass's loads are in flight. A wide pass's block that lies in one row
-    # may lie wholly on that row's run: it then holds only diagonal words, stored once.
+    # Narrow passes: the block's zeros first, as 16-byte vector stores. A wide pass's block
+    # stores them once its row is peeled, and not at all when it lies wholly on the row's
+    # run (it then holds only diagonal words, stored once).
     first_row = start // width
     lone_row = False
     if PEEL_LANES == 1:
         lone_row = first_row == (end - 1) // width
+    else:
+        if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+            tl.store(out_ptr + offs, zeros)
+        else:
+            tl.store(out_ptr + offs, zeros, mask=offs < total)
+        # The diagonal's words below overwrite some of those zeros: order the two stores
+        # across the program's threads.
+        tl.debug_barrier()
     row_end = (end - 1) // width + 1
     slot = tl.arange(0, PEEL_LANES)
     lane = tl.arange(0, COPY_LANES)
@@ -177,35 +184,21 @@ def _diagonal_backward_kernel(
             crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
             covered = tl.max((on_diag & lone_row & (lo == start - row_base)
                               & (hi - lo == BLOCK)).to(tl.int32), axis=0)
-            if covered:  # the whole block is the run: its rounds at aligned vector stores
-                for r in tl.static_range(ROUNDS):  # (a single full-block round spilled)
-                    dest = start + r * COPY_LANES + lane
-                    word = dest - row_base - run_start
-                    g = tl.load(grad_ptr + grad_row + i * diag_stride
-                                + (word // WORDS) * col_stride + word % WORDS)
-                    tl.store(out_ptr + dest, g)
-            elif row0 == first_row:  # the block's zeros, before any of its run words
-                if start + BLOCK <= total:  # a full block: unmasked 16-byte vector stores
+            # (Covered blocks keep the rounds' lane layout: 16-byte stores there made each
+            # scalar load of 1-byte words span 16x the sectors, 2x slower on the H200.)
+            if (covered == 0) & (row0 == first_row):  # zeros, before any of its run words
+                if start + BLOCK <= total:
                     tl.store(out_ptr + offs, zeros)
                 else:
                     tl.store(out_ptr + offs, zeros, mask=offs < total)
-                # The run's words overwrite some of those zeros: order the two stores
-                # across the program's threads.
                 tl.debug_barrier()
-        if crosses > covered:
+        if crosses > 0:
             for r in tl.static_range(ROUNDS):  # narrow: one round
                 col = lo + r * COPY_LANES + k
                 hit = on_diag & (col < hi)
                 word = col - run_start
                 g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
                             + word % WORDS, mask=hit)
-                if PEEL_LANES > 1:  # noqa: SIM102 (constexpr, then runtime: no `and`)
-                    if row0 == first_row:  # the first pass's loads are in flight: zeros now
-                        if start + BLOCK <= total:
-                            tl.store(out_ptr + offs, zeros)
-                        else:
-                            tl.store(out_ptr + offs, zeros, mask=offs < total)
-                        tl.debug_barrier()
                 tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
