@@ -11,6 +11,8 @@ the way. On the CPU both are no-ops: the same code runs, on the same memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 #: Every chunk of the copy back starts at a multiple of this (the widest element), so any
@@ -35,13 +37,22 @@ def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
 def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Each tensor's view (same dtype, shape, strides, offset) over a host copy of its storage.
 
-    One copy and one synchronisation for all of them: on the device the distinct storages
-    (each whole, padded to ``ALIGN`` bytes) are joined by a single ``cat``, copied to the host
-    once, and every tensor is viewed over its storage's part there. CPU tensors come back as
+    One copy and one synchronisation for all of them (``gather``). CPU tensors come back as
     they are (same memory: callers that compare before and after keep their own copy).
     """
     if all(t.device.type == "cpu" for t in tensors):
         return list(tensors)
+    return gather(tensors, lambda joined: joined.cpu())
+
+
+def gather(tensors: list[torch.Tensor],
+           copy: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+    """``to_host``'s work with the copy given: join, ``copy`` once, view each tensor there.
+
+    The distinct storages (each whole, padded to ``ALIGN`` bytes) are joined on their device
+    by a single ``cat``, ``copy`` makes the one copy of the joined bytes, and every tensor
+    is viewed over its storage's part of it. (Tests run it on the CPU with a clone.)
+    """
     device = tensors[0].device
     chunks: dict[int, torch.Tensor] = {}
     for t in tensors:
@@ -57,7 +68,7 @@ def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         if padded > chunk.numel():
             parts.append(pad[:padded - chunk.numel()])
         start += padded
-    host = (parts[0] if len(parts) == 1 else torch.cat(parts)).cpu()
+    host = copy(parts[0] if len(parts) == 1 else torch.cat(parts))
     out = []
     for t in tensors:
         key = t.untyped_storage().data_ptr()

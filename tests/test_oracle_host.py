@@ -24,7 +24,7 @@ from diagfuzz import oracles
 from diagfuzz.case import Case, Layout, Values
 from diagfuzz.impl import aten, triton_aten
 from diagfuzz.ops._words import as_words
-from diagfuzz.oracles import checks, index_reference, reference
+from diagfuzz.oracles import checks, index_reference, reference, transfer
 from diagfuzz.oracles.sentinel import SentinelAllocations
 from diagfuzz.oracles.transfer import host_view, storage_bytes
 from diagfuzz.verdict import Verdict
@@ -63,10 +63,9 @@ def emulated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     reads device memory after the copy back.
     """
     if request.param:
-        real_to_host = checks.to_host
-
         def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-            copies = [_copy(t) for t in real_to_host(tensors)]
+            # The device path of to_host (join, one copy, aligned views), with a clone.
+            copies = transfer.gather(tensors, lambda joined: joined.clone())
             for t in tensors:  # the device memory, no longer to be read by anyone
                 storage_bytes(t).fill_(SCRIBBLE)
             return copies
@@ -267,6 +266,26 @@ def test_only_the_implementation_allocates_under_the_sentinel(
 def _sentinel_registered() -> bool:
     dump = torch._C._dispatch_dump("aten::empty.memory_format")
     return any("sentinel.py" in line for line in dump.splitlines())
+
+
+def test_gather_keeps_bits_geometry_and_alignment_of_every_dtype() -> None:
+    base = torch.arange(7, dtype=torch.uint8)  # odd sizes: every later chunk needs padding
+    wide = torch.randn(6, 5, dtype=torch.complex128)[1:, 2:].t()  # strided, offset
+    halves = torch.randn(9).to(torch.float16)[3:]
+    flags = torch.tensor([True, False, True])
+    tensors = [base, wide, halves, wide[0], flags, base[2:5]]  # shared storages too
+    joined: list[torch.Tensor] = []
+
+    def copy(t: torch.Tensor) -> torch.Tensor:
+        joined.append(t)
+        return t.clone()
+
+    copies = transfer.gather(tensors, copy)
+    assert len(joined) == 1 and joined[0].numel() % transfer.ALIGN == 0
+    for t, c in zip(tensors, copies, strict=True):
+        assert (c.dtype, c.shape, c.stride()) == (t.dtype, t.shape, t.stride())
+        assert c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+        assert torch.equal(as_words(c.contiguous()), as_words(t.contiguous()))
 
 
 def test_sentinel_override_is_registered_only_inside_the_block() -> None:
