@@ -54,11 +54,11 @@ def gather(tensors: list[torch.Tensor],
     is viewed over its storage's part of it. (Tests run it on the CPU with a clone.)
     """
     device = tensors[0].device
-    chunks: dict[int, torch.Tensor] = {}
+    chunks: dict[tuple[int, int], torch.Tensor] = {}
     for t in tensors:
         if t.device != device:
             raise ValueError(f"to_host: tensors on {device} and {t.device}")
-        chunks.setdefault(t.untyped_storage().data_ptr(), storage_bytes(t))
+        chunks.setdefault(_storage_key(t), storage_bytes(t))
     parts, starts, start = [], {}, 0
     pad = torch.empty(ALIGN, dtype=torch.uint8, device=device)
     for key, chunk in chunks.items():
@@ -71,9 +71,15 @@ def gather(tensors: list[torch.Tensor],
     host = copy(parts[0] if len(parts) == 1 else torch.cat(parts))
     out = []
     for t in tensors:
-        key = t.untyped_storage().data_ptr()
+        key = _storage_key(t)
         out.append(host_view(host[starts[key]:starts[key] + chunks[key].numel()], t))
     return out
+
+
+def _storage_key(t: torch.Tensor) -> tuple[int, int]:
+    """Which storage ``t`` lives in (an empty storage may share a pointer with another)."""
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.nbytes()
 
 
 def host_view(host: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

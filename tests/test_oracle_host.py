@@ -273,7 +273,8 @@ def test_gather_keeps_bits_geometry_and_alignment_of_every_dtype() -> None:
     wide = torch.randn(6, 5, dtype=torch.complex128)[1:, 2:].t()  # strided, offset
     halves = torch.randn(9).to(torch.float16)[3:]
     flags = torch.tensor([True, False, True])
-    tensors = [base, wide, halves, wide[0], flags, base[2:5]]  # shared storages too
+    nothing = torch.empty(0, dtype=torch.float64)
+    tensors = [base, wide, nothing, halves, wide[0], flags, base[2:5]]  # shared storages too
     joined: list[torch.Tensor] = []
 
     def copy(t: torch.Tensor) -> torch.Tensor:
