@@ -25,6 +25,7 @@ triton_aten row; the aten row is the clean count of the oracle. On CUDA ``--cuda
 adds what torch.profiler saw: kernels, memcpys and synchronisation calls per Case.
 
     python benchmarks/oracle_cost.py --cases 600 [--json PATH] [--cuda-profile]
+    python benchmarks/oracle_cost.py --oracles-from OLD/oracles   # an older oracle, same Cases
 
 A benchmark, never a timed test. Nothing asserts on time.
 """
@@ -46,10 +47,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 import diagfuzz.ops as ops
-from diagfuzz import oracles
 from diagfuzz.impl import load_impl
-from diagfuzz.oracles import checks, sentinel
-from diagfuzz.runner import settle_heap
+
+# Imported by ``_import_oracles`` (``--oracles-from`` must come first): the oracle under test.
+oracles: Any = None
+checks: Any = None
+sentinel: Any = None
 
 _aten = torch.ops.aten
 STREAMS = ("diagonal", "diagonal_backward", "invalid")
@@ -180,6 +183,30 @@ def _counting(cpu_proxy: bool) -> Iterator[OpCounter]:
             setattr(owner, name, real)
 
 
+def _import_oracles(directory: Path | None) -> None:
+    """Import diagfuzz.oracles, from ``directory`` (e.g. an older commit's copy) if given."""
+    global oracles, checks, sentinel
+    if directory is not None:
+        import importlib.util
+
+        import diagfuzz
+
+        spec = importlib.util.spec_from_file_location(
+            "diagfuzz.oracles", directory / "__init__.py",
+            submodule_search_locations=[str(directory)])
+        if spec is None or spec.loader is None:
+            raise SystemExit(f"--oracles-from {directory}: no oracles package there")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["diagfuzz.oracles"] = module
+        spec.loader.exec_module(module)
+        diagfuzz.oracles = module  # type: ignore[attr-defined]
+    from diagfuzz import oracles as imported
+    from diagfuzz.oracles import checks as imported_checks
+    from diagfuzz.oracles import sentinel as imported_sentinel
+
+    oracles, checks, sentinel = imported, imported_checks, imported_sentinel
+
+
 def _launches() -> int:
     return sum(ops._counters.LAUNCHES.values())
 
@@ -245,8 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
     parser.add_argument("--cuda-profile", action="store_true",
                         help="on CUDA: kernels/memcpys/syncs per Case from torch.profiler")
+    parser.add_argument("--oracles-from", type=Path, default=None,
+                        help="time the oracles package in this directory instead (before/after: "
+                             "e.g. a copy of commit f8cbe9e's oracles/)")
     parser.add_argument("--json", type=Path, default=None, help="also write JSON here")
     args = parser.parse_args(argv)
+    _import_oracles(args.oracles_from)
+    from diagfuzz.runner import settle_heap
     drawn = {s: draw(s, args.cases, args.seed, args.max_elements) for s in args.streams}
     impls = {spec: load_impl(spec) for spec in args.impl}
     settle_heap()
@@ -269,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{p['device_ops']:>9}{p['launches']:>8}{p['syncs']:>7}  {r['verdicts']}"
               + (f"  cuda {r['cuda_profile']}" if "cuda_profile" in r else ""))
     result = {"device": ops.DEVICE, "interpreter": ops.INTERPRET, "torch": torch.__version__,
+              "oracles": str(Path(checks.__file__).parent),
               "cases_per_stream": args.cases, "count_cases": args.count_cases,
               "max_elements": args.max_elements, "seed": args.seed,
               "loadavg": Path("/proc/loadavg").read_text().split()[:3]
