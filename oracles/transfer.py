@@ -34,15 +34,28 @@ def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     return flat.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
 
 
-def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def to_host(tensors: list[torch.Tensor],
+            copy: Callable[[torch.Tensor], torch.Tensor] | None = None,
+            keep_host: bool = True) -> list[torch.Tensor]:
     """Each tensor's view (same dtype, shape, strides, offset) over a host copy of its storage.
 
-    One copy and one synchronisation for all of them (``gather``). CPU tensors come back as
-    they are (same memory: callers that compare before and after keep their own copy).
+    One copy and one synchronisation per device (``gather``): normally one, as a result on
+    another device is a metadata failure for the judgement to report, not an error here; an
+    impl may also allocate host temporaries under the sentinel. CPU tensors come back as
+    they are (same memory: callers that compare before and after keep their own copy),
+    unless ``keep_host`` is False (tests copy them too, with ``copy``).
     """
-    if all(t.device.type == "cpu" for t in tensors):
-        return list(tensors)
-    return gather(tensors, lambda joined: joined.cpu())
+    copy = copy or (lambda joined: joined.cpu())
+    out = list(tensors)
+    groups: dict[torch.device, list[int]] = {}
+    for i, t in enumerate(tensors):
+        if not (keep_host and t.device.type == "cpu"):
+            groups.setdefault(t.device, []).append(i)
+    for indices in groups.values():
+        copies = gather([tensors[i] for i in indices], copy)
+        for i, host in zip(indices, copies, strict=True):
+            out[i] = host
+    return out
 
 
 def gather(tensors: list[torch.Tensor],

@@ -64,8 +64,10 @@ def emulated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """
     if request.param:
         def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-            # The device path of to_host (join, one copy, aligned views), with a clone.
-            copies = transfer.gather(tensors, lambda joined: joined.clone())
+            # The device path of to_host (join, one copy per device, aligned views), with
+            # a copy that also copies host memory (a real GPU copies its own to the host).
+            copies = transfer.to_host(tensors, lambda joined: joined.to("cpu", copy=True),
+                                      keep_host=False)
             for t in tensors:  # the device memory, no longer to be read by anyone
                 storage_bytes(t).fill_(SCRIBBLE)
             return copies
