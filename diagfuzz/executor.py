@@ -17,10 +17,19 @@ and answers cross a pipe pair as JSON text (Cases and Verdicts).
 Hypothesis must never shrink against a poisoned context: a crash or hang seen in an
 executor that had already served other Cases is retried once in a fresh executor, and the
 fresh executor's verdict is the Case's verdict (the first attempt is kept in ``details``).
+
+Cases may also be pipelined: ``submit`` sends a Case without waiting, ``poll``/``drain``
+collect verdicts, so the caller draws the next Cases while the executor checks earlier
+ones. The executor serves requests one at a time, in order, so the Case it is running is
+always the oldest unanswered one: a crash or hang is that Case's, exactly as with ``run``,
+and the Cases queued behind it are sent again, in order, to the replacement executor. After
+a non-pass verdict the executor runs the health check itself, before the next queued Case,
+so a poisoned context never judges a Case.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -29,6 +38,8 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -52,6 +63,11 @@ def default_timeout() -> float:
         raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
 #: Seconds an executor may take to import torch, Triton and the impl and pass a health check.
 START_TIMEOUT = 300.0
+#: Cases ``submit`` keeps in flight at most: two Case families of up to 8 members. Enough to
+#: keep the executor busy while the caller draws the next family; few enough that memory
+#: stays bounded, a failure is seen within two families, and the requests (about 1 KB each)
+#: never fill the pipe (64 KB) while the executor is busy.
+MAX_IN_FLIGHT = 16
 
 
 class ExecutorError(RuntimeError):
@@ -131,6 +147,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         op = request.get("op")
         if op == "close":
             return
+        passed = True
         try:
             if op == "health":
                 health_check(device)
@@ -139,10 +156,28 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
                 oracle = getattr(oracles, request.get("oracle", "check"))
                 verdict = oracle(Case.from_json(request["case"]), impl, device)
                 reply = {"status": "ok", "verdict": verdict.to_json()}
+                passed = verdict.ok
         except Exception as exc:
             reply = {"status": "exception", "message": repr(exc),
                      "traceback": traceback.format_exc()}
+            passed = False
         conn.send(json.dumps(reply))
+        if op == "run" and not passed:
+            # Health right after the failing Case, before any queued one runs: a Case that
+            # poisoned the context is found, and no later Case is judged in that context.
+            health = _health_reply(device)
+            conn.send(json.dumps(health))
+            if health["status"] != "ok":
+                return
+
+
+def _health_reply(device: str) -> dict[str, Any]:
+    """The health check's outcome as a message for the runner."""
+    try:
+        health_check(device)
+    except Exception as exc:
+        return {"status": "exception", "message": repr(exc), "traceback": traceback.format_exc()}
+    return {"status": "ok"}
 
 
 # --- runner side ------------------------------------------------------------------------
@@ -184,7 +219,8 @@ class ProcessRunner:
     def __init__(self, impl_spec: str, device: str | None = None,
                  timeout: float | None = None, *, oracle: str = "check",
                  workdir: str | os.PathLike[str] | None = None,
-                 start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0) -> None:
+                 start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
+                 window: int = MAX_IN_FLIGHT) -> None:
         timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
@@ -207,6 +243,12 @@ class ProcessRunner:
         self._conn: Connection | None = None  # answers from the executor
         self._out: Connection | None = None  # requests to the executor
         self._served = 0  # Cases the current executor has answered
+        self.window = max(1, int(window))  #: Cases ``submit`` keeps in flight at most
+        self._queue: deque[_Request] = deque()  # in flight, oldest (running) first
+        self._ready: list[tuple[int, Verdict]] = []  # settled, not yet returned
+        self._tickets = itertools.count(1)
+        self._head_started = 0.0  # when the oldest Case in flight started running
+        self._log_start = 0  # executor.log's size then
 
     # -- lifecycle --
     def _start(self) -> None:
@@ -266,7 +308,9 @@ class ProcessRunner:
             return None
 
     def close(self) -> None:
-        """Ask the executor to exit, and make sure it has."""
+        """Ask the executor to exit, and make sure it has; Cases in flight are dropped."""
+        self._queue.clear()
+        self._ready.clear()
         if self._out is not None and self._alive():
             try:
                 self._out.send(json.dumps({"op": "close"}))
@@ -292,63 +336,197 @@ class ProcessRunner:
         return self.run_with(case, self.oracle)
 
     def run_with(self, case: Case, oracle: str, timeout: float | None = None) -> Verdict:
-        """``run`` with another function of diagfuzz.oracles (and timeout), same executor."""
-        verdict = self._run_once(case, oracle, timeout or self.timeout)
-        if verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0) > 0:
-            # the executor was replaced: this attempt is in a fresh one
-            retry = self._run_once(case, oracle, timeout or self.timeout)
-            details = {**retry.details, "first_attempt": json.loads(verdict.to_json())}
-            return Verdict(retry.kind, retry.check, retry.message, retry.case, details)
-        return verdict
+        """``run`` with another function of diagfuzz.oracles (and timeout), same executor.
 
-    def _send(self, request: dict[str, Any]) -> int:
-        """Send to a live executor (starting one if needed); returns Cases it served before."""
+        Submit, then wait: verdicts of Cases submitted earlier stay for ``poll``/``drain``.
+        """
+        ticket = self.submit(case, oracle, timeout)
+        done = self.wait(0)
+        mine = [verdict for t, verdict in done if t == ticket]
+        self._ready.extend((t, verdict) for t, verdict in done if t != ticket)
+        return mine[0]
+
+    def submit(self, case: Case, oracle: str | None = None,
+               timeout: float | None = None) -> int:
+        """Send ``case`` to the executor without waiting; returns its ticket for ``poll``.
+
+        Waits first while ``window`` Cases are in flight (their verdicts are kept for
+        ``poll``). Raises what starting an executor raises (ImplError, ExecutorError), and
+        ExecutorError when the oracle raised on an earlier Case (``exc.tickets`` names it).
+        """
+        arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
+        self._ready.extend(arrived)
+        request = _Request(next(self._tickets), case, oracle or self.oracle,
+                           timeout or self.timeout)
+        message = json.dumps({"op": "run", "case": case.to_json(), "oracle": request.oracle})
+        if not self._queue:
+            self._send_to_idle(message)
+            self._queue.append(request)
+            self._head_started_now()
+            return request.ticket
+        self._queue.append(request)
+        try:
+            assert self._out is not None
+            self._out.send(message)
+        except (BrokenPipeError, OSError):
+            pass  # died running an earlier Case: found there, and this one is sent again
+        return request.ticket
+
+    @property
+    def in_flight(self) -> int:
+        """Cases submitted and not yet answered."""
+        return len(self._queue)
+
+    def poll(self) -> list[tuple[int, Verdict]]:
+        """(ticket, Verdict) of every Case answered since the last call, in submission
+        order, without waiting; a Case past its timeout is a hang now."""
+        done, self._ready = self._ready, []
+        try:
+            while self._queue:
+                step = self._step(block=False)
+                if step is None:
+                    break
+                if step is not _RETRYING:
+                    done.append(step)
+        except BaseException:
+            self._ready[:0] = done
+            raise
+        return done
+
+    def drain(self) -> list[tuple[int, Verdict]]:
+        """Wait for every Case in flight; all verdicts not yet returned, in order."""
+        return self.wait(0)
+
+    def wait(self, in_flight: int = 0) -> list[tuple[int, Verdict]]:
+        """Wait until at most ``in_flight`` Cases are unanswered; the verdicts not yet
+        returned, in submission order."""
+        done, self._ready = self._ready, []
+        try:
+            while len(self._queue) > in_flight:
+                step = self._step(block=True)
+                if step is not None and step is not _RETRYING:
+                    done.append(step)
+        except BaseException:
+            self._ready[:0] = done
+            raise
+        return done
+
+    def _send_to_idle(self, message: str) -> None:
+        """Send to a live executor with nothing in flight (starting one if needed)."""
         for _ in range(3):
             if not self._alive():
                 self._kill()
                 self._start()
             try:
                 assert self._out is not None
-                self._out.send(json.dumps(request))
-                return self._served
+                self._out.send(message)
+                return
             except (BrokenPipeError, OSError):
                 self._kill()  # died between Cases: not this Case's fault, start afresh
         raise ExecutorError(f"executor for {self.impl_spec!r} keeps dying before it can "
                             f"receive a Case")
 
-    def _run_once(self, case: Case, oracle: str, timeout: float) -> Verdict:
-        served = self._send({"op": "run", "case": case.to_json(), "oracle": oracle})
-        base = {"executor_cases": served, "timeout": timeout}
-        log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
+    def _head_started_now(self) -> None:
+        """The oldest Case in flight starts running now: its timeout and log start here."""
+        self._head_started = time.monotonic()
+        self._log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
+
+    def _step(self, block: bool) -> tuple[int, Verdict] | object | None:
+        """Settle the oldest Case in flight: its (ticket, Verdict), ``_RETRYING`` when it
+        is sent again to confirm a crash or hang, None if not settled (``block`` False)."""
+        head = self._queue[0]
         assert self._conn is not None
-        started = time.monotonic()
-        if not self._conn.poll(timeout):
-            details = dict(base)
-            if self.log is not None and self._proc is not None:
-                self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
-                time.sleep(0.5)
-                details["stderr_tail"] = _tail(self.log, log_start)
-            self._kill()
-            return Verdict("hang", "executor:timeout",
-                           f"no verdict within {timeout:g}s; executor killed", case, details)
+        deadline = self._head_started + head.timeout
+        if not self._conn.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
+            if time.monotonic() < deadline:
+                return None
+            verdict = self._hang(head)
+        else:
+            try:
+                reply = json.loads(self._conn.recv())
+            except EOFError:
+                verdict = self._died(head)
+            else:
+                self._served += 1
+                try:
+                    verdict = self._judge(head, reply)
+                except ExecutorError as exc:
+                    self._queue.popleft()
+                    self._next_head()
+                    exc.tickets = (head.ticket,)  # type: ignore[attr-defined]
+                    raise
+        self._queue.popleft()
+        if head.first_attempt is not None:
+            details = {**verdict.details,
+                       "first_attempt": json.loads(head.first_attempt.to_json())}
+            verdict = Verdict(verdict.kind, verdict.check, verdict.message, verdict.case,
+                              details)
+        elif verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0):
+            # The executor was replaced: confirm in a fresh one, ahead of the queue.
+            self._queue.appendleft(replace(head, first_attempt=verdict))
+            self._next_head()
+            return _RETRYING
+        self._next_head()
+        return head.ticket, verdict
+
+    def _next_head(self) -> None:
+        """After the oldest Case settled: the next one starts now, in this executor or (if
+        it was killed) in a replacement that gets the whole queue again, in order."""
+        if not self._queue:
+            return
+        if self._proc is not None:
+            self._head_started_now()
+            return
+        lost = [r.ticket for r in self._queue]
         try:
-            reply = json.loads(self._conn.recv())
-        except EOFError:
-            code = self._kill()
-            details = {**base, "exitcode": code, "seconds": round(time.monotonic() - started, 3)}
-            if self.log is not None:
-                details["stderr_tail"] = _tail(self.log, log_start)
-            return Verdict("crash", "executor:died",
-                           f"executor died running this Case ({_exit_description(code)})",
-                           case, details)
-        self._served += 1
+            self._start()
+            assert self._out is not None
+            for request in self._queue:
+                self._out.send(json.dumps({"op": "run", "case": request.case.to_json(),
+                                           "oracle": request.oracle}))
+        except BaseException as exc:
+            self._kill()
+            self._queue.clear()
+            exc.tickets = tuple(lost)  # type: ignore[attr-defined]
+            raise
+        self._head_started_now()
+
+    def _base(self, head: _Request) -> dict[str, Any]:
+        """Details every non-pass verdict of ``head`` carries."""
+        return {"executor_cases": self._served, "timeout": head.timeout}
+
+    def _hang(self, head: _Request) -> Verdict:
+        details = self._base(head)
+        if self.log is not None and self._proc is not None:
+            self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
+            time.sleep(0.5)
+            details["stderr_tail"] = _tail(self.log, self._log_start)
+        self._kill()
+        return Verdict("hang", "executor:timeout",
+                       f"no verdict within {head.timeout:g}s; executor killed", head.case,
+                       details)
+
+    def _died(self, head: _Request) -> Verdict:
+        code = self._kill()
+        details = {**self._base(head), "exitcode": code,
+                   "seconds": round(time.monotonic() - self._head_started, 3)}
+        if self.log is not None:
+            details["stderr_tail"] = _tail(self.log, self._log_start)
+        return Verdict("crash", "executor:died",
+                       f"executor died running this Case ({_exit_description(code)})",
+                       head.case, details)
+
+    def _judge(self, head: _Request, reply: dict[str, Any]) -> Verdict:
+        """The verdict of an answered Case; a failing one is kept only if the executor is
+        still healthy (the health check the executor ran right after it)."""
+        base = {**self._base(head), "executor_cases": self._served - 1}
         if reply["status"] == "ok":
             verdict = Verdict.from_json(reply["verdict"])
-            return verdict if verdict.ok else self._after_failure(case, verdict, base)
+            return verdict if verdict.ok else self._after_failure(head.case, verdict, base)
         unhealthy = self._health()
         if unhealthy:
-            return self._poisoned(case, unhealthy, reply["traceback"], base)
-        raise ExecutorError(f"oracle {oracle!r} raised on Case {case.to_json()}:\n"
+            return self._poisoned(head.case, unhealthy, reply["traceback"], base)
+        raise ExecutorError(f"oracle {head.oracle!r} raised on Case {head.case.to_json()}:\n"
                             f"{reply['traceback']}")
 
     def _after_failure(self, case: Case, verdict: Verdict, base: dict[str, Any]) -> Verdict:
@@ -370,10 +548,10 @@ class ProcessRunner:
                        case, details)
 
     def _health(self) -> str:
-        """'' if the executor passes the health check, else why not."""
+        """'' if the health check the executor ran after a failing Case passed, else why
+        not (the executor sends it unasked, before serving the next queued Case)."""
         try:
-            assert self._conn is not None and self._out is not None
-            self._out.send(json.dumps({"op": "health"}))
+            assert self._conn is not None
             if not self._conn.poll(self.health_timeout):
                 return f"health check gave no answer within {self.health_timeout:g}s"
             reply = json.loads(self._conn.recv())
@@ -382,3 +560,18 @@ class ProcessRunner:
         if reply["status"] != "ok":
             return reply.get("traceback") or reply.get("message", "health check failed")
         return ""
+
+
+#: What ``_step`` returns when the oldest Case was sent again to confirm a crash or hang.
+_RETRYING = object()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A Case in flight: ``first_attempt`` is set when it runs again to confirm a crash."""
+
+    ticket: int
+    case: Case
+    oracle: str
+    timeout: float
+    first_attempt: Verdict | None = None

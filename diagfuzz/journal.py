@@ -8,6 +8,12 @@ abort, kill); only a crash of the whole machine could lose it, and fsync against
 ~1.9 ms per line, the largest share of a CPU case. ``DIAGFUZZ_JOURNAL_FSYNC=1`` buys it back.
 A process that dies mid-Case leaves a ``case`` line with no ``verdict``:
 ``last_unfinished`` finds it, and ``diagfuzz.crash.attribute_crash`` names it.
+
+With a pipelined runner (``submit``/``poll``) several Cases are in flight: each is written
+before it is submitted, each verdict as it arrives, and the executor runs them in order, so
+the Case that was running when the process died is the *oldest* one without a verdict. A
+Case the runner gave up on (its oracle raised, or no executor could start) gets an
+``abandoned`` line, so it is not mistaken for the one running.
 """
 
 from __future__ import annotations
@@ -91,6 +97,11 @@ class Journal:
         self._write({"type": "verdict", "seq": seq, "kind": verdict.kind,
                      "verdict": json.loads(verdict.to_json())})
 
+    def abandon(self, seq: int, reason: str) -> None:
+        """Record that the Case ``begin`` numbered ``seq`` will get no verdict (the harness
+        failed on it, or it was never submitted): it is finished, not running."""
+        self._write({"type": "abandoned", "seq": seq, "reason": reason})
+
     def close(self) -> None:
         """Close the file; later writes raise."""
         if self._file is not None:
@@ -127,46 +138,110 @@ def header(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def last_unfinished(path: str | os.PathLike[str]) -> tuple[Case, str] | None:
-    """The (Case, test_id) of the latest session's last Case, if it never got a verdict.
+    """The (Case, test_id) the latest session was running: its oldest Case without a verdict.
 
-    None when the journal is missing, empty, or its last Case finished (a process that
-    dies between Cases did not die of a Case). Sequence numbers restart with each header.
+    Cases run in the order they were written (one at a time, or pipelined to an executor
+    that serves them in order), so the oldest unanswered one is the Case that was running;
+    those after it were waiting. None when the journal is missing, empty, or every Case
+    finished (a process that dies between Cases did not die of a Case). Sequence numbers
+    restart with each header.
     """
     if not Path(path).exists():
         return None
-    last: dict[str, Any] | None = None
-    finished = False
+    open_cases: dict[int, dict[str, Any]] = {}
     for record in read(path):
         kind = record.get("type")
         if kind == "header":
-            last, finished = None, False
+            open_cases = {}
         elif kind == "case":
-            last, finished = record, False
-        elif kind == "verdict" and last is not None and record.get("seq") == last["seq"]:
-            finished = True
-    if last is None or finished:
+            open_cases[record["seq"]] = record
+        elif kind in ("verdict", "abandoned"):
+            open_cases.pop(record.get("seq"), None)  # type: ignore[arg-type]
+    if not open_cases:
         return None
-    return Case.from_json(last["case"]), last.get("test_id", "")
+    oldest = open_cases[min(open_cases)]
+    return Case.from_json(oldest["case"]), oldest.get("test_id", "")
 
 
 class JournaledRunner:
     """Wraps any Runner so each Case is journaled before it runs and its verdict after.
 
     ``test_id`` may be reassigned between Cases (the plugin sets it to the item's nodeid).
+    With a runner that pipelines (``diagfuzz.executor.ProcessRunner``), ``submit``/``poll``/
+    ``drain`` do the same for Cases in flight: written before they are sent, verdicts
+    written as they are collected.
     """
 
     def __init__(self, inner: Runner, journal: Journal, test_id: str = "") -> None:
         self.inner = inner
         self.journal = journal
         self.test_id = test_id
+        self._seqs: dict[int, int] = {}  # ticket -> journal seq, for Cases in flight
+        self._ready: list[tuple[int, Verdict]] = []  # journaled, not yet returned
 
     def run(self, case: Case) -> Verdict:
         seq = self.journal.begin(case, self.test_id)
-        verdict = self.inner.run(case)
+        try:
+            verdict = self.inner.run(case)
+        except BaseException as exc:
+            self.journal.abandon(seq, f"{type(exc).__name__}: {exc}")
+            raise
         self.journal.end(seq, verdict)
         return verdict
+
+    @property
+    def pipelines(self) -> bool:
+        """Whether the inner runner can keep Cases in flight (submit/poll/drain)."""
+        return all(hasattr(self.inner, name) for name in ("submit", "poll", "wait"))
+
+    def submit(self, case: Case) -> int:
+        """Journal ``case``, then send it without waiting; returns its ticket.
+
+        Room is made first (the runner keeps a bounded window in flight), so the Case is
+        written only when it can be sent at once.
+        """
+        inner: Any = self.inner
+        arrived = self._settle(lambda: inner.wait(inner.window - 1))
+        self._ready.extend(arrived)
+        seq = self.journal.begin(case, self.test_id)
+        try:
+            ticket = inner.submit(case)
+        except BaseException as exc:
+            self.journal.abandon(seq, f"not submitted: {type(exc).__name__}: {exc}")
+            self._abandon_lost(exc)
+            raise
+        self._seqs[ticket] = seq
+        return ticket
+
+    def poll(self) -> list[tuple[int, Verdict]]:
+        """Verdicts that have arrived (journaled now), without waiting."""
+        inner: Any = self.inner
+        done, self._ready = self._ready, []
+        return done + self._settle(inner.poll)
+
+    def drain(self) -> list[tuple[int, Verdict]]:
+        """Wait for every Case in flight; their verdicts, journaled."""
+        inner: Any = self.inner
+        done, self._ready = self._ready, []
+        return done + self._settle(lambda: inner.wait(0))
+
+    def _settle(self, collect: Any) -> list[tuple[int, Verdict]]:
+        try:
+            done = collect()
+        except BaseException as exc:
+            self._abandon_lost(exc)
+            raise
+        for ticket, verdict in done:
+            self.journal.end(self._seqs.pop(ticket), verdict)
+        return done
+
+    def _abandon_lost(self, exc: BaseException) -> None:
+        """Journal the Cases ``exc`` says the runner gave up on (``exc.tickets``)."""
+        for ticket in getattr(exc, "tickets", ()):
+            seq = self._seqs.pop(ticket, None)
+            if seq is not None:
+                self.journal.abandon(seq, f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
         self.inner.close()
         self.journal.close()
-
