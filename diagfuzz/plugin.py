@@ -82,6 +82,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run Cases in a spawned executor process (crash/hang isolation) "
                          "or in the worker itself (auto: process when diagfuzz.executor "
                          "is available)")
+    group.addoption("--diagfuzz-pipeline", choices=("on", "off"), default="on",
+                    help="with process isolation, draw the next Cases while the executor "
+                         "checks earlier ones; a failure is then replayed and shrunk "
+                         "synchronously (default on; off: draw, then check, one by one)")
     group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-Case timeout before a Case is a hang (process isolation; "
                          "default the executor's)")
@@ -204,6 +208,7 @@ def resolve_plan(config: pytest.Config) -> RunPlan:
         run_dir=str(root.resolve() / f"run-{seed}"),
         workers=n_workers,
         max_members=_positive(config, "diagfuzz_max_members") or budget.max_members,
+        pipeline=config.getoption("diagfuzz_pipeline") == "on",
     )
 
 
@@ -347,6 +352,7 @@ class ShardSession:
         self.worker_dir = plan.worker_dir(self.worker_id)
         self.database_dir = workers.isolate(self.worker_dir, os.environ)
         self._runner: Any = None
+        self._warned = False
 
     # --- collection -------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -375,21 +381,38 @@ class ShardSession:
 
     def check(self, item: pytest.Item, case: Any) -> None:
         """Run one Case; a non-pass verdict raises AssertionError so Hypothesis shrinks."""
-        from diagfuzz.report import Failure
-
         try:
             verdict = self.runner.run(case)  # journaled, flushed, before it runs
         except Exception as exc:
-            item.stash[_TALLY].add(case, failed=True)
-            item.stash[_FAILURE] = Failure(item.nodeid, "harness-error", "",
-                                           f"{type(exc).__name__}: {exc}",
-                                           json.loads(case.to_json()))
+            item.stash[_FAILURE] = harness_failure(item, case, exc)
             raise
         item.stash[_TALLY].add(case, failed=not verdict.ok)
         if not verdict.ok:
             # The last failure of an item is Hypothesis' final, shrunk example.
-            item.stash[_FAILURE] = Failure.from_verdict(item.nodeid, verdict)
+            item.stash[_FAILURE] = _failure_of(item, verdict)
             raise AssertionError(str(verdict))
+
+    def pipeline_refusal(self, shard_settings: Any) -> str:
+        """'' if this worker's shards may pipeline (see Shard.fuzz), else why not."""
+        from diagfuzz import pipeline
+
+        plan = self.plan
+        if not plan.pipeline:
+            return "--diagfuzz-pipeline off"
+        if plan.isolation != "process":
+            return "in-process isolation checks in the drawing process"
+        if shard_settings.derandomize:
+            return "a derandomized profile runs as it always did"
+        if not self.runner.pipelines:
+            return "the runner cannot keep Cases in flight"
+        missing = pipeline.unavailable()
+        if missing and not self._warned:
+            self._warned = True
+            import warnings
+
+            warnings.warn(f"diagfuzz: pipelining off, shards run synchronously: {missing}",
+                          pytest.PytestWarning, stacklevel=1)
+        return missing
 
     # --- reporting ----------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -430,10 +453,10 @@ class Shard:
         shrunk example's) names that member alone. ``max_examples`` counts families: the
         shard's Case budget divided by the mean family size (``strategies.mean_members``).
         """
-        from hypothesis import given, seed
+        from hypothesis import given, seed, settings
         from hypothesis.database import DirectoryBasedExampleDatabase
 
-        from diagfuzz import profiles
+        from diagfuzz import pipeline, profiles
         from diagfuzz.strategies import mean_members
 
         plan = self.session.plan
@@ -453,8 +476,138 @@ class Shard:
             max_examples=families_per_shard(plan.cases_per_shard,
                                             mean_members(plan.max_members)),
             database=DirectoryBasedExampleDatabase(self.session.database_dir))
-        test = shard_settings(seed(self.seed)(given(strategy)(fuzz_shard)))
-        test()
+
+        def run(test: Callable[..., None], how: settings) -> None:
+            how(seed(self.seed)(given(strategy)(test)))()
+
+        if (self.session.pipeline_refusal(shard_settings)
+                or pipeline.remembers(shard_settings.database, fuzz_shard)):
+            run(fuzz_shard, shard_settings)  # synchronous: draw, check, draw ...
+            return
+        # Phase 1: draw and submit; verdicts are collected as they arrive.
+        phase = PipelinedPhase(self.session, item)
+        try:
+            run(phase.submit_family, settings(shard_settings, database=None))
+        finally:
+            phase.finish()
+        if phase.failed is None:
+            return
+        # Phase 2: the first failing family, replayed synchronously, fails, shrinks, reports.
+        failed = phase.failed
+        database = shard_settings.database or _in_memory_database()
+        pipeline.save_for_replay(database, fuzz_shard, failed.choices)
+        item.stash[_FAILURE] = None
+        try:
+            run(fuzz_shard, settings(shard_settings, database=database,
+                                     phases=pipeline.replay_phases(shard_settings.phases)))
+        except BaseException:
+            if item.stash[_FAILURE] is None:  # Hypothesis' own error before any check
+                item.stash[_FAILURE] = failed.failure
+            raise
+        # The replay passed: a flaky failure. Never lose it: report the unshrunk Case.
+        item.stash[_FAILURE] = failed.failure
+        raise AssertionError(f"flaky: failed when first checked (pipelined), passed when "
+                             f"replayed, so not shrunk: {failed.message}")
+
+
+class _FailedFamily:
+    """Phase 1's first failing family: its choice sequence and the failure to report."""
+
+    def __init__(self, choices: bytes, failure: Failure, message: str) -> None:
+        self.choices = choices
+        self.failure = failure
+        self.message = message
+
+
+class PipelinedPhase:
+    """Phase 1 of a pipelined shard: each example submits its family and returns.
+
+    Verdicts are collected (tallied, like ``ShardSession.check``) at the start of each
+    example and at the end; the first failing one stops submission (later examples return
+    at once) and names its family, whose choice sequence phase 2 replays.
+    """
+
+    def __init__(self, session: ShardSession, item: pytest.Item) -> None:
+        self.session = session
+        self.item = item
+        self.runner = session.runner
+        self.failed: _FailedFamily | None = None
+        self._choices: list[bytes] = []  # per submitted family
+        self._in_flight: dict[int, tuple[Any, int]] = {}  # ticket -> (Case, family)
+
+    def submit_family(self, family: tuple[Any, ...]) -> None:
+        """The phase's ``@given`` test function."""
+        from diagfuzz import pipeline
+
+        if self.failed is None:
+            self._collect(self.runner.poll)
+        if self.failed is not None:
+            return
+        index = len(self._choices)
+        self._choices.append(pipeline.current_choices())
+        for case in family:
+            try:
+                ticket = self.runner.submit(case)  # journaled first
+            except Exception as exc:
+                self._harness_error(exc, case, index)
+                return
+            self._in_flight[ticket] = (case, index)
+
+    def finish(self) -> None:
+        """Wait for every Case still in flight and tally it."""
+        while self._in_flight:
+            before = len(self._in_flight)
+            self._collect(self.runner.drain)
+            if len(self._in_flight) == before:  # the runner holds none of them any more
+                self._in_flight.clear()
+
+    def _collect(self, collect: Callable[[], list[tuple[int, Any]]]) -> None:
+        try:
+            done = collect()
+        except Exception as exc:
+            self._harness_error(exc, None, None)
+            return
+        for ticket, verdict in done:
+            case, index = self._in_flight.pop(ticket)
+            self.item.stash[_TALLY].add(case, failed=not verdict.ok)
+            if not verdict.ok and self.failed is None:
+                self.failed = _FailedFamily(self._choices[index],
+                                            _failure_of(self.item, verdict), str(verdict))
+
+    def _harness_error(self, exc: Exception, case: Any, index: int | None) -> None:
+        """The runner raised: the first Case it gave up on (``exc.tickets``: the one whose
+        oracle raised, or the queue no executor could start for) or ``case`` failed."""
+        lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
+                if t in self._in_flight]
+        if lost:
+            case, index = lost[0]
+        if case is None or index is None:
+            raise exc
+        failure = harness_failure(self.item, case, exc)
+        if self.failed is None:
+            self.failed = _FailedFamily(self._choices[index], failure, failure.message)
+
+
+def harness_failure(item: pytest.Item, case: Any, exc: BaseException) -> Failure:
+    """Count ``case`` as failed by the harness (the runner raised on it), and say so."""
+    from diagfuzz.report import Failure
+
+    item.stash[_TALLY].add(case, failed=True)
+    return Failure(item.nodeid, "harness-error", "", f"{type(exc).__name__}: {exc}",
+                   json.loads(case.to_json()))
+
+
+def _failure_of(item: pytest.Item, verdict: Any) -> Failure:
+    from diagfuzz.report import Failure
+
+    return Failure.from_verdict(item.nodeid, verdict)
+
+
+def _in_memory_database() -> Any:
+    """Phase 2's database when the profile keeps none: the replay needs one."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    return InMemoryExampleDatabase()
 
 
 def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:

@@ -69,6 +69,8 @@ class RunPlan:
     workers: int
     #: Cases per family at most (diagfuzz.strategies.MAX_MEMBERS; 1: a Case per example).
     max_members: int = 8
+    #: Pipeline draws with checks (process isolation only; diagfuzz.pipeline).
+    pipeline: bool = True
 
     def shard_seed(self, stream: str, shard: int) -> int:
         """The seed of one shard."""
@@ -103,5 +105,6 @@ class RunPlan:
                 f"impl {self.impl}, profile {self.profile}: {self.shards} shards x "
                 f"{len(STREAMS)} streams x about {self.cases_per_shard} Cases (families of up "
                 f"to {self.max_members}), max "
-                f"{self.max_elements} elements, isolation {self.isolation}, "
+                f"{self.max_elements} elements, isolation {self.isolation}"
+                f"{', pipelined' if self.pipeline and self.isolation == 'process' else ''}, "
                 f"run dir {self.run_dir}")
