@@ -11,7 +11,11 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             the mean family size); ``--no-families`` draws one Case per example, as
             before families. ``--profile`` adds where the time goes (cProfile, by
             function); the profiler about halves every rate (the interpreter is
-            Python-heavy), so take throughput from a run without it.
+            Python-heavy), so take throughput from a run without it. With
+            ``--isolation process`` it also measures the pipelined worker
+            (``pipelined/s``): the same families drawn again while the executor checks
+            earlier ones (``ProcessRunner.submit``/``poll``, as a pipelined shard does), so
+            the rate is about min(draw, check) instead of 1/(1/draw + 1/check).
 ``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
             the same budget (so W workers get W times the Cases): wall time, Cases, Cases/s.
             Equal times mean the run scales.
@@ -82,6 +86,40 @@ def draw(stream: str, count: int, seed: int, max_elements: int,
     return drawn, examples
 
 
+def draw_and_submit(stream: str, count: int, seed: int, max_elements: int, families: bool,
+                    runner: Any) -> tuple[int, Counter[str]]:
+    """Draw as ``draw`` does, but submit each example's Cases to ``runner`` at once and
+    collect verdicts as they arrive (a pipelined shard's phase 1); waits for all at the
+    end. Returns the Cases checked and their verdict kinds."""
+    import math
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from diagfuzz import strategies
+
+    name = STREAMS[stream][families]
+    strategy = getattr(strategies, name)(max_elements=max_elements)
+    examples = math.ceil(count / strategies.MEAN_MEMBERS) if families else count
+    kinds: Counter[str] = Counter()
+    submitted = 0
+
+    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @hseed(seed)
+    @given(strategy)
+    def submit(drawn_one: Any) -> None:
+        nonlocal submitted
+        kinds.update(v.kind for _, v in runner.poll())
+        for case in drawn_one if families else (drawn_one,):
+            runner.submit(case)
+            submitted += 1
+
+    submit()
+    kinds.update(v.kind for _, v in runner.drain())
+    return submitted, kinds
+
+
 def make_runner(isolation: str, impl: str) -> Any:
     """The runner a suite worker would use."""
     import diagfuzz.ops as ops
@@ -122,7 +160,16 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
             if profiler is not None:
                 profiler.disable()
             n = len(cases)
+            piped = None
+            if hasattr(runner, "submit"):
+                t0 = time.perf_counter()
+                checked, piped_kinds = draw_and_submit(stream, args.cases, args.seed,
+                                                       args.max_elements, args.families,
+                                                       runner)
+                piped = round(checked / (time.perf_counter() - t0), 1)
+                assert piped_kinds == kinds, (stream, piped_kinds, kinds)  # same Cases
             rows[stream] = {"cases": n, "examples": examples,
+                            "pipelined_per_s": piped,
                             "members": round(n / examples, 2),
                             "draw_per_s": round(n / drawn_s, 1),
                             "run_per_s": round(n / run_s, 1),
@@ -138,22 +185,28 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     both_cpu = (total / sum(r["cases"] / r["both_per_cpu_s"] for r in rows.values())
                 if args.isolation == "inprocess" else float("nan"))
     print(f"{'stream':<18}{'cases':>7}{'members':>8}{'draw/s':>9}{'run/s':>9}{'both/s':>9}"
-          f"{'/cpu-s':>9}{'launch':>8}  verdicts")
+          f"{'piped/s':>9}{'/cpu-s':>9}{'launch':>8}  verdicts")
     for stream, r in rows.items():
         print(f"{stream:<18}{r['cases']:>7}{r['members']:>8}{r['draw_per_s']:>9}"
               f"{r['run_per_s']:>9}"
-              f"{r['both_per_s']:>9}{_or_na(r['both_per_cpu_s']):>9}"
+              f"{r['both_per_s']:>9}{_or_na(r['pipelined_per_s']):>9}"
+              f"{_or_na(r['both_per_cpu_s']):>9}"
               f"{_or_na(r['launches_per_case']):>8}"
               f"  {r['verdicts']}")
     per_cpu = f"{both_cpu:.1f} per CPU second; " if both_cpu == both_cpu else ""
     drawn = total / sum(r["cases"] / r["draw_per_s"] for r in rows.values())
     how = "Case families" if args.families else "one Case per example"
+    piped = (total / sum(r["cases"] / r["pipelined_per_s"] for r in rows.values())
+             if all(r["pipelined_per_s"] for r in rows.values()) else None)
+    piped_text = f"; {piped:.1f} Cases/s pipelined" if piped else ""
     print(f"one worker ({args.isolation}, impl {args.impl}, {how}): {drawn:.1f} Cases/s "
-          f"drawn; {both:.1f} Cases/s drawn and run ({per_cpu}load average {_loadavg()})")
+          f"drawn; {both:.1f} Cases/s drawn and run{piped_text} ({per_cpu}load average "
+          f"{_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
               "families": args.families, "draw_per_s": round(drawn, 1),
               "max_elements": args.max_elements, "streams": rows,
               "cases_per_s": round(both, 1),
+              "pipelined_cases_per_s": round(piped, 1) if piped else None,
               "cases_per_cpu_s": round(both_cpu, 1) if both_cpu == both_cpu else None,
               "loadavg": _loadavg()}
     if profiler is not None:
