@@ -2,8 +2,7 @@
 
 The result (contiguous, ``input_sizes``) is seen as ``[rows, width]`` words. Each program owns
 a flat block of it: it stores the block as zeros (16-byte vector stores, no index work), then,
-after a barrier, stores over them the diagonal's words that fall in its block; a block that
-lies wholly on the diagonal stores only its diagonal words. Each row of the
+after a barrier, stores over them the diagonal's words that fall in its block. Each row of the
 result holds at most one *run* of diagonal words, so a row's share of the diagonal needs only
 the row's peel (one division per row dim) and adds. Two forms of run:
 
@@ -66,30 +65,24 @@ def _diagonal_backward_kernel(
     offs = start + tl.arange(0, BLOCK)
     zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
     end = tl.minimum(start + BLOCK, total)
-    # Narrow passes: the block's zeros first, as 16-byte vector stores. A wide pass's block
-    # stores them once its row is peeled, and not at all when it lies wholly on the row's
-    # run (it then holds only diagonal words, stored once).
-    first_row = start // width
-    lone_row = False
-    if PEEL_LANES == 1:
-        lone_row = first_row == (end - 1) // width
+    if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+        tl.store(out_ptr + offs, zeros)
     else:
-        if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
-            tl.store(out_ptr + offs, zeros)
-        else:
-            tl.store(out_ptr + offs, zeros, mask=offs < total)
-        # The diagonal's words below overwrite some of those zeros: order the two stores
-        # across the program's threads.
-        tl.debug_barrier()
+        tl.store(out_ptr + offs, zeros, mask=offs < total)
+    # The diagonal's words below overwrite some of those zeros: order the two stores across
+    # the program's threads. (Skipping the zeros of blocks lying wholly on a wide run, with
+    # the run's words stored once, measured slower on the H200: their zeros then waited for
+    # the row's peel; 16x16x256x256 d=(0,1) int8 12.3 -> 13.6 us, BENCHMARKS.md.)
+    tl.debug_barrier()
     row_end = (end - 1) // width + 1
     slot = tl.arange(0, PEEL_LANES)
-    lane = tl.arange(0, COPY_LANES)
+    k = tl.arange(0, COPY_LANES)
     if INDEX_64:
         slot = slot.to(tl.int64)
-        lane = lane.to(tl.int64)
+        k = k.to(tl.int64)
     slot = slot >> lane_shift  # which row of the pass
-    k = lane & (row_lanes - 1)  # which word of that row's run
-    for row0 in range(first_row, row_end, PEEL_LANES >> lane_shift):
+    k = k & (row_lanes - 1)  # which word of that row's run
+    for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
         row = row0 + slot
         # Peel each row index (innermost dim first) into grad_output's offset, one division
         # per dim. The indices along the two diagonal dims: on a GPU (SELECT_INDEX) they fall
@@ -179,19 +172,8 @@ def _diagonal_backward_kernel(
         # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
         # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
         crosses = 1
-        covered = 0
         if PEEL_LANES == 1:
             crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
-            covered = tl.max((on_diag & lone_row & (lo == start - row_base)
-                              & (hi - lo == BLOCK)).to(tl.int32), axis=0)
-            # (Covered blocks keep the rounds' lane layout: 16-byte stores there made each
-            # scalar load of 1-byte words span 16x the sectors, 2x slower on the H200.)
-            if (covered == 0) & (row0 == first_row):  # zeros, before any of its run words
-                if start + BLOCK <= total:
-                    tl.store(out_ptr + offs, zeros)
-                else:
-                    tl.store(out_ptr + offs, zeros, mask=offs < total)
-                tl.debug_barrier()
         if crosses > 0:
             for r in tl.static_range(ROUNDS):  # narrow: one round
                 col = lo + r * COPY_LANES + k
