@@ -14,8 +14,9 @@ Laid out like pytest-xdist: the hooks are gathered here, in three parts.
   table and writes ``--diagfuzz-report``.
 * Worker side (``ShardSession``): isolates the worker (Triton cache, example database),
   parametrizes the suite's shards, runs each Case through the runner (an executor process
-  by default, behind the write-ahead journal), and attaches the item's counts and failure
-  to its test report.
+  by default, behind the write-ahead journal; pipelined there: draws overlap checks, and a
+  failure is replayed synchronously to shrink it), and attaches the item's counts and
+  failure to its test report.
 
 Without xdist one process plays both sides.
 """
@@ -452,6 +453,15 @@ class Shard:
         one raises, so Hypothesis shrinks the family and the item's last Failure (the final
         shrunk example's) names that member alone. ``max_examples`` counts families: the
         shard's Case budget divided by the mean family size (``strategies.mean_members``).
+
+        Pipelined (process isolation, ``--diagfuzz-pipeline on``, not a derandomized
+        profile, no remembered failures in the database): phase 1 submits each family to
+        the executor and draws the next while it is checked (same seed, same Cases);
+        verdicts are tallied as they arrive and the first failure stops submission. Phase
+        2 replays that family through the database (``diagfuzz.pipeline``) in the
+        synchronous test, which fails, shrinks and reports as above; if the replay passes
+        (flaky), the unshrunk Case phase 1 saw fail is reported. Every Case checked is
+        counted once per check: the failing family's members count in both phases.
         """
         from hypothesis import given, seed, settings
         from hypothesis.database import DirectoryBasedExampleDatabase
