@@ -9,6 +9,7 @@ their indices, values and hex bits.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -19,13 +20,36 @@ from diagfuzz.ops._words import as_words, words_per_element
 FIRST_FEW = 5
 
 
+#: Integer dtypes that are their own words (viewing them again would cost an op).
+_WORD_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
+#: How many recent word views ``_words`` keeps (one Case compares its reference 3-5 times).
+MEMO_SIZE = 4
+_memo: dict[int, tuple[weakref.ref[torch.Tensor], tuple[Any, ...], torch.Tensor]] = {}
+
+
 def _words(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s elements as words in ``t``'s shape (complex128: a trailing dim of 2)."""
+    """``t``'s elements as words in ``t``'s shape (complex128: a trailing dim of 2).
+
+    A contiguous tensor's words are a view of its memory, so the view of a recently seen
+    tensor is reused (same object, same storage, offset, shape, strides, dtype: it shows the
+    tensor's current bytes); a copy (non-contiguous, lazy conj/neg) is never reused.
+    """
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
     if not t.is_contiguous():
         t = t.contiguous()
-    return as_words(t)
+    if t.dtype in _WORD_DTYPES:
+        return t
+    key = (t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype,
+           t.device)
+    seen = _memo.get(id(t))
+    if seen is not None and seen[0]() is t and seen[1] == key:
+        return seen[2]
+    words = as_words(t)
+    if len(_memo) >= MEMO_SIZE:
+        del _memo[next(iter(_memo))]
+    _memo[id(t)] = (weakref.ref(t), key, words)
+    return words
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
