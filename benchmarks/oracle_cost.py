@@ -6,6 +6,8 @@ impl (default ``diagfuzz.impl:triton_aten`` and ``diagfuzz.impl:aten``, whose ca
 microseconds, so its row is the oracle's own cost). A second pass over the first
 ``--count-cases`` Cases counts, per Case, under a TorchDispatchMode:
 
+Both passes start with the oracle's per-geometry caches empty (``clear_caches``).
+
 ``aten_ops``     every aten op the oracle issues from Python (views and allocations included).
 ``device_ops``   those that touch the device. On CUDA: an op with a CUDA tensor among its
                  arguments or results. On CPU (no device to tell apart): the ops issued inside
@@ -211,8 +213,19 @@ def _launches() -> int:
     return sum(ops._counters.LAUNCHES.values())
 
 
+def clear_caches() -> None:
+    """Empty the oracle's per-geometry caches (``functools.lru_cache``), so each pass starts
+    cold: a count taken after the timing pass would otherwise see only cache hits."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("diagfuzz.oracles"):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+
 def time_stream(cases: list[Any], impl: Any, warm: int) -> dict[str, Any]:
     """Cases/s of ``oracles.check`` over ``cases`` after ``warm`` Cases of warm-up."""
+    clear_caches()
     for case in cases[:warm]:
         oracles.check(case, impl, ops.DEVICE)
     kinds: Counter[str] = Counter()
@@ -228,6 +241,7 @@ def time_stream(cases: list[Any], impl: Any, warm: int) -> dict[str, Any]:
 
 def count_stream(cases: list[Any], impl: Any) -> dict[str, float]:
     """Per-Case aten ops, device ops, launches and syncs (see the module docstring)."""
+    clear_caches()
     before = _launches()
     with _counting(ops.DEVICE == "cpu") as counter:
         for case in cases:

@@ -168,6 +168,22 @@ def diagonal_mask(case: Case, device: torch.device | str) -> torch.Tensor:
     return _mask(tuple(case.sizes), case.offset, case.dim1, case.dim2, torch.device(device))
 
 
+def diagonal_mask_shaped(case: Case, device: torch.device | str,
+                         dtype: torch.dtype) -> torch.Tensor:
+    """``diagonal_mask`` in the shape of a result's words (``_bits._words``) for ``dtype``:
+    ``case.sizes``, plus a trailing 1 for two-word elements (read only)."""
+    return _mask_shaped(tuple(case.sizes), case.offset, case.dim1, case.dim2,
+                        torch.device(device), words_per_element(dtype))
+
+
+@lru_cache(maxsize=64)
+def _mask_shaped(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
+                 device: torch.device, per: int) -> torch.Tensor:
+    """``diagonal_mask_shaped``'s tensor, cached per geometry and word count."""
+    mask = _mask(sizes, offset, dim1, dim2, device)
+    return mask.view(*sizes, 1) if per > 1 else mask.view(sizes)
+
+
 @lru_cache(maxsize=64)
 def _mask(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
           device: torch.device) -> torch.Tensor:
