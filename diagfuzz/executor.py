@@ -139,6 +139,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         conn.send(json.dumps({"status": "error", "message": traceback.format_exc()}))
         return
     conn.send(json.dumps({"status": "ready", "pid": os.getpid()}))
+    runs = 0
     while True:
         try:
             request = json.loads(inbox.recv())
@@ -153,6 +154,10 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
                 health_check(device)
                 reply: dict[str, Any] = {"status": "ok"}
             else:
+                # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
+                # here (a size it took itself could be taken after the Case began).
+                os.write(2, CASE_MARKER.format(runs).encode())
+                runs += 1
                 oracle = getattr(oracles, request.get("oracle", "check"))
                 verdict = oracle(Case.from_json(request["case"]), impl, device)
                 reply = {"status": "ok", "verdict": verdict.to_json()}
@@ -199,11 +204,28 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _tail(log: Path, start: int, limit: int = 4000) -> str:
-    """What the executor wrote to ``log`` since byte ``start`` (its last ``limit`` bytes)."""
+#: Written to the executor's stderr before each Case it runs (0-based within the executor).
+CASE_MARKER = "[diagfuzz-executor: case {}]\n"
+#: The most of an executor's log a tail reads (its Cases' warnings, then the dying stack).
+_TAIL_READ = 1 << 20
+
+
+def _tail(log: Path, start: int, index: int, limit: int = 4000) -> str:
+    """What an executor that started writing ``log`` at byte ``start`` wrote while running
+    its Case number ``index``: the text after that Case's marker, its last ``limit`` bytes.
+
+    Why markers: the runner cannot know when a queued Case began (the executor starts it
+    as soon as the previous one is answered), and a log size taken after a fast abort
+    already includes the abort's stack (the tail came back empty under load).
+    """
     with open(log, "rb") as f:
-        f.seek(max(start, log.stat().st_size - limit))
-        return f.read().decode("utf-8", "replace")
+        f.seek(max(start, log.stat().st_size - _TAIL_READ))
+        text = f.read()
+    marker = CASE_MARKER.format(index).encode()
+    at = text.rfind(marker)
+    if at >= 0:
+        text = text[at + len(marker):]
+    return text[-limit:].decode("utf-8", "replace")
 
 
 class ProcessRunner:
@@ -248,7 +270,7 @@ class ProcessRunner:
         self._ready: list[tuple[int, Verdict]] = []  # settled, not yet returned
         self._tickets = itertools.count(1)
         self._head_started = 0.0  # when the oldest Case in flight started running
-        self._log_start = 0  # executor.log's size then
+        self._log_start = 0  # executor.log's size when the current executor started
 
     # -- lifecycle --
     def _start(self) -> None:
@@ -257,6 +279,7 @@ class ProcessRunner:
         argv = [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
                 str(from_child_w), str(os.getpid()), self.impl_spec, self.device]
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
+        self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
             proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
                                     stdin=subprocess.DEVNULL, stderr=stderr)
@@ -429,7 +452,6 @@ class ProcessRunner:
     def _head_started_now(self) -> None:
         """The oldest Case in flight starts running now: its timeout and log start here."""
         self._head_started = time.monotonic()
-        self._log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
 
     def _step(self, block: bool) -> tuple[int, Verdict] | object | None:
         """Settle the oldest Case in flight: its (ticket, Verdict), ``_RETRYING`` when it
@@ -500,7 +522,7 @@ class ProcessRunner:
         if self.log is not None and self._proc is not None:
             self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
             time.sleep(0.5)
-            details["stderr_tail"] = _tail(self.log, self._log_start)
+            details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         self._kill()
         return Verdict("hang", "executor:timeout",
                        f"no verdict within {head.timeout:g}s; executor killed", head.case,
@@ -511,7 +533,7 @@ class ProcessRunner:
         details = {**self._base(head), "exitcode": code,
                    "seconds": round(time.monotonic() - self._head_started, 3)}
         if self.log is not None:
-            details["stderr_tail"] = _tail(self.log, self._log_start)
+            details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         return Verdict("crash", "executor:died",
                        f"executor died running this Case ({_exit_description(code)})",
                        head.case, details)

@@ -104,3 +104,18 @@ def test_timeout_from_environment(monkeypatch) -> None:
 
 def test_health_check_passes_on_a_sound_runtime() -> None:
     health_check("cpu")  # raises if diagonal_copy of a 2x2 is wrong
+
+
+def test_stderr_tail_is_the_dying_cases_own_output(tmp_path) -> None:
+    """The tail is cut at the executor's marker for the Case, not at a log size the runner
+    took itself: under load a queued Case can abort before the runner looks (the tail of
+    test_abort_costs_one_case_and_the_run_goes_on once came back empty)."""
+    from diagfuzz.executor import CASE_MARKER, _tail
+
+    log = tmp_path / "executor.log"
+    earlier = b"an earlier executor's stack\n"
+    log.write_bytes(earlier + CASE_MARKER.format(0).encode() + b"case 0 warning\n"
+                    + CASE_MARKER.format(1).encode() + b"Fatal Python error: Aborted\n")
+    assert _tail(log, len(earlier), 1) == "Fatal Python error: Aborted\n"
+    assert _tail(log, len(earlier), 0).startswith("case 0 warning\n")
+    assert "earlier" not in _tail(log, len(earlier), 2)  # no marker yet: all of this one's
