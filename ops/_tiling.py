@@ -309,7 +309,17 @@ class Launcher:
         compiled, run, function, packed = direct
         args = (*(t.data_ptr() for t in tensors), *plan.ints, *plan.constexprs.values())
         stream = torch._C._cuda_getCurrentRawStream(device)
-        grid = (plan.n_programs, 1, 1)
         hooks = triton.knobs.runtime
-        run(grid[0], 1, 1, stream, function, packed, compiled.launch_metadata(grid, stream, *args),
-            hooks.launch_enter_hook, hooks.launch_exit_hook, *args)
+        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+        if _listening(enter) or _listening(leave):
+            grid = (plan.n_programs, 1, 1)
+            run(grid[0], 1, 1, stream, function, packed,
+                compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
+        else:  # nobody listens: no metadata to build, no hooks to call (H200: 11.4 -> 7.5 us)
+            run(plan.n_programs, 1, 1, stream, function, packed, None, None, None, *args)
+
+
+def _listening(hook: Any) -> bool:
+    """Whether a Triton launch hook would do anything: set, and (Triton >= 3.5 keeps an
+    always-present chain of hooks) not an empty chain."""
+    return hook is not None and bool(getattr(hook, "calls", True))
