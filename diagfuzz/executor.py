@@ -140,6 +140,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         return
     conn.send(json.dumps({"status": "ready", "pid": os.getpid()}))
     runs = 0
+    markers = os.environ.get(MARKERS_ENV) == "1"
     while True:
         try:
             request = json.loads(inbox.recv())
@@ -156,7 +157,8 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
             else:
                 # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
                 # here (a size it took itself could be taken after the Case began).
-                os.write(2, CASE_MARKER.format(runs).encode())
+                if markers:
+                    os.write(2, CASE_MARKER.format(runs).encode())
                 runs += 1
                 oracle = getattr(oracles, request.get("oracle", "check"))
                 verdict = oracle(Case.from_json(request["case"]), impl, device)
@@ -204,8 +206,10 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-#: Written to the executor's stderr before each Case it runs (0-based within the executor).
+#: Written to the executor's stderr before each Case it runs (0-based within the executor),
+#: when its stderr is the runner's log (``MARKERS_ENV`` set), never onto a terminal.
 CASE_MARKER = "[diagfuzz-executor: case {}]\n"
+MARKERS_ENV = "DIAGFUZZ_CASE_MARKERS"
 #: The most of an executor's log a tail reads (its Cases' warnings, then the dying stack).
 _TAIL_READ = 1 << 20
 
@@ -281,8 +285,10 @@ class ProcessRunner:
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
         self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
+            # Case markers only into a log (the runner cuts tails there), not a terminal.
+            env = {**os.environ, MARKERS_ENV: "1"} if stderr is not None else None
             proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
-                                    stdin=subprocess.DEVNULL, stderr=stderr)
+                                    stdin=subprocess.DEVNULL, stderr=stderr, env=env)
         finally:
             if stderr is not None:
                 stderr.close()
@@ -488,8 +494,15 @@ class ProcessRunner:
             self._queue.appendleft(replace(head, first_attempt=verdict))
             self._next_head()
             return _RETRYING
-        self._next_head()
-        return head.ticket, verdict
+        settled = (head.ticket, verdict)
+        try:
+            self._next_head()
+        except BaseException:
+            # No replacement executor for the Cases behind it: this verdict is settled
+            # all the same, and must reach the caller (``poll``/``wait`` keep ``_ready``).
+            self._ready.append(settled)
+            raise
+        return settled
 
     def _next_head(self) -> None:
         """After the oldest Case settled: the next one starts now, in this executor or (if

@@ -217,13 +217,21 @@ class JournaledRunner:
         """Verdicts that have arrived (journaled now), without waiting."""
         inner: Any = self.inner
         done, self._ready = self._ready, []
-        return done + self._settle(inner.poll)
+        try:
+            return done + self._settle(inner.poll)
+        except BaseException:
+            self._ready[:0] = done  # journaled already: they still go to the caller
+            raise
 
     def drain(self) -> list[tuple[int, Verdict]]:
         """Wait for every Case in flight; their verdicts, journaled."""
         inner: Any = self.inner
         done, self._ready = self._ready, []
-        return done + self._settle(lambda: inner.wait(0))
+        try:
+            return done + self._settle(lambda: inner.wait(0))
+        except BaseException:
+            self._ready[:0] = done  # journaled already: they still go to the caller
+            raise
 
     def _settle(self, collect: Any) -> list[tuple[int, Verdict]]:
         try:

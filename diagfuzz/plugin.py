@@ -575,8 +575,21 @@ class PipelinedPhase:
         try:
             done = collect()
         except Exception as exc:
+            # Verdicts settled before the runner gave up come first: a crash whose
+            # replacement executor could not start is that Case's failure, not the next's.
+            self._tally(self._settled_before_error())
             self._harness_error(exc, None, None)
             return
+        self._tally(done)
+
+    def _settled_before_error(self) -> list[tuple[int, Any]]:
+        """What the runner holds settled after raising (nothing left in flight to run)."""
+        try:
+            return self.runner.poll()
+        except Exception:
+            return []
+
+    def _tally(self, done: list[tuple[int, Any]]) -> None:
         for ticket, verdict in done:
             case, index = self._in_flight.pop(ticket)
             self.item.stash[_TALLY].add(case, failed=not verdict.ok)

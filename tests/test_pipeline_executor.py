@@ -121,3 +121,52 @@ def test_oracle_error_names_its_ticket_and_the_queue_goes_on(tmp_path: Path) -> 
     assert [r["type"] for r in read(path)[1:]] == ["case", "abandoned"]
     assert last_unfinished(path) is None  # given up on, so not the running Case
     runner.close()
+
+
+def test_a_crash_whose_replacement_cannot_start_keeps_its_verdict(tmp_path: Path) -> None:
+    """The crashing Case's verdict is settled before the replacement executor is started
+    for the Cases behind it; if that start fails, the verdict still reaches the caller and
+    the journal (it used to be lost, and the next Case blamed)."""
+    inner = ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=60, workdir=tmp_path)
+    journal = tmp_path / "journal.jsonl"
+    runner = JournaledRunner(inner, Journal(journal, env=ENV), "t")
+    crashing = runner.submit(square(1))  # aborts, the first Case of its executor
+    behind = runner.submit(square(0))
+
+    def cannot_start() -> None:
+        raise ExecutorError("replacement cannot start")
+
+    inner._start = cannot_start  # type: ignore[method-assign]
+    try:
+        runner.drain()
+    except ExecutorError as exc:
+        assert exc.tickets == (behind,)  # type: ignore[attr-defined]
+    else:
+        raise AssertionError("the failed start must be raised")
+    settled = runner.poll()
+    assert [(t, v.kind) for t, v in settled] == [(crashing, "crash")]
+    records = [r for r in read(journal) if r["type"] != "header"]
+    seq = {r["seq"]: r["case"] for r in records if r["type"] == "case"}
+    ends = {r["seq"]: (r["type"], r.get("kind")) for r in records if r["type"] != "case"}
+    assert {seq[s]["offset"]: end for s, end in ends.items()} == {
+        1: ("verdict", "crash"), 0: ("abandoned", None)}
+    runner.close()
+
+
+def test_journaled_verdicts_survive_a_later_harness_error(tmp_path: Path) -> None:
+    """A verdict the journaled runner already holds is still returned when collecting the
+    next one raises (an oracle error on another Case)."""
+    inner = ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60, window=1)
+    runner = JournaledRunner(inner, Journal(tmp_path / "journal.jsonl", env=ENV), "t")
+    first = runner.submit(square(1))  # a mismatch
+    inner.oracle = "no_such_oracle"  # the next Case's oracle raises
+    runner.submit(square(0))  # waits for the first (window 1): its verdict is held
+    try:
+        runner.drain()
+    except ExecutorError:
+        pass
+    else:
+        raise AssertionError("the oracle error must be raised")
+    held = runner.poll()
+    assert [(t, v.kind) for t, v in held] == [(first, "mismatch")]
+    runner.close()
