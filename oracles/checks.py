@@ -2,7 +2,8 @@
 
 Order of judgement for a valid Case, first failure wins:
   references agree (autograd vs aten, index arithmetic vs aten, on the CPU; then aten's
-    kernel on the device vs the CPU reference)
+    kernel on the device vs the CPU reference; if that disagrees but agrees when run
+    again alone, the implementation wrote into it: out-of-bounds)
   -> the call returns a Tensor (an exception where aten returns is an error-parity failure)
   -> guard bytes around every allocation intact (out-of-bounds writes)
   -> the input's storage unchanged
@@ -316,6 +317,31 @@ def _device_reference_agrees(case: Case, expected: torch.Tensor, source: str,
     return _disagree(case, "device", source, found) if found else None
 
 
+def _reference_changed_by_impl(case: Case, host: dict[str, Any], expected: torch.Tensor,
+                               source: str, device: str, found: Verdict) -> Verdict:
+    """A disagreeing device reference, told apart from a stray write of the impl.
+
+    The device reference is computed before the implementation runs and read back after
+    it; a write outside the impl's own buffers (beyond the guard bytes) can land in it.
+    Only on disagreement (the failure path), aten's kernel runs again on a fresh copy of
+    the input, alone: if that agrees, the implementation changed memory it did not own.
+    """
+    tensor = to_device(_read_tensor(case, host), device)
+    try:
+        alone = reference.aten_kernel(case, tensor)
+    except Exception:
+        return found
+    (alone_host,) = to_host([alone])
+    if _metadata(case, expected, alone, tensor.device) or _bits(case, expected, alone_host,
+                                                                 source):
+        return found  # aten's device kernel itself disagrees: a reference problem
+    return _fail("mismatch", "out-of-bounds",
+                 "the implementation wrote outside its buffers: aten's device result, "
+                 "computed before it ran, changed while it ran (alone, it agrees)",
+                 case, {"buffers": [], "foreign": "device reference",
+                        "evidence": found.details})
+
+
 def _raised(case: Case, exc: BaseException) -> Verdict:
     return _fail("error-parity", "error-parity",
                  f"impl raised {type(exc).__name__} where aten returns a result",
@@ -357,7 +383,7 @@ def check_valid(case: Case, impl: Any, device: str) -> Verdict:
             return check_error_parity(case, impl, device)
         found = _device_reference_agrees(case, expected, source, run) if n == 0 else None
         if found:
-            return found
+            return _reference_changed_by_impl(case, host, expected, source, device, found)
         if run.raised is not None:
             return _raised(case, run.raised)
         found = _judge(case, tensor, snapshot, expected, source, run)

@@ -301,3 +301,34 @@ def test_sentinel_override_is_registered_only_inside_the_block() -> None:
     assert alloc.guard_violations() == []
     plain = torch.empty(3, dtype=torch.int16)
     assert plain.untyped_storage().nbytes() == 6  # no guards outside the block
+
+
+def test_a_stray_write_into_the_device_reference_is_the_impls_out_of_bounds_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device reference is computed before the impl runs and read back after it, so an
+    impl writing far outside its buffers can change it. That is reported as the impl's
+    out-of-bounds write (aten's kernel, run again alone, agrees), not as a reference
+    disagreement that would point at aten or the harness."""
+    made: list[torch.Tensor] = []
+    real = reference.aten_kernel
+
+    def remembered(case: Case, tensor: torch.Tensor) -> torch.Tensor:
+        made.append(real(case, tensor))
+        return made[-1]
+
+    monkeypatch.setattr(reference, "aten_kernel", remembered)
+
+    class StrayWrite:
+        uses_triton_registration = False
+
+        def diagonal(self, x, offset=0, dim1=0, dim2=1):
+            made[0].view(-1)[0] += 1  # lands in the memory of the device reference
+            return aten.diagonal(x, offset, dim1, dim2)
+
+        def diagonal_backward(self, *args):
+            raise NotImplementedError
+
+    verdict = oracles.check(fwd(), StrayWrite(), DEVICE)
+    assert_fails(verdict, "mismatch", "out-of-bounds")
+    assert verdict.details["foreign"] == "device reference"
+    assert len(made) == 2  # the reference, then aten's kernel alone on the failure path
