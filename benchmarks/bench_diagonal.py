@@ -35,6 +35,7 @@ import triton
 from triton.testing import do_bench
 
 import diagfuzz.ops as ops
+from diagfuzz.ops import _tiling
 from diagfuzz.ops._geometry import diagonal_of
 from diagfuzz.ops._words import as_words
 
@@ -263,7 +264,26 @@ def ptx_stores() -> dict:
 
 def random_shapes(count: int, seed: int) -> dict:
     """Random ranks 2-5, sizes, dims, offsets and layouts, per element size: the new variants
-    each element size compiles, and every result checked bitwise against aten."""
+    each element size compiles, and every result checked bitwise against aten. Then the
+    same shapes again with the large-output plans forced (``SMALL_OUTPUT_BYTES=0``): these
+    shapes are all under 1 MB, and no other random shapes reach those plans."""
+    report = _random_pass(count, seed)
+    saved = _tiling.SMALL_OUTPUT_BYTES
+    _tiling.SMALL_OUTPUT_BYTES = 0
+    for name in KERNELS:
+        importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
+    try:
+        large = _random_pass(count, seed)
+    finally:
+        _tiling.SMALL_OUTPUT_BYTES = saved
+        for name in KERNELS:
+            importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
+    report["large_plans_mismatch_count"] = large["mismatch_count"]
+    report["large_plans_mismatches"] = large["mismatches"]
+    return report
+
+
+def _random_pass(count: int, seed: int) -> dict:
     rng = random.Random(seed)
     report: dict = {}
     mismatches = []
@@ -382,7 +402,7 @@ def main() -> int:
         w.writeheader()
         w.writerows(flat)
     print_table(rows, meta)
-    return 1 if wrong or rand["mismatch_count"] else 0
+    return 1 if wrong or rand["mismatch_count"] or rand["large_plans_mismatch_count"] else 0
 
 
 def print_table(rows: list[Row], meta: dict) -> None:
