@@ -87,6 +87,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with process isolation, draw the next Cases while the executor "
                          "checks earlier ones; a failure is then replayed and shrunk "
                          "synchronously (default on; off: draw, then check, one by one)")
+    group.addoption("--diagfuzz-executors", type=int, default=1, metavar="N",
+                    help="executor processes each pipelined worker feeds (process "
+                         "isolation, --diagfuzz-pipeline on; default 1): Cases go to the "
+                         "one with the fewest in flight, crashes stay per executor")
     group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-Case timeout before a Case is a hang (process isolation; "
                          "default the executor's)")
@@ -210,6 +214,7 @@ def resolve_plan(config: pytest.Config) -> RunPlan:
         workers=n_workers,
         max_members=_positive(config, "diagfuzz_max_members") or budget.max_members,
         pipeline=config.getoption("diagfuzz_pipeline") == "on",
+        executors=_positive(config, "diagfuzz_executors") or 1,
     )
 
 
@@ -636,6 +641,8 @@ def _in_memory_database() -> Any:
 def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
     """The runner of ``plan.isolation`` (executor process or in-process), journaled.
 
+    Pipelined with ``--diagfuzz-executors N`` > 1: a ``FanoutRunner`` over N executors.
+
     Every Case is in the worker's journal (``<run dir>/journal/<worker>.jsonl``) before it
     runs, so even a death of the whole worker is attributed to its Case.
     """
@@ -646,8 +653,11 @@ def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
     if plan.isolation == "process":
         executor = importlib.import_module("diagfuzz.executor")
         # The executor's stderr (faulthandler's stack of a dying Case) goes to the worker dir.
-        inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
-                                       workdir=plan.worker_dir(worker_id))
+        if plan.fans_out:
+            inner = _fanout(plan, worker_id, executor.ProcessRunner, ops.DEVICE)
+        else:
+            inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
+                                           workdir=plan.worker_dir(worker_id))
         from diagfuzz.runner import settle_heap
 
         settle_heap()  # this process still draws the Cases: keep its collections short
@@ -658,3 +668,17 @@ def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
     journal = Journal(journal_path(plan.journal_dir, worker_id), run_seed=plan.seed,
                       worker_id=worker_id, impl=plan.impl)
     return JournaledRunner(inner, journal)
+
+
+def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> Any:
+    """``plan.executors`` executors for one worker, each logging to its own
+    ``executor-<i>.log`` in the worker dir, so a crash's stderr tail is its executor's."""
+    from diagfuzz.fanout import FanoutRunner
+
+    workdir = plan.worker_dir(worker_id)
+    runners = []
+    for index in range(plan.executors):
+        runner = process_runner(plan.impl, device, plan.timeout, workdir=workdir)
+        runner.log = workdir / f"executor-{index}.log"
+        runners.append(runner)
+    return FanoutRunner(runners)

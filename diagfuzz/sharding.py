@@ -71,6 +71,18 @@ class RunPlan:
     max_members: int = 8
     #: Pipeline draws with checks (process isolation only; diagfuzz.pipeline).
     pipeline: bool = True
+    #: Executor processes one pipelined worker feeds (diagfuzz.fanout; 1: one, as before).
+    executors: int = 1
+
+    @property
+    def fans_out(self) -> bool:
+        """Whether each worker feeds several executors: pipelined process isolation only."""
+        return self.executors > 1 and self.pipeline and self.isolation == "process"
+
+    def _pipelined(self) -> str:
+        if not (self.pipeline and self.isolation == "process"):
+            return ""
+        return f", pipelined to {self.executors} executors" if self.fans_out else ", pipelined"
 
     def shard_seed(self, stream: str, shard: int) -> int:
         """The seed of one shard."""
@@ -106,5 +118,5 @@ class RunPlan:
                 f"{len(STREAMS)} streams x about {self.cases_per_shard} Cases (families of up "
                 f"to {self.max_members}), max "
                 f"{self.max_elements} elements, isolation {self.isolation}"
-                f"{', pipelined' if self.pipeline and self.isolation == 'process' else ''}, "
+                f"{self._pipelined()}, "
                 f"run dir {self.run_dir}")

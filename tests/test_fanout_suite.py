@@ -1,0 +1,38 @@
+"""``--diagfuzz-executors 2`` end to end: the pipelined suite finds and shrinks as with one.
+
+Same seed, same families: verdicts are released in submission order, so phase 1 stops at
+the family one executor would stop at, and phase 2 shrinks it to the same Case.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagfuzz.case import Case
+from tests.test_pipeline_suite import ONE_SHARD, journal_records
+from tests.test_suite_run import SMALL, fuzz
+
+
+def test_two_executors_find_and_shrink_like_one(tmp_path: Path) -> None:
+    args = ("--impl", "tests.faulty.wrong:impl", "--diagfuzz-seed", "2",
+            "--diagfuzz-budget", "300", *ONE_SHARD, *SMALL)
+    code, out, two = fuzz(tmp_path, *args, "--diagfuzz-executors=2")
+    assert code == 1, out
+    assert "pipelined to 2 executors" in out
+    code, out, one = fuzz(tmp_path, *args, root="one")
+    assert code == 1, out
+    assert len(two["failures"]) == len(one["failures"]) == 1
+    (failure,) = two["failures"]
+    assert failure["kind"] == "mismatch"
+    assert failure["case"] == one["failures"][0]["case"], (failure, one["failures"])
+    assert two["executors"] == 2 and one["executors"] == 1
+    records = journal_records(two)
+    cases = {r["seq"]: r["case"] for r in records if r["type"] == "case"}
+    verdicts = {r["seq"]: r for r in records if r["type"] == "verdict"}
+    assert set(verdicts) == set(cases) and two["cases"] == len(cases)
+    for seq, record in verdicts.items():  # every verdict is its own Case's
+        assert record["verdict"]["case"] == cases[seq]
+    assert Case.from_json(list(cases.values())[-1]) == Case.from_json(failure["case"])
+    worker = Path(two["run_dir"]) / "main"
+    assert {p.name for p in worker.glob("executor*.log")} == {"executor-0.log",
+                                                              "executor-1.log"}
