@@ -16,6 +16,9 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             (``pipelined/s``): the same families drawn again while the executor checks
             earlier ones (``ProcessRunner.submit``/``poll``, as a pipelined shard does), so
             the rate is about min(draw, check) instead of 1/(1/draw + 1/check).
+            ``--executors N`` feeds N executors (``diagfuzz.fanout``, as
+            ``--diagfuzz-executors`` does): only ``pipelined/s`` can gain (``run/s`` checks
+            one Case at a time), and only with a core per executor.
 ``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
             the same budget (so W workers get W times the Cases): wall time, Cases, Cases/s.
             Equal times mean the run scales.
@@ -24,7 +27,7 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             Under the Triton interpreter nothing is compiled: it says so and exits 0.
 
     python benchmarks/bench_throughput.py runner --cases 300 [--isolation process] [--profile]
-                                                 [--no-families]
+                                                 [--no-families] [--executors N]
     python benchmarks/bench_throughput.py suite --workers 1 2 --budget-per-worker 1500
     python benchmarks/bench_throughput.py compilations --cases 10000
 
@@ -120,13 +123,18 @@ def draw_and_submit(stream: str, count: int, seed: int, max_elements: int, famil
     return submitted, kinds
 
 
-def make_runner(isolation: str, impl: str) -> Any:
-    """The runner a suite worker would use."""
+def make_runner(isolation: str, impl: str, executors: int = 1) -> Any:
+    """The runner a suite worker would use (``executors`` > 1: a FanoutRunner over them,
+    as ``--diagfuzz-executors`` gives a pipelined worker)."""
     import diagfuzz.ops as ops
 
     if isolation == "process":
         from diagfuzz.executor import ProcessRunner
 
+        if executors > 1:
+            from diagfuzz.fanout import FanoutRunner
+
+            return FanoutRunner([ProcessRunner(impl, ops.DEVICE) for _ in range(executors)])
         return ProcessRunner(impl, ops.DEVICE)
     from diagfuzz.runner import InProcessRunner
 
@@ -137,7 +145,7 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     """Cases/s of drawing and running, per stream, in one process (one worker's work)."""
     import diagfuzz.ops._counters as ops
 
-    runner = make_runner(args.isolation, args.impl)
+    runner = make_runner(args.isolation, args.impl, args.executors)
     rows: dict[str, Any] = {}
     profiler = cProfile.Profile() if args.profile else None
     try:
@@ -146,7 +154,9 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
             cases, examples = draw(stream, args.cases, args.seed, args.max_elements,
                                    args.families)
             drawn_s, drawn_cpu = time.perf_counter() - t0, time.process_time() - c0
-            runner.run(cases[0])  # warm: executor start, first interpreter setup
+            # Warm: executor start, first interpreter setup (every executor of a fan-out).
+            for warm in getattr(runner, "runners", [runner]):
+                warm.run(cases[0])
             kinds: Counter[str] = Counter()
             if profiler is not None:
                 profiler.enable()
@@ -199,10 +209,12 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     piped = (total / sum(r["cases"] / r["pipelined_per_s"] for r in rows.values())
              if all(r["pipelined_per_s"] for r in rows.values()) else None)
     piped_text = f"; {piped:.1f} Cases/s pipelined" if piped else ""
-    print(f"one worker ({args.isolation}, impl {args.impl}, {how}): {drawn:.1f} Cases/s "
+    fan = f", {args.executors} executors" if args.executors > 1 else ""
+    print(f"one worker ({args.isolation}{fan}, impl {args.impl}, {how}): {drawn:.1f} Cases/s "
           f"drawn; {both:.1f} Cases/s drawn and run{piped_text} ({per_cpu}load average "
           f"{_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
+              "executors": args.executors,
               "families": args.families, "draw_per_s": round(drawn, 1),
               "max_elements": args.max_elements, "streams": rows,
               "cases_per_s": round(both, 1),
@@ -346,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="runner: Cases per stream; compilations: Cases in all")
     parser.add_argument("--impl", default="diagfuzz.impl:triton_aten")
     parser.add_argument("--isolation", choices=("process", "inprocess"), default="process")
+    parser.add_argument("--executors", type=int, default=1,
+                        help="runner, process isolation: executors one worker feeds "
+                             "(a FanoutRunner; pipelined/s is where they can gain)")
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="runner: where time goes")
