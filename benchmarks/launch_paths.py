@@ -11,25 +11,13 @@ aten's whole ``diagonal_copy``. Needs a CUDA GPU.
 from __future__ import annotations
 
 import importlib
-import time
 from collections.abc import Callable
 
 import torch
 import triton
+from bench_diagonal import host_us  # back to back, synchronised once (this directory)
 
 import diagfuzz.ops as ops
-
-
-def per_call_us(fn: Callable[[], object], calls: int = 5000) -> float:
-    """Mean host time of ``calls`` back-to-back calls after a warm-up, in µs."""
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def main() -> int:
@@ -58,9 +46,9 @@ def main() -> int:
         ("torch.empty(64)", lambda: torch.empty(64, device="cuda")),
     ]
     for name, fn in rows:
-        print(f"{name:36s} {per_call_us(fn):6.1f} us")
+        print(f"{name:36s} {host_us(fn, calls=5000):6.1f} us")
     with ops.use_triton(False):
-        aten_us = per_call_us(lambda: torch.ops.aten.diagonal_copy(x, 0, 0, 1))
+        aten_us = host_us(lambda: torch.ops.aten.diagonal_copy(x, 0, 0, 1), calls=5000)
     print(f"{'aten diagonal_copy (whole op)':36s} {aten_us:6.1f} us")
     return 0
 

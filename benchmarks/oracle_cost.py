@@ -72,28 +72,6 @@ NO_KERNEL = {_aten.empty, _aten.empty_strided, _aten.empty_like, _aten.new_empty
              _aten._conj, _aten._neg_view}
 
 
-def draw(stream: str, count: int, seed: int, max_elements: int) -> list[Any]:
-    """``count`` Cases of ``stream``, drawn as a shard draws them (one seed), as
-    ``bench_throughput.draw`` does (a copy: that module's API moves with the suite)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
-    from diagfuzz import strategies
-
-    strategy = getattr(strategies, f"{stream}_cases")(max_elements=max_elements)
-    drawn: list[Any] = []
-
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @hseed(seed)
-    @given(strategy)
-    def collect(case: Any) -> None:
-        drawn.append(case)
-
-    collect()
-    return drawn
-
-
 def _tensors(*trees: Any) -> list[torch.Tensor]:
     leaves = []
     for tree in trees:
@@ -292,8 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write JSON here")
     args = parser.parse_args(argv)
     _import_oracles(args.oracles_from)
+    from bench_throughput import draw  # Cases as a shard draws them (this directory)
+
     from diagfuzz.runner import settle_heap
-    drawn = {s: draw(s, args.cases, args.seed, args.max_elements) for s in args.streams}
+
+    drawn = {s: draw(s, args.cases, args.seed, args.max_elements)[0] for s in args.streams}
     impls = {spec: load_impl(spec) for spec in args.impl}
     settle_heap()
     rows: dict[str, dict[str, Any]] = {}
