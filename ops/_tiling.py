@@ -257,9 +257,13 @@ class Launcher:
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
-        self.compiled: dict[tuple, Any] = {}
         self._direct: dict[tuple, tuple[Any, Any, Any, Any]] = {}
         self.direct = not INTERPRET
+
+    @property
+    def compiled(self) -> dict[tuple, Any]:
+        """The compiled kernel of each variant launched directly (e.g. for its PTX)."""
+        return {key: direct[0] for key, direct in self._direct.items()}
 
     def __call__(self, plan: LaunchPlan, tensors: Sequence[torch.Tensor]) -> None:
         device = tensors[0].device
@@ -292,7 +296,6 @@ class Launcher:
             *(as_words(t) for t in tensors), *plan.ints, **plan.constexprs,
             num_warps=plan.num_warps)
         if key is not None and self.direct:
-            self.compiled[key] = compiled
             try:
                 compiled._init_handles()  # what CompiledKernel[grid] does first
                 self._direct[key] = (compiled, compiled.run, compiled.function,
