@@ -270,17 +270,21 @@ def random_shapes(count: int, seed: int) -> dict:
     report = _random_pass(count, seed)
     saved = _tiling.SMALL_OUTPUT_BYTES
     _tiling.SMALL_OUTPUT_BYTES = 0
-    for name in KERNELS:
-        importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
+    _clear_plans()
     try:
         large = _random_pass(count, seed)
     finally:
         _tiling.SMALL_OUTPUT_BYTES = saved
-        for name in KERNELS:
-            importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
+        _clear_plans()
     report["large_plans_mismatch_count"] = large["mismatch_count"]
     report["large_plans_mismatches"] = large["mismatches"]
     return report
+
+
+def _clear_plans() -> None:
+    """Forget both kernels' cached plans (they were made with the planning constants then)."""
+    for name in KERNELS:
+        importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
 
 
 def _random_pass(count: int, seed: int) -> dict:
