@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -343,6 +344,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a tuning sweep: override an integer planning constant of "
                              "diagfuzz.ops._tiling (e.g. FILL_WORDS_PER_LANE=8) for this run")
+    parser.add_argument("--only", default=None, metavar="REGEX",
+                        help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()
     overrides = apply_overrides(args.set)
     if ops.INTERPRET:
@@ -369,7 +372,11 @@ def main() -> int:
 
     rows: list[Row] = []
     wrong: list[str] = []
-    for s in grid(args.quick):
+    shapes = grid(args.quick)
+    if args.only:
+        shapes = [s for s in shapes if re.search(args.only, s.label())]
+        meta["only"] = args.only
+    for s in shapes:
         fns, out_bytes, read_bytes = prepare(s)
         if not same_bits(fns["ours"](), fns["aten"]()):
             wrong.append(s.label())

@@ -267,6 +267,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-seed={args.seed}", f"--diagfuzz-budget={budget}",
                        f"--diagfuzz-max-elements={args.max_elements}",
                        f"--diagfuzz-isolation={args.isolation}",
+                       f"--diagfuzz-executors={args.executors}",
                        f"--diagfuzz-root={Path(tmp) / 'root'}", f"--diagfuzz-report={report}"]
             t0 = time.perf_counter()
             proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
@@ -292,6 +293,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{r['workers']} workers: {r['cases'] / base['cases']:.2f}x the Cases in "
                   f"{r['wall_s'] / base['wall_s']:.2f}x the time of {base['workers']}")
     return {"mode": "suite", "isolation": args.isolation, "profile": args.profile_name,
+            "executors": args.executors,
             "max_elements": args.max_elements, "cpus": os.cpu_count(), "rows": rows}
 
 
@@ -359,8 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--impl", default="diagfuzz.impl:triton_aten")
     parser.add_argument("--isolation", choices=("process", "inprocess"), default="process")
     parser.add_argument("--executors", type=int, default=1,
-                        help="runner, process isolation: executors one worker feeds "
-                             "(a FanoutRunner; pipelined/s is where they can gain)")
+                        help="process isolation: executors one worker feeds (runner: a "
+                             "FanoutRunner, pipelined/s is where they can gain; suite: "
+                             "--diagfuzz-executors)")
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="runner: where time goes")

@@ -19,6 +19,7 @@ variant go straight to the compiled kernel, skipping the per-call argument bindi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -135,6 +136,13 @@ class FlatTile:
 #: 16 and 32 words a lane: BENCHMARKS.md.
 FILL_BLOCK_BYTES = 16384
 FILL_WORDS_PER_LANE = 32
+#: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
+FILL_NUM_WARPS = 4
+#: Cache hints of diagonal_backward (sweep knobs, 0 = none): 1 stores the zero fill with
+#: ``evict_first`` / loads grad_output with ``evict_last``, so that a grad_output read by
+#: many blocks (a long run gathered with a stride) stays in L2 while the zeros stream out.
+ZERO_STORE_EVICT = 0
+GRAD_LOAD_EVICT = 0
 #: Outputs of at most SMALL_OUTPUT_BYTES get blocks of SMALL_FILL_BLOCK_BYTES, a lane per
 #: SMALL_FILL_WORDS_PER_LANE words: a 1 MB output made 64 programs of 16 KiB on 132 SMs, and
 #: rows of 8 words needed 4 passes a block (4096x8x8: 1.0x the two-launch baseline). Every
@@ -184,7 +192,16 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
     if total * word_bytes <= SMALL_OUTPUT_BYTES:
         return plan_flat(total, width, run, word_bytes, SMALL_FILL_BLOCK_BYTES,
                          SMALL_FILL_WORDS_PER_LANE)
-    return plan_flat(total, width, run, word_bytes, FILL_BLOCK_BYTES, FILL_WORDS_PER_LANE)
+    tile = plan_flat(total, width, run, word_bytes, FILL_BLOCK_BYTES, FILL_WORDS_PER_LANE)
+    if INTERPRET or tile.num_warps == FILL_NUM_WARPS:
+        return tile
+    return dataclasses.replace(tile, num_warps=FILL_NUM_WARPS)
+
+
+def cache_hints() -> dict[str, str]:
+    """diagonal_backward's cache-hint constexprs, from ZERO_STORE_EVICT and GRAD_LOAD_EVICT."""
+    return {"ZERO_EVICT": "evict_first" if ZERO_STORE_EVICT else "",
+            "GRAD_EVICT": "evict_last" if GRAD_LOAD_EVICT else ""}
 
 
 def plan_gather(total: int, width: int, word_bytes: int) -> FlatTile:

@@ -33,6 +33,7 @@ from diagfuzz.ops._tiling import (
     Launcher,
     LaunchPlan,
     RowDim,
+    cache_hints,
     coalesce,
     plan_fill,
     remember,
@@ -54,7 +55,7 @@ def _diagonal_backward_kernel(
     diag_base, shift, length, diag_stride, col_stride, run_in_cols,
     SELECT_INDEX: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
     PEEL_LANES: tl.constexpr, COPY_LANES: tl.constexpr, ROUNDS: tl.constexpr,
-    INDEX_64: tl.constexpr,
+    INDEX_64: tl.constexpr, ZERO_EVICT: tl.constexpr, GRAD_EVICT: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
@@ -66,9 +67,9 @@ def _diagonal_backward_kernel(
     zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
     end = tl.minimum(start + BLOCK, total)
     if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
-        tl.store(out_ptr + offs, zeros)
+        tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
     else:
-        tl.store(out_ptr + offs, zeros, mask=offs < total)
+        tl.store(out_ptr + offs, zeros, mask=offs < total, eviction_policy=ZERO_EVICT)
     # The diagonal's words below overwrite some of those zeros: order the two stores across
     # the program's threads. (Skipping the zeros of blocks lying wholly on a wide run, with
     # the run's words stored once, measured slower on the H200: their zeros then waited for
@@ -180,7 +181,7 @@ def _diagonal_backward_kernel(
                 hit = on_diag & (col < hi)
                 word = col - run_start
                 g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
-                            + word % WORDS, mask=hit)
+                            + word % WORDS, mask=hit, eviction_policy=GRAD_EVICT)
                 tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
@@ -308,7 +309,8 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
          diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols),
         {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
          "PEEL_LANES": tile.peel_lanes,
-         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64},
+         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
+         **cache_hints()},
         tile.num_warps,
     )
 
