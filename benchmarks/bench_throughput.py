@@ -222,7 +222,7 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
               "cases_per_cpu_s": round(both_cpu, 1) if both_cpu == both_cpu else None,
               "loadavg": _loadavg()}
     if profiler is not None:
-        result["profile"] = _where_time_goes(profiler)
+        result["profile"] = _where_time_goes(profiler, args.top)
     return result
 
 
@@ -268,7 +268,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-max-elements={args.max_elements}",
                        f"--diagfuzz-isolation={args.isolation}",
                        f"--diagfuzz-executors={args.executors}",
-                       f"--diagfuzz-root={Path(tmp) / 'root'}", f"--diagfuzz-report={report}"]
+                       f"--diagfuzz-root={args.root or Path(tmp) / 'root'}",
+                       f"--diagfuzz-report={report}"]
             t0 = time.perf_counter()
             proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
                                   check=False)
@@ -367,12 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="runner: where time goes")
+    parser.add_argument("--top", type=int, default=18, help="--profile: functions listed")
     parser.add_argument("--families", action=argparse.BooleanOptionalAction, default=True,
                         help="runner, compilations: draw Case families as the suite does "
                              "(default) or one Case per Hypothesis example")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--budget-per-worker", type=int, default=1500)
     parser.add_argument("--profile-name", default="dev", help="suite: Hypothesis profile")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="suite: --diagfuzz-root to use (default a fresh temporary one: "
+                             "cold Triton caches); a kept root times warm caches")
     parser.add_argument("--json", type=Path, default=None, help="also write JSON here")
     args = parser.parse_args(argv)
     if args.mode == "compilations" and args.cases == 300:
