@@ -58,11 +58,11 @@ class AtenReference:
     uses_triton_registration = False
 
     def diagonal(self, x, offset=0, dim1=0, dim2=1):
-        with ops.use_triton(False):
+        with ops.use_triton(False, tensors=(x,)):
             return torch.ops.aten.diagonal_copy(x, offset, dim1, dim2)
 
     def diagonal_backward(self, grad_output, input_sizes, offset, dim1, dim2):
-        with ops.use_triton(False):
+        with ops.use_triton(False, tensors=(grad_output,)):
             return torch.ops.aten.diagonal_backward(grad_output, input_sizes, offset, dim1,
                                                     dim2)
 

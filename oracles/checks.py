@@ -355,9 +355,10 @@ def check_valid(case: Case, impl: Any, device: str) -> Verdict:
                        {"skipped": "out"})
     host = call_arguments(case, "cpu")  # the one materialisation; the device gets a copy
     # One switch for all host references (each would otherwise switch the registration off
-    # and on again itself, ~25 us a time); the implementation then runs as the caller left
-    # it, and the device reference needs no switch (reference.aten_kernel).
-    with ops.use_triton(False):
+    # and on again itself), and none on a GPU, where the registration serves no host tensor;
+    # the implementation then runs as the caller left it, and the device reference needs no
+    # switch (reference.aten_kernel).
+    with ops.use_triton(False, tensors=host.values()):
         try:
             expected, source = reference.expected(case, host)
         except Exception:  # aten refuses a Case not marked invalid: parity decides

@@ -48,7 +48,7 @@ def _diagonal_view(case: Case, t: torch.Tensor) -> torch.Tensor:
     view = torch.diagonal(t, case.offset, case.dim1, case.dim2)
     if view._is_view() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
         return view
-    with ops.use_triton(False):
+    with ops.use_triton(False, tensors=(t,)):
         return torch.diagonal(t, case.offset, case.dim1, case.dim2)
 
 

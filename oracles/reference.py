@@ -43,11 +43,11 @@ class Aten(AtenReference):
     """
 
     def diagonal_out(self, x, offset=0, dim1=0, dim2=1, *, out):
-        with ops.use_triton(False):
+        with ops.use_triton(False, tensors=(x, out)):
             return _aten.diagonal_copy.out(x, offset, dim1, dim2, out=out)
 
     def diagonal_backward_out(self, grad_output, input_sizes, offset, dim1, dim2, *, out):
-        with ops.use_triton(False):
+        with ops.use_triton(False, tensors=(grad_output, out)):
             return _aten.diagonal_backward.out(grad_output, input_sizes, offset, dim1, dim2,
                                                out=out)
 
@@ -68,7 +68,7 @@ def autograd_gradient(grad: torch.Tensor, case: Case) -> torch.Tensor | None:
     """
     if not differentiable(grad.dtype):
         return None
-    with ops.use_triton(False), torch.enable_grad():
+    with ops.use_triton(False, tensors=(grad,)), torch.enable_grad():
         try:
             x = torch.zeros(case.sizes, dtype=grad.dtype, device=grad.device,
                             requires_grad=True)
