@@ -26,6 +26,7 @@ import os
 import platform
 import random
 import re
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -186,10 +187,25 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(as_words(a), as_words(b)))
 
 
-def median_us(fn: Callable[[], object], quick: bool) -> float:
-    """do_bench's median in µs (it flushes L2 before each timed call)."""
-    return do_bench(fn, warmup=5 if quick else 10, rep=20 if quick else 40,
+def median_us(fn: Callable[[], object], quick: bool, rounds: int = 1) -> float:
+    """do_bench's median in µs (it flushes L2 before each timed call); with ``rounds`` > 1,
+    one round's share of the time (``interleaved_us`` takes the median over rounds)."""
+    rep = (20 if quick else 40) // rounds
+    return do_bench(fn, warmup=5 if quick else 10, rep=max(rep, 5),
                     return_mode="median") * 1e3
+
+
+def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
+                   rounds: int) -> dict[str, float]:
+    """Each callable's median over ``rounds`` rounds, the callables taking turns (aten,
+    two-launch, ours, aten, ...): a burst of noise on this shared machine then spoils one
+    round of one callable, not its whole measurement (a 5 us kernel has read 4.3 us in
+    one run and 8.5 us in the next with nothing changed)."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(median_us(fn, quick, rounds))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def host_us(fn: Callable[[], object], calls: int = 2000) -> float:
@@ -344,6 +360,8 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a tuning sweep: override an integer planning constant of "
                              "diagfuzz.ops._tiling (e.g. FILL_WORDS_PER_LANE=8) for this run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved timing rounds per row (median over rounds)")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()
@@ -380,7 +398,7 @@ def main() -> int:
         fns, out_bytes, read_bytes = prepare(s)
         if not same_bits(fns["ours"](), fns["aten"]()):
             wrong.append(s.label())
-        times = {name: median_us(fn, args.quick) for name, fn in fns.items()}
+        times = interleaved_us(fns, args.quick, args.rounds)
         if s.op == "backward":
             floor = (out_bytes / fill_bw + 2 * read_bytes / copy_bw) * 1e6
         else:

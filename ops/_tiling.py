@@ -138,11 +138,13 @@ FILL_BLOCK_BYTES = 16384
 FILL_WORDS_PER_LANE = 32
 #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
 FILL_NUM_WARPS = 4
-#: Cache hints of diagonal_backward (sweep knobs, 0 = none): 1 stores the zero fill with
-#: ``evict_first`` / loads grad_output with ``evict_last``, so that a grad_output read by
-#: many blocks (a long run gathered with a stride) stays in L2 while the zeros stream out.
+#: Cache hints of diagonal_backward (0 = none): 1 stores the zero fill with ``evict_first``
+#: / loads grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output
+#: hint moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill
+#: (e.g. 64x512x512 d=(1,2) 20.9 -> 19.1 us) and 16x16x256x256 float32 28 -> 26.3 us; the
+#: zero-fill hint cost 5-15% (its sweep), so it stays off. BENCHMARKS.md.
 ZERO_STORE_EVICT = 0
-GRAD_LOAD_EVICT = 0
+GRAD_LOAD_EVICT = 1
 #: Outputs of at most SMALL_OUTPUT_BYTES get blocks of SMALL_FILL_BLOCK_BYTES, a lane per
 #: SMALL_FILL_WORDS_PER_LANE words: a 1 MB output made 64 programs of 16 KiB on 132 SMs, and
 #: rows of 8 words needed 4 passes a block (4096x8x8: 1.0x the two-launch baseline). Every
