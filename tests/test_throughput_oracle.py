@@ -96,10 +96,13 @@ def switches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
                          ids=["diagonal", "backward-autograd", "backward-aten"])
 def test_registration_switched_off_and_on_once_per_case(case: Case,
                                                         switches: list[str]) -> None:
+    """Under the interpreter the registration serves the host references' CPU tensors: one
+    switch off and on per Case. On a GPU it serves none of them, and a switch (~240 us on the
+    H200 hosts, a third of a Case) would change nothing: none is made."""
     with ops.use_triton(True):
         switches.clear()
         assert oracles.check(case, triton_aten, DEVICE).ok
-        assert switches == ["off", "on"]
+        assert switches == (["off", "on"] if ops.INTERPRET else [])
         assert ops.enabled()
 
 
@@ -121,7 +124,7 @@ def test_diagonal_view_is_taken_again_with_the_registration_off_if_not_a_view(
 
     monkeypatch.setattr(torch, "diagonal", copies_while_on)
     case = bwd((3, 3))
-    grad = materialise(case)
+    grad = materialise(case, DEVICE)  # where the registration serves it (a GPU's CPU: never)
     result = aten.diagonal_backward(grad, [3, 3], 0, 0, 1)
     with ops.use_triton(True):
         view = metamorphic._diagonal_view(case, result)
