@@ -283,11 +283,16 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                          "wall_s": round(wall, 2), "pytest_s": data["duration_s"],
                          "cases_per_s": round(cases / wall, 1),
                          "cases_per_s_per_worker": round(cases / wall / n, 1),
+                         "in_shards_per_worker": data.get("pace", {}).get(
+                             "cases_per_s_per_worker"),
+                         "outside_shards_s": data.get("pace", {}).get("outside_shards_s"),
                          "failures": len(data["failures"]), "exit": proc.returncode})
-    print(f"{'workers':>7}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}{'/worker':>9}")
+    print(f"{'workers':>7}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}{'/worker':>9}"
+          f"{'in shards/worker':>17}{'outside s':>10}")
     for r in rows:
         print(f"{r['workers']:>7}{r['budget']:>8}{r['cases']:>8}{r['wall_s']:>8}"
-              f"{r['cases_per_s']:>9}{r['cases_per_s_per_worker']:>9}")
+              f"{r['cases_per_s']:>9}{r['cases_per_s_per_worker']:>9}"
+              f"{_or_na(r['in_shards_per_worker']):>17}{_or_na(r['outside_shards_s']):>10}")
     if len(rows) > 1:
         base = rows[0]
         for r in rows[1:]:

@@ -275,7 +275,7 @@ class Reporter:
     """Aggregates every shard item's counts and failure; prints and writes the report."""
 
     def __init__(self, config: pytest.Config, plan: RunPlan) -> None:
-        from diagfuzz.report import Tally
+        from diagfuzz.report import Pace, Tally
 
         self.config = config
         self.plan = plan
@@ -283,6 +283,7 @@ class Reporter:
         self.failures: list[Failure] = []
         self.started = time.monotonic()
         self.report_path: Path | None = None
+        self.pace = Pace()
 
     def pytest_report_header(self) -> str:
         return self.plan.describe()
@@ -292,7 +293,10 @@ class Reporter:
 
         payload = getattr(report, "diagfuzz", None)
         if payload is not None:
-            self.tally.merge(Tally.from_dict(payload["tally"]))
+            shard = Tally.from_dict(payload["tally"])
+            self.tally.merge(shard)
+            if "shard_s" in payload:
+                self.pace.add(payload["worker"], shard.total, payload["shard_s"])
             if payload["failure"] is not None:
                 self.failures.append(Failure(**{**payload["failure"],
                                                 "test_id": report.nodeid}))
@@ -307,11 +311,13 @@ class Reporter:
 
     def header(self, exitstatus: int) -> dict[str, Any]:
         """The run description at the top of the JSON report."""
+        duration = time.monotonic() - self.started
         return {
             "diagfuzz_report": 1,
             **self.plan.to_dict(),
             "exit_status": int(exitstatus),
-            "duration_s": round(time.monotonic() - self.started, 3),
+            "duration_s": round(duration, 3),
+            "pace": self.pace.to_dict(duration),
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -331,6 +337,7 @@ class Reporter:
         terminalreporter.write_sep("=", title)
         for line in format_table(self.tally, self.failures):
             terminalreporter.write_line(line)
+        terminalreporter.write_line(self.pace.summary(time.monotonic() - self.started))
         terminalreporter.write_line(f"rerun: --diagfuzz-seed {self.plan.seed}")
         if self.report_path is not None:
             terminalreporter.write_line(f"report: {self.report_path}")
@@ -430,6 +437,8 @@ class ShardSession:
             report.diagfuzz = {  # type: ignore[attr-defined]  (xdist ships it)
                 "tally": item.stash[_TALLY].to_dict(),
                 "failure": None if failure is None else asdict(failure),
+                "worker": workers.worker_id(os.environ),
+                "shard_s": report.duration,
             }
         return report
 

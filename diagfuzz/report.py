@@ -213,6 +213,51 @@ def format_table(tally: Tally, failures: list[Failure]) -> list[str]:
     return lines
 
 
+@dataclass
+class Pace:
+    """How fast the shards fuzzed: Cases and seconds inside shard items, per worker.
+
+    A run's wall time also holds start-up (interpreters, CUDA, executors, collection), which
+    dominates short runs on a GPU machine; the Cases/s *inside* shards is the rate a longer
+    run approaches (first compiles, inside the first shards, included).
+    """
+
+    workers: dict[str, list[float]] = field(default_factory=dict)  # worker: [cases, seconds]
+
+    def add(self, worker: str, cases: int, seconds: float) -> None:
+        """Count one shard item's Cases and the seconds its call took."""
+        done = self.workers.setdefault(worker, [0, 0.0])
+        done[0] += cases
+        done[1] += seconds
+
+    def per_worker(self) -> float | None:
+        """Cases/s inside shards, averaged over workers (None before any shard ran)."""
+        rates = [cases / seconds for cases, seconds in self.workers.values() if seconds > 0]
+        return sum(rates) / len(rates) if rates else None
+
+    def to_dict(self, duration_s: float) -> dict[str, Any]:
+        """The report's ``pace``: per worker, the mean, and the time outside shards."""
+        busiest = max((seconds for _, seconds in self.workers.values()), default=0.0)
+        rate = self.per_worker()
+        return {
+            "workers": {w: {"cases": int(c), "shard_s": round(t, 3),
+                            "cases_per_s": round(c / t, 1) if t > 0 else None}
+                        for w, (c, t) in sorted(self.workers.items())},
+            "cases_per_s_per_worker": None if rate is None else round(rate, 1),
+            "outside_shards_s": round(max(duration_s - busiest, 0.0), 3),
+        }
+
+    def summary(self, duration_s: float) -> str:
+        """One line for the terminal."""
+        rate = self.per_worker()
+        if rate is None:
+            return "pace: no shard ran"
+        busiest = max(seconds for _, seconds in self.workers.values())
+        return (f"pace: {rate:.0f} Cases/s per worker inside shards ({len(self.workers)} "
+                f"worker(s)); {max(duration_s - busiest, 0.0):.1f} s of the "
+                f"{duration_s:.1f} s run outside them (start-up, collection)")
+
+
 def write_json(path: Path, header: dict[str, Any], tally: Tally,
                failures: list[Failure]) -> None:
     """Write the JSON report: run header (seed, impl, ...), counts, and every failure."""

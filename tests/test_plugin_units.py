@@ -157,3 +157,20 @@ def test_table_and_json_report(tmp_path) -> None:
 @pytest.mark.parametrize("kind", ["crash", "harness-error"])
 def test_failure_without_case_describes_itself(kind: str) -> None:
     assert "case unknown" in Failure("t::x[shard0]", kind).describe()
+
+
+def test_pace_is_cases_per_second_inside_shards_averaged_over_workers() -> None:
+    from diagfuzz.report import Pace
+
+    pace = Pace()
+    assert pace.per_worker() is None and pace.summary(3.0) == "pace: no shard ran"
+    pace.add("gw0", 300, 1.0)
+    pace.add("gw0", 100, 1.0)  # gw0: 400 Cases in 2 s
+    pace.add("gw1", 100, 0.5)  # gw1: 200/s
+    assert pace.per_worker() == 200.0
+    data = pace.to_dict(duration_s=5.0)
+    assert data["workers"] == {"gw0": {"cases": 400, "shard_s": 2.0, "cases_per_s": 200.0},
+                               "gw1": {"cases": 100, "shard_s": 0.5, "cases_per_s": 200.0}}
+    assert data["cases_per_s_per_worker"] == 200.0
+    assert data["outside_shards_s"] == 3.0  # the run's 5 s minus the busiest worker's 2 s
+    assert pace.summary(5.0).startswith("pace: 200 Cases/s per worker inside shards (2 ")
