@@ -89,13 +89,13 @@ class Journal:
         """Record ``case`` as about to run; returns its sequence number for ``end``."""
         self._seq += 1
         self._write({"type": "case", "seq": self._seq, "test_id": test_id,
-                     "case": json.loads(case.to_json())})
+                     "case": case.to_dict()})
         return self._seq
 
     def end(self, seq: int, verdict: Verdict) -> None:
         """Record the verdict of the Case ``begin`` numbered ``seq``."""
         self._write({"type": "verdict", "seq": seq, "kind": verdict.kind,
-                     "verdict": json.loads(verdict.to_json())})
+                     "verdict": verdict.to_dict()})
 
     def abandon(self, seq: int, reason: str) -> None:
         """Record that the Case ``begin`` numbered ``seq`` will get no verdict (the harness

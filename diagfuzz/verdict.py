@@ -7,7 +7,7 @@ journal, reports and reproducers carry them as JSON.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from diagfuzz.case import Case
@@ -44,11 +44,16 @@ class Verdict:
         """The passing verdict."""
         return Verdict("pass", case=case)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The Verdict as plain values (``dataclasses.asdict``'s result, without its deep
+        copy of the Case)."""
+        return {"kind": self.kind, "check": self.check, "message": self.message,
+                "case": self.case.to_dict() if self.case else None,
+                "details": _plain(self.details)}
+
     def to_json(self) -> str:
         """One line of JSON; ``from_json`` gives back an equal Verdict."""
-        data = asdict(self)
-        data["case"] = json.loads(self.case.to_json()) if self.case else None
-        return json.dumps(data, sort_keys=True, default=repr)
+        return json.dumps(self.to_dict(), sort_keys=True, default=repr)
 
     @staticmethod
     def from_json(text: str | dict) -> Verdict:
@@ -61,3 +66,15 @@ class Verdict:
         where = f" [{self.check}]" if self.check else ""
         case = f"\n  case: {self.case.describe()}" if self.case else ""
         return f"{self.kind}{where}: {self.message}{case}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with any dataclass instance in it as its dict, as ``asdict`` converts them
+    (evidence is JSON values already; this keeps the rare exception to the same output)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +68,21 @@ def assert_fails(verdict: Verdict, kind: str, check_prefix: str) -> None:
     assert verdict.case is not None
     json.dumps(verdict.details)  # evidence is JSON
     assert Verdict.from_json(verdict.to_json()) == verdict
+    assert verdict.to_json() == _asdict_json(verdict)  # the direct build changes no byte
+
+
+def _asdict_json(verdict: Verdict) -> str:
+    """Verdict.to_json as it was written first, through dataclasses.asdict."""
+    data = dataclasses.asdict(verdict)
+    data["case"] = json.loads(verdict.case.to_json()) if verdict.case else None
+    return json.dumps(data, sort_keys=True, default=repr)
+
+
+def test_verdict_json_converts_a_dataclass_in_its_evidence_like_asdict() -> None:
+    verdict = Verdict("mismatch", "values", "m", fwd(), {"found": [Layout.contiguous((2,))],
+                                                          "n": (1, 2)})
+    assert verdict.to_json() == _asdict_json(verdict)
+    assert json.loads(verdict.to_json())["details"]["found"][0]["shape"] == [2]
 
 
 # --- passes ------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from math import prod
 
 import pytest
@@ -46,6 +48,9 @@ def storage_bits(tensor: torch.Tensor) -> list[int]:
 def check_case(case: Case, budget: int = DEFAULT_MAX_ELEMENTS) -> torch.Tensor:
     """The Case round-trips JSON and materialises exactly as its Layout and Values say."""
     assert Case.from_json(case.to_json()) == case
+    # Built directly (and once), the JSON is still dataclasses.asdict's, byte for byte.
+    assert case.to_json() == json.dumps(asdict(case), sort_keys=True, separators=(",", ":"))
+    assert case.to_json() is case.to_json()
     layout = case.layout
     assert layout.storage_size <= budget, case
     tensor = materialise(case)
