@@ -234,14 +234,15 @@ def bandwidths() -> tuple[float, float]:
     return (2 << 30) / fill_s, 2 * (1 << 30) / copy_s
 
 
-def same_size_fill_us(out_bytes: int, quick: bool) -> float:
+def same_size_fill(out_bytes: int) -> Callable[[], object]:
     """A fill alone of ``out_bytes`` (float32 ``zero_``, or uint8 for odd sizes): the time
     below which no diagonal_backward of that output can go. Below a few hundred MB a
     fill does not reach the 2 GiB fill's bandwidth (launch, ramp-up and tail are a larger
-    share), so this is the fair floor for "90% of fill" at 64-128 MB."""
+    share), so this is the fair floor for "90% of fill" at 64-128 MB. Timed in the row's
+    interleaved rounds, like the callables it is compared with."""
     dtype = torch.float32 if out_bytes % 4 == 0 else torch.uint8
     buf = torch.empty(out_bytes // dtype.itemsize, dtype=dtype, device=ops.DEVICE)
-    return median_us(buf.zero_, quick)
+    return buf.zero_
 
 
 def variants(kernel) -> int:
@@ -365,6 +366,8 @@ def main() -> int:
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     overrides = apply_overrides(args.set)
     if ops.INTERPRET:
         print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
@@ -398,7 +401,10 @@ def main() -> int:
         fns, out_bytes, read_bytes = prepare(s)
         if not same_bits(fns["ours"](), fns["aten"]()):
             wrong.append(s.label())
-        times = interleaved_us(fns, args.quick, args.rounds)
+        timed = dict(fns)
+        if s.op == "backward":  # the floor at this size: a fill alone of the same bytes
+            timed["fill_same"] = same_size_fill(out_bytes)
+        times = interleaved_us(timed, args.quick, args.rounds)
         if s.op == "backward":
             floor = (out_bytes / fill_bw + 2 * read_bytes / copy_bw) * 1e6
         else:
@@ -407,16 +413,16 @@ def main() -> int:
                   times["ours"], floor)
         row.extra["ours_TBps"] = (out_bytes + read_bytes) / (row.ours_us * 1e-6) / 1e12
         row.extra["fill_frac"] = out_bytes / (row.ours_us * 1e-6) / fill_bw
-        if s.op == "backward":  # the floor at this size: a fill alone of the same bytes
-            row.extra["fill_same_us"] = same_size_fill_us(out_bytes, args.quick)
-            row.extra["fill_same_frac"] = row.extra["fill_same_us"] / row.ours_us
+        if s.op == "backward":
+            row.extra["fill_same_us"] = times["fill_same"]
+            row.extra["fill_same_frac"] = times["fill_same"] / row.ours_us
         if out_bytes <= MB and s.dtype == "float32" and not s.strided:
             for name, fn in fns.items():
                 row.extra[f"host_{name}_us"] = host_us(fn)
         rows.append(row)
         print(f"{s.label()} aten {row.aten_us:8.1f} two {row.two_launch_us:8.1f} "
               f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}", flush=True)
-        del fns
+        del fns, timed
     meta["grid_variants"] = {name: variants(k) for name, k in KERNELS.items()}
     meta["ptx_stores"] = ptx_stores()
     meta["grid_bitwise_mismatches"] = wrong

@@ -115,7 +115,9 @@ class Case:
     out_device: str = ""
 
     def __post_init__(self) -> None:
-        # JSON gives lists; tuples keep a Case hashable (sets of Cases, dict keys).
+        # JSON gives lists; tuples keep a Case hashable (sets of Cases, dict keys) and
+        # to_dict's values immutable (a Case's JSON is made once).
+        object.__setattr__(self, "sizes", tuple(self.sizes))
         object.__setattr__(self, "raw_args", tuple((str(k), _frozen(v))
                                                    for k, v in self.raw_args))
         if self.op not in OPS:

@@ -277,6 +277,14 @@ class ProcessRunner:
         self._log_start = 0  # executor.log's size when the current executor started
 
     # -- lifecycle --
+    def start(self) -> None:
+        """Start an executor now unless one is running (a Case would start it otherwise):
+        the plugin starts it while a shard is set up, so the report's pace does not count
+        interpreter, torch and CUDA start-up as fuzzing time."""
+        if not self._alive():
+            self._kill()
+            self._start()
+
     def _start(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()

@@ -56,6 +56,11 @@ class FanoutRunner:
         """Executors started so far, over all of them (replacements included)."""
         return sum(r.starts for r in self.runners)
 
+    def start(self) -> None:
+        """Start every executor not running yet (``ProcessRunner.start``)."""
+        for runner in self.runners:
+            runner.start()
+
     def submit(self, case: Case) -> int:
         """Send ``case`` to the executor with the fewest Cases in flight; its ticket.
 

@@ -189,6 +189,12 @@ class JournaledRunner:
         self.journal.end(seq, verdict)
         return verdict
 
+    def start(self) -> None:
+        """Start the inner runner's executor(s) now, where it has any (``start``)."""
+        start = getattr(self.inner, "start", None)
+        if start is not None:
+            start()
+
     @property
     def pipelines(self) -> bool:
         """Whether the inner runner can keep Cases in flight (submit/poll/drain)."""

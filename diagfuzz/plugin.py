@@ -23,6 +23,7 @@ Without xdist one process plays both sides.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -382,6 +383,10 @@ class ShardSession:
         item.stash[_TALLY] = Tally()
         item.stash[_FAILURE] = None
         self.runner.test_id = item.nodeid  # what the journal names for this item's Cases
+        # Executor start-up in the set-up, not in the shard's time (the report's pace). If it
+        # fails, the first Case starts it again and reports why, as it always has.
+        with contextlib.suppress(Exception):
+            self.runner.start()
         return Shard(self, item, request.function.__name__, request.param)
 
     # --- the per-case loop --------------------------------------------------------------

@@ -231,9 +231,12 @@ class Pace:
         done[1] += seconds
 
     def per_worker(self) -> float | None:
-        """Cases/s inside shards, averaged over workers (None before any shard ran)."""
-        rates = [cases / seconds for cases, seconds in self.workers.values() if seconds > 0]
-        return sum(rates) / len(rates) if rates else None
+        """Cases/s of one worker inside shards: all shards' Cases over all their seconds, so
+        a short shard weighs what it lasted (None before any shard ran). A worker xdist
+        replaced after a crash reports under a new id; the rate is unaffected."""
+        cases = sum(c for c, _ in self.workers.values())
+        seconds = sum(t for _, t in self.workers.values())
+        return cases / seconds if seconds > 0 else None
 
     def to_dict(self, duration_s: float) -> dict[str, Any]:
         """The report's ``pace``: per worker, the mean, and the time outside shards."""
@@ -254,7 +257,7 @@ class Pace:
             return "pace: no shard ran"
         busiest = max(seconds for _, seconds in self.workers.values())
         return (f"pace: {rate:.0f} Cases/s per worker inside shards ({len(self.workers)} "
-                f"worker(s)); {max(duration_s - busiest, 0.0):.1f} s of the "
+                f"worker id(s)); {max(duration_s - busiest, 0.0):.1f} s of the "
                 f"{duration_s:.1f} s run outside them (start-up, collection)")
 
 

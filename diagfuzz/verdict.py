@@ -69,12 +69,13 @@ class Verdict:
 
 
 def _plain(value: Any) -> Any:
-    """``value`` with any dataclass instance in it as its dict, as ``asdict`` converts them
-    (evidence is JSON values already; this keeps the rare exception to the same output)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
+    """``value`` as JSON values, with any dataclass instance in it as its dict, as ``asdict``
+    converts them (evidence is JSON values already; this keeps the rare exception to the
+    same output, and the journal's copy to the same bytes as ``to_json``)."""
+    if isinstance(value, dict):  # keys as JSON has them (strings), sorted as text
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):  # a list in JSON either way (a namedtuple too)
+        return [_plain(v) for v in value]
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     return value

@@ -384,3 +384,17 @@ def test_out_of_another_dtype_needs_aten_error() -> None:
 
     assert_fails(oracles.check(case, IgnoresOutDtype(None), DEVICE), "error-parity",
                  "error-parity")
+
+
+def test_verdict_evidence_is_written_as_json_has_it() -> None:
+    """Namedtuples become lists and integer keys strings (sorted as text), in to_json and in
+    the journal's copy alike: both are the bytes a JSON round trip of the evidence gives."""
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "a b")
+    verdict = Verdict("mismatch", "values", "m", fwd(),
+                      {"pair": Pair(1, 2), "by_index": {10: "x", 9: "y"}})
+    data = json.loads(verdict.to_json())
+    assert data["details"] == {"pair": [1, 2], "by_index": {"10": "x", "9": "y"}}
+    assert list(data["details"]["by_index"]) == ["10", "9"]
+    assert json.dumps(verdict.to_dict(), sort_keys=True, default=repr) == verdict.to_json()

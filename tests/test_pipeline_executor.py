@@ -170,3 +170,26 @@ def test_journaled_verdicts_survive_a_later_harness_error(tmp_path: Path) -> Non
     held = runner.poll()
     assert [(t, v.kind) for t, v in held] == [(first, "mismatch")]
     runner.close()
+
+
+def test_start_starts_one_executor_before_any_case_and_only_once(tmp_path: Path) -> None:
+    """The plugin starts the executor while a shard is set up, so the report's pace does not
+    count its start-up; a later Case uses that executor, and start() again is a no-op."""
+    from diagfuzz.fanout import FanoutRunner
+
+    with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60) as runner:
+        journaled = JournaledRunner(runner, Journal(tmp_path / "j.jsonl", run_seed=1,
+                                                    worker_id="gw0", impl="x", env=ENV))
+        assert runner.starts == 0
+        journaled.start()
+        assert runner.starts == 1 and runner._alive()
+        journaled.start()
+        assert journaled.run(square(0)).case == square(0)
+        assert runner.starts == 1  # the Case ran in the executor started before it
+    fan = FanoutRunner([ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60)
+                        for _ in range(2)])
+    try:
+        fan.start()
+        assert fan.starts == 2 and all(r._alive() for r in fan.runners)
+    finally:
+        fan.close()

@@ -167,10 +167,23 @@ def test_pace_is_cases_per_second_inside_shards_averaged_over_workers() -> None:
     pace.add("gw0", 300, 1.0)
     pace.add("gw0", 100, 1.0)  # gw0: 400 Cases in 2 s
     pace.add("gw1", 100, 0.5)  # gw1: 200/s
-    assert pace.per_worker() == 200.0
+    assert pace.per_worker() == 200.0  # 500 Cases in 2.5 s
     data = pace.to_dict(duration_s=5.0)
     assert data["workers"] == {"gw0": {"cases": 400, "shard_s": 2.0, "cases_per_s": 200.0},
                                "gw1": {"cases": 100, "shard_s": 0.5, "cases_per_s": 200.0}}
     assert data["cases_per_s_per_worker"] == 200.0
     assert data["outside_shards_s"] == 3.0  # the run's 5 s minus the busiest worker's 2 s
     assert pace.summary(5.0).startswith("pace: 200 Cases/s per worker inside shards (2 ")
+
+
+def test_pace_weighs_each_shard_by_its_time() -> None:
+    """A short shard counts for what it lasted: 1,000 Cases in 1 s and 10 in 1 s make 505/s,
+    not the mean of two workers' rates; a replaced worker's new id changes nothing."""
+    from diagfuzz.report import Pace
+
+    pace = Pace()
+    pace.add("gw0", 1000, 1.0)
+    pace.add("gw1", 10, 1.0)
+    assert pace.per_worker() == 505.0
+    pace.add("gw2", 0, 0.0)  # a replacement that ran nothing
+    assert pace.per_worker() == 505.0

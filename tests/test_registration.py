@@ -147,3 +147,28 @@ def test_a_switch_is_skipped_only_when_the_registration_serves_none_of_the_tenso
     with ops.use_triton(False), ops.use_triton(True, tensors=[elsewhere]):
         assert not ops.enabled()
 
+
+
+def test_the_references_switch_for_an_out_on_the_kernels_device() -> None:
+    """A reference whose input the registration cannot serve still switches it off when its
+    ``out`` is on the kernels' device: ``out`` is among the tensors it names."""
+    from diagfuzz.oracles import reference
+
+    switched = []
+    real = ops.registration.disable
+
+    def watching_disable() -> None:
+        switched.append(ops.enabled())
+        real()
+
+    x = torch.empty(3, 3, device="meta")
+    out = torch.empty(0, device=ops.DEVICE)
+    with ops.use_triton(True):
+        ops.registration.disable = watching_disable
+        try:
+            with pytest.raises(RuntimeError):  # meta input, device out: aten refuses
+                reference.ATEN.diagonal_out(x, out=out)
+        finally:
+            ops.registration.disable = real
+        assert ops.enabled()
+    assert switched == [True]
