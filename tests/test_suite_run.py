@@ -69,7 +69,7 @@ def test_two_workers_aggregate_every_case(tmp_path: Path) -> None:
     assert {w: v["cases"] for w, v in pace["workers"].items()} == journaled
     assert all(v["shard_s"] > 0 and v["cases_per_s"] > 0 for v in pace["workers"].values())
     assert 0 <= pace["outside_shards_s"] < report["duration_s"]
-    assert "Cases/s per worker inside shards (2 worker(s))" in out
+    assert "Cases/s per worker inside shards (2 worker id(s))" in out
     assert "diagfuzz: seed 5 (rerun: --diagfuzz-seed 5)" in out
     assert f"diagfuzz: {report['cases']} cases, 0 failures" in out
 
