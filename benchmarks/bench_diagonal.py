@@ -340,7 +340,8 @@ def _random_pass(count: int, seed: int) -> dict:
 
 
 def apply_overrides(settings: list[str]) -> dict[str, int]:
-    """Set planning constants of diagfuzz.ops._tiling (the planners read them at call time)."""
+    """Set planning constants of diagfuzz.ops._tiling, before any call plans (plans are
+    cached per call signature once made)."""
     tiling = sys.modules["diagfuzz.ops._tiling"]
     done: dict[str, int] = {}
     for setting in settings:

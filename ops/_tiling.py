@@ -189,8 +189,9 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
 
 
 def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
-    """diagonal_backward's plan: the *FILL_* constants, read at call time (one place to
-    tune), the small ones for outputs of at most SMALL_OUTPUT_BYTES."""
+    """diagonal_backward's plan: the *FILL_* constants, read when a call signature is first
+    planned (one place to tune; plans are then cached per signature, so set them before
+    the first call), the small ones for outputs of at most SMALL_OUTPUT_BYTES."""
     if total * word_bytes <= SMALL_OUTPUT_BYTES:
         return plan_flat(total, width, run, word_bytes, SMALL_FILL_BLOCK_BYTES,
                          SMALL_FILL_WORDS_PER_LANE)
@@ -207,7 +208,8 @@ def cache_hints() -> dict[str, str]:
 
 
 def plan_gather(total: int, width: int, word_bytes: int) -> FlatTile:
-    """diagonal_copy's plan: a row is its own run; GATHER_BLOCK_BYTES read at call time."""
+    """diagonal_copy's plan: a row is its own run; GATHER_BLOCK_BYTES read when a signature
+    is first planned (plans are cached per signature)."""
     return plan_flat(total, width, width, word_bytes, GATHER_BLOCK_BYTES)
 
 
