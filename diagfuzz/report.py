@@ -239,7 +239,8 @@ class Pace:
         return cases / seconds if seconds > 0 else None
 
     def to_dict(self, duration_s: float) -> dict[str, Any]:
-        """The report's ``pace``: per worker, the mean, and the time outside shards."""
+        """The report's ``pace``: per worker, the time-weighted rate, and the time outside
+        shards (the run's duration less the busiest worker's shard seconds)."""
         busiest = max((seconds for _, seconds in self.workers.values()), default=0.0)
         rate = self.per_worker()
         return {
