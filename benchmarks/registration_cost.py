@@ -15,24 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from host_breakdown import per_call_us  # back-to-back calls after a warm-up (this directory)
 
 import diagfuzz.ops as ops
 from diagfuzz.oracles.sentinel import SentinelAllocations
-
-
-def per_call_us(fn: Callable[[], object], calls: int) -> float:
-    """Mean of ``calls`` back-to-back calls after a warm-up, in µs."""
-    for _ in range(max(calls // 10, 5)):
-        fn()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def toggle() -> None:

@@ -238,17 +238,21 @@ class Pace:
         seconds = sum(t for _, t in self.workers.values())
         return cases / seconds if seconds > 0 else None
 
+    def outside(self, duration_s: float) -> float:
+        """Seconds of the run outside shards: its duration less the busiest worker's."""
+        busiest = max((seconds for _, seconds in self.workers.values()), default=0.0)
+        return max(duration_s - busiest, 0.0)
+
     def to_dict(self, duration_s: float) -> dict[str, Any]:
         """The report's ``pace``: per worker, the time-weighted rate, and the time outside
         shards (the run's duration less the busiest worker's shard seconds)."""
-        busiest = max((seconds for _, seconds in self.workers.values()), default=0.0)
         rate = self.per_worker()
         return {
             "workers": {w: {"cases": int(c), "shard_s": round(t, 3),
                             "cases_per_s": round(c / t, 1) if t > 0 else None}
                         for w, (c, t) in sorted(self.workers.items())},
             "cases_per_s_per_worker": None if rate is None else round(rate, 1),
-            "outside_shards_s": round(max(duration_s - busiest, 0.0), 3),
+            "outside_shards_s": round(self.outside(duration_s), 3),
         }
 
     def summary(self, duration_s: float) -> str:
@@ -256,9 +260,8 @@ class Pace:
         rate = self.per_worker()
         if rate is None:
             return "pace: no shard ran"
-        busiest = max(seconds for _, seconds in self.workers.values())
         return (f"pace: {rate:.0f} Cases/s per worker inside shards ({len(self.workers)} "
-                f"worker id(s)); {max(duration_s - busiest, 0.0):.1f} s of the "
+                f"worker id(s)); {self.outside(duration_s):.1f} s of the "
                 f"{duration_s:.1f} s run outside them (start-up, collection)")
 
 
