@@ -145,6 +145,15 @@ FILL_NUM_WARPS = 4
 #: zero-fill hint cost 5-15% (its sweep), so it stays off. BENCHMARKS.md.
 ZERO_STORE_EVICT = 0
 GRAD_LOAD_EVICT = 1
+#: 1: diagonal_backward moves runs that grad_output holds across its contiguous diagonal dim
+#: (``16x16x256x256 d=(0,1)``: each 4-byte load of a run used one word of a 32-byte sector)
+#: as [TRANSPOSE_I_BLOCK, TRANSPOSE_C_BLOCK] tiles, loaded along the diagonal dim and stored
+#: along the runs, in programs of their own after the zero-fill programs (one launch).
+#: Off by default: tested bitwise on the CPU (tests/test_kernel_blocks.py), not yet
+#: measured on a GPU.
+TRANSPOSE_RUNS = 0
+TRANSPOSE_I_BLOCK = 16
+TRANSPOSE_C_BLOCK = 256
 #: Outputs of at most SMALL_OUTPUT_BYTES get blocks of SMALL_FILL_BLOCK_BYTES, a lane per
 #: SMALL_FILL_WORDS_PER_LANE words: a 1 MB output made 64 programs of 16 KiB on 132 SMs, and
 #: rows of 8 words needed 4 passes a block (4096x8x8: 1.0x the two-launch baseline). Every

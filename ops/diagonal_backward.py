@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from diagfuzz.ops import _counters
+from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
@@ -35,6 +35,7 @@ from diagfuzz.ops._tiling import (
     RowDim,
     cache_hints,
     coalesce,
+    needs_int64,
     plan_fill,
     remember,
     row_args,
@@ -43,7 +44,7 @@ from diagfuzz.ops._words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
               "first_size", "second_inner", "second_size", "first_pos", "second_pos",
-              "run_in_cols"]
+              "run_in_cols", "n_fill", "n_iblocks", "n_cblocks"]
 
 
 @triton.jit(do_not_specialize=[*SHAPE_ARGS, *_DIAG_ARGS, "grad_ptr"])
@@ -52,137 +53,212 @@ def _diagonal_backward_kernel(
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
     n_dims, first_inner, first_size, second_inner, second_size, first_pos, second_pos,
-    diag_base, shift, length, diag_stride, col_stride, run_in_cols,
+    diag_base, shift, length, diag_stride, col_stride, run_in_cols, n_fill, n_iblocks, n_cblocks,
     SELECT_INDEX: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
     PEEL_LANES: tl.constexpr, COPY_LANES: tl.constexpr, ROUNDS: tl.constexpr,
     INDEX_64: tl.constexpr, ZERO_EVICT: tl.constexpr, GRAD_EVICT: tl.constexpr,
+    TRANSPOSE: tl.constexpr, I_BLOCK: tl.constexpr, C_BLOCK: tl.constexpr,
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    start = pid * BLOCK
-    offs = start + tl.arange(0, BLOCK)
-    zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
-    end = tl.minimum(start + BLOCK, total)
-    if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
-        tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
-    else:
-        tl.store(out_ptr + offs, zeros, mask=offs < total, eviction_policy=ZERO_EVICT)
-    # The diagonal's words below overwrite some of those zeros: order the two stores across
-    # the program's threads. (Skipping the zeros of blocks lying wholly on a wide run, with
-    # the run's words stored once, measured slower on the H200: their zeros then waited for
-    # the row's peel; 16x16x256x256 d=(0,1) int8 12.3 -> 13.6 us, BENCHMARKS.md.)
-    tl.debug_barrier()
-    row_end = (end - 1) // width + 1
-    slot = tl.arange(0, PEEL_LANES)
-    k = tl.arange(0, COPY_LANES)
-    if INDEX_64:
-        slot = slot.to(tl.int64)
-        k = k.to(tl.int64)
-    slot = slot >> lane_shift  # which row of the pass
-    k = k & (row_lanes - 1)  # which word of that row's run
-    for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
-        row = row0 + slot
-        # Peel each row index (innermost dim first) into grad_output's offset, one division
-        # per dim. The indices along the two diagonal dims: on a GPU (SELECT_INDEX) they fall
-        # out of the peel by a select; under the interpreter one division each is cheaper.
-        rem = row
-        grad_row = row * 0
-        if SELECT_INDEX:
-            first = row * 0
-            second = row * 0
-        else:
+    if TRANSPOSE:
+        # Runs gathered across grad_output's contiguous diagonal dim (e.g. 16x16x256x256
+        # d=(0,1): grad_output 256x256x16). The first n_fill programs store the zeros of every
+        # block off the runs (blocks lie wholly on or off a run: the plan checks); each later
+        # program moves a [I_BLOCK diagonal positions, C_BLOCK run words] tile of one row
+        # group, loaded along the diagonal dim (contiguous) and stored along the runs.
+        if pid < n_fill:
+            start = pid * BLOCK
+            row = start // width
             first = (row // first_inner) % first_size
-            second = (row // second_inner) % second_size
-        if n_dims > 0:
-            quotient = rem // size0
-            idx = rem - quotient * size0
-            rem = quotient
-            grad_row += idx * stride0
+            run_start = (first + shift) * run_len
+            col = start - row * width
+            i = first - diag_base
+            on_run = (i >= 0) & (i < length) & (col >= run_start) & (col < run_start + run_len)
+            if not on_run:  # blocks tile the rows exactly (the plan checks): unmasked
+                offs = start + tl.arange(0, BLOCK)
+                zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
+                tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
+        else:
+            t = pid - n_fill
+            c_block = t % n_cblocks
+            t = t // n_cblocks
+            i_block = t % n_iblocks
+            other = t // n_iblocks
+            # The row of the group with the first diagonal dim's index 0, and its offset in
+            # grad_output (the first dim has no grad_output stride): peeled once, a scalar.
+            other_row = (other // first_inner) * (first_inner * first_size) + other % first_inner
+            rem = other_row
+            grad_row = other_row * 0
+            if n_dims > 0:
+                quotient = rem // size0
+                grad_row += (rem - quotient * size0) * stride0
+                rem = quotient
+            if n_dims > 1:
+                quotient = rem // size1
+                grad_row += (rem - quotient * size1) * stride1
+                rem = quotient
+            if n_dims > 2:
+                quotient = rem // size2
+                grad_row += (rem - quotient * size2) * stride2
+                rem = quotient
+            if n_dims > 3:
+                quotient = rem // size3
+                grad_row += (rem - quotient * size3) * stride3
+                rem = quotient
+            if n_dims > 4:
+                quotient = rem // size4
+                grad_row += (rem - quotient * size4) * stride4
+                rem = quotient
+            if n_dims > 5:
+                quotient = rem // size5
+                grad_row += (rem - quotient * size5) * stride5
+                rem = quotient
+            if n_dims > 6:
+                quotient = rem // size6
+                grad_row += (rem - quotient * size6) * stride6
+                rem = quotient
+            if n_dims > 7:
+                quotient = rem // size7
+                grad_row += (rem - quotient * size7) * stride7
+                rem = quotient
+            i = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
+            c = c_block * C_BLOCK + tl.arange(0, C_BLOCK)
+            if INDEX_64:
+                i = i.to(tl.int64)
+                c = c.to(tl.int64)
+            hit = (i < length)[:, None] & (c < run_len)[None, :]
+            # diag_stride is 1 here (the plan checks): the load is contiguous along i.
+            g = tl.load(grad_ptr + grad_row + i[:, None] + c[None, :] * col_stride, mask=hit,
+                        eviction_policy=GRAD_EVICT)
+            first = diag_base + i
+            out_row = (other_row + first * first_inner) * width + (first + shift) * run_len
+            tl.store(out_ptr + out_row[:, None] + c[None, :], g, mask=hit)
+    else:
+        start = pid * BLOCK
+        offs = start + tl.arange(0, BLOCK)
+        zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
+        end = tl.minimum(start + BLOCK, total)
+        if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+            tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
+        else:
+            tl.store(out_ptr + offs, zeros, mask=offs < total, eviction_policy=ZERO_EVICT)
+        # The diagonal's words below overwrite some of those zeros: order the two stores across
+        # the program's threads. (Skipping the zeros of blocks lying wholly on a wide run, with
+        # the run's words stored once, measured slower on the H200: their zeros then waited for
+        # the row's peel; 16x16x256x256 d=(0,1) int8 12.3 -> 13.6 us, BENCHMARKS.md.)
+        tl.debug_barrier()
+        row_end = (end - 1) // width + 1
+        slot = tl.arange(0, PEEL_LANES)
+        k = tl.arange(0, COPY_LANES)
+        if INDEX_64:
+            slot = slot.to(tl.int64)
+            k = k.to(tl.int64)
+        slot = slot >> lane_shift  # which row of the pass
+        k = k & (row_lanes - 1)  # which word of that row's run
+        for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
+            row = row0 + slot
+            # Peel each row index (innermost dim first) into grad_output's offset, one division
+            # per dim. The indices along the two diagonal dims: on a GPU (SELECT_INDEX) they fall
+            # out of the peel by a select; under the interpreter one division each is cheaper.
+            rem = row
+            grad_row = row * 0
             if SELECT_INDEX:
-                first = tl.where(first_pos == 0, idx, first)
-                second = tl.where(second_pos == 0, idx, second)
-        if n_dims > 1:
-            quotient = rem // size1
-            idx = rem - quotient * size1
-            rem = quotient
-            grad_row += idx * stride1
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 1, idx, first)
-                second = tl.where(second_pos == 1, idx, second)
-        if n_dims > 2:
-            quotient = rem // size2
-            idx = rem - quotient * size2
-            rem = quotient
-            grad_row += idx * stride2
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 2, idx, first)
-                second = tl.where(second_pos == 2, idx, second)
-        if n_dims > 3:
-            quotient = rem // size3
-            idx = rem - quotient * size3
-            rem = quotient
-            grad_row += idx * stride3
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 3, idx, first)
-                second = tl.where(second_pos == 3, idx, second)
-        if n_dims > 4:
-            quotient = rem // size4
-            idx = rem - quotient * size4
-            rem = quotient
-            grad_row += idx * stride4
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 4, idx, first)
-                second = tl.where(second_pos == 4, idx, second)
-        if n_dims > 5:
-            quotient = rem // size5
-            idx = rem - quotient * size5
-            rem = quotient
-            grad_row += idx * stride5
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 5, idx, first)
-                second = tl.where(second_pos == 5, idx, second)
-        if n_dims > 6:
-            quotient = rem // size6
-            idx = rem - quotient * size6
-            rem = quotient
-            grad_row += idx * stride6
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 6, idx, first)
-                second = tl.where(second_pos == 6, idx, second)
-        if n_dims > 7:
-            quotient = rem // size7
-            idx = rem - quotient * size7
-            rem = quotient
-            grad_row += idx * stride7
-            if SELECT_INDEX:
-                first = tl.where(first_pos == 7, idx, first)
-                second = tl.where(second_pos == 7, idx, second)
-        # Diagonal element i sits where the second dim's index is first + shift.
-        i = first - diag_base
-        target = first + shift
-        on_diag = (row < row_end) & (i >= 0) & (i < length)
-        # Rows that hold the second diagonal dim are on the diagonal only at its target.
-        on_diag = on_diag & ((second - target) * (1 - run_in_cols) == 0)
-        run_start = target * run_len * run_in_cols  # the run's first column in the row
-        row_base = row * width
-        lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
-        hi = tl.minimum(run_start + run_len, end - row_base)
-        # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
-        # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
-        crosses = 1
-        if PEEL_LANES == 1:
-            crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
-        if crosses > 0:
-            for r in tl.static_range(ROUNDS):  # narrow: one round
-                col = lo + r * COPY_LANES + k
-                hit = on_diag & (col < hi)
-                word = col - run_start
-                g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
-                            + word % WORDS, mask=hit, eviction_policy=GRAD_EVICT)
-                tl.store(out_ptr + row_base + col, g, mask=hit)
+                first = row * 0
+                second = row * 0
+            else:
+                first = (row // first_inner) % first_size
+                second = (row // second_inner) % second_size
+            if n_dims > 0:
+                quotient = rem // size0
+                idx = rem - quotient * size0
+                rem = quotient
+                grad_row += idx * stride0
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 0, idx, first)
+                    second = tl.where(second_pos == 0, idx, second)
+            if n_dims > 1:
+                quotient = rem // size1
+                idx = rem - quotient * size1
+                rem = quotient
+                grad_row += idx * stride1
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 1, idx, first)
+                    second = tl.where(second_pos == 1, idx, second)
+            if n_dims > 2:
+                quotient = rem // size2
+                idx = rem - quotient * size2
+                rem = quotient
+                grad_row += idx * stride2
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 2, idx, first)
+                    second = tl.where(second_pos == 2, idx, second)
+            if n_dims > 3:
+                quotient = rem // size3
+                idx = rem - quotient * size3
+                rem = quotient
+                grad_row += idx * stride3
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 3, idx, first)
+                    second = tl.where(second_pos == 3, idx, second)
+            if n_dims > 4:
+                quotient = rem // size4
+                idx = rem - quotient * size4
+                rem = quotient
+                grad_row += idx * stride4
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 4, idx, first)
+                    second = tl.where(second_pos == 4, idx, second)
+            if n_dims > 5:
+                quotient = rem // size5
+                idx = rem - quotient * size5
+                rem = quotient
+                grad_row += idx * stride5
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 5, idx, first)
+                    second = tl.where(second_pos == 5, idx, second)
+            if n_dims > 6:
+                quotient = rem // size6
+                idx = rem - quotient * size6
+                rem = quotient
+                grad_row += idx * stride6
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 6, idx, first)
+                    second = tl.where(second_pos == 6, idx, second)
+            if n_dims > 7:
+                quotient = rem // size7
+                idx = rem - quotient * size7
+                rem = quotient
+                grad_row += idx * stride7
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 7, idx, first)
+                    second = tl.where(second_pos == 7, idx, second)
+            # Diagonal element i sits where the second dim's index is first + shift.
+            i = first - diag_base
+            target = first + shift
+            on_diag = (row < row_end) & (i >= 0) & (i < length)
+            # Rows that hold the second diagonal dim are on the diagonal only at its target.
+            on_diag = on_diag & ((second - target) * (1 - run_in_cols) == 0)
+            run_start = target * run_len * run_in_cols  # the run's first column in the row
+            row_base = row * width
+            lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
+            hi = tl.minimum(run_start + run_len, end - row_base)
+            # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
+            # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
+            crosses = 1
+            if PEEL_LANES == 1:
+                crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
+            if crosses > 0:
+                for r in tl.static_range(ROUNDS):  # narrow: one round
+                    col = lo + r * COPY_LANES + k
+                    hit = on_diag & (col < hi)
+                    word = col - run_start
+                    g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
+                                + word % WORDS, mask=hit, eviction_policy=GRAD_EVICT)
+                    tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(
@@ -298,21 +374,53 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     second_inner, second_size = _index_divisor(row_dims, "second")
     row_sizes, row_strides = row_args(row_dims)
     total = numel * words
-    tile = plan_fill(total, width, run_len, grad.element_size() // words)
+    word_bytes = grad.element_size() // words
+    tile = plan_fill(total, width, run_len, word_bytes)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = tile.needs_int64(total, width, grad_extent + words)
+    n_programs, block, tiles = tile.n_programs, tile.block, (0, 1, 1)
+    transposed = run_in_cols == 1 and diag_stride == 1 and col_stride != 1 and _transpose_block(
+        total, width, run_len, diag.length, word_bytes)
+    if transposed:
+        block = transposed
+        tiles = (total // block, triton.cdiv(diag.length, _tiling.TRANSPOSE_I_BLOCK),
+                 triton.cdiv(run_len, _tiling.TRANSPOSE_C_BLOCK))
+        n_programs = tiles[0] + total // width // first_size * tiles[1] * tiles[2]
+        index_64 = needs_int64(total + width + run_len + block, grad_extent + words, n_programs)
     return LaunchPlan(
-        sizes, tile.n_programs,
+        sizes, n_programs,
         (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
          len(row_dims), first_inner, first_size, second_inner, second_size,
          _position(row_dims, "first"), _position(row_dims, "second"),
-         diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols),
-        {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": tile.block,
+         diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols, *tiles),
+        {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": block,
          "PEEL_LANES": tile.peel_lanes,
          "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
-         **cache_hints()},
+         **cache_hints(), "TRANSPOSE": bool(transposed),
+         "I_BLOCK": _tiling.TRANSPOSE_I_BLOCK, "C_BLOCK": _tiling.TRANSPOSE_C_BLOCK},
         tile.num_warps,
     )
+
+
+def _transpose_block(total: int, width: int, run_len: int, length: int,
+                     word_bytes: int) -> int:
+    """The zero-fill block of a transposed launch, or 0 where it does not apply.
+
+    It applies (with TRANSPOSE_RUNS on) to runs of at least two diagonal positions whose
+    words grad_output keeps along its contiguous diagonal dim, when fill blocks can lie wholly
+    on or off each run: the block divides both the row width and the run. On a GPU only large
+    outputs take it (a fuzz-sized Case never compiles this variant) and the block is the
+    large fill plan's; under the interpreter the largest power of two dividing both.
+    """
+    if not _tiling.TRANSPOSE_RUNS or length < 2:
+        return 0
+    if INTERPRET:
+        common = math.gcd(width, run_len)
+        return min(common & -common, 1 << 16)
+    if total * word_bytes <= _tiling.SMALL_OUTPUT_BYTES:
+        return 0
+    block = _tiling.FILL_BLOCK_BYTES // word_bytes
+    return block if width % block == 0 and run_len % block == 0 else 0
 
 
 _launch = Launcher(_diagonal_backward_kernel)

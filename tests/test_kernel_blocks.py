@@ -43,6 +43,10 @@ def small_gpu_blocks(request, monkeypatch):
     return request.param
 
 
+#: Where diagonal_backward's plan keeps run_in_cols and the diagonal's length (its ints end
+#: with them, then the transposed launch's three program counts).
+RUN_IN_COLS, LENGTH = -4, -7
+
 #: Elements of a random geometry, at most: a 4-word block makes a program per few elements,
 #: and the interpreter runs programs one by one.
 MAX_ELEMENTS = 192
@@ -174,7 +178,7 @@ def test_rows_on_the_diagonal_under_interpreter_plans(geometry) -> None:
     backward_module._PLANS.clear()
     assert _backward_difference(grad, sizes, offset, dim1, dim2) == ""
     ((_, plan),) = backward_module._PLANS.values()
-    run_in_cols, length = plan.ints[-1], plan.ints[-4]
+    run_in_cols, length = plan.ints[RUN_IN_COLS], plan.ints[LENGTH]
     assert run_in_cols == 0 and length > 0
 
 
@@ -208,4 +212,4 @@ def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks)
     # Trailing dims that do not merge in grad_output: whole rows on the diagonal.
     grad = torch.arange(1, 13, dtype=torch.float32, device=ops.DEVICE).reshape(3, 2, 2)
     plan = _plan_of(grad.permute(2, 1, 0), [3, 3, 2, 2], 0, 1)
-    assert plan.ints[-1] == 0 and plan.ints[-4] == 3  # run_in_cols, diagonal length
+    assert plan.ints[RUN_IN_COLS] == 0 and plan.ints[LENGTH] == 3

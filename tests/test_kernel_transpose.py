@@ -1,0 +1,128 @@
+"""diagonal_backward's transposed runs (``TRANSPOSE_RUNS``), bitwise against aten on the CPU.
+
+The launch applies where grad_output keeps a run's words across its contiguous diagonal dim
+(``16x16x256x256 d=(0,1)``: grad_output is ``256x256x16``): zero-fill programs store every
+block off the runs, and tile programs move ``[I_BLOCK, C_BLOCK]`` tiles of the runs. Here
+it runs under the interpreter's plans and under GPU-like plans shrunk to a few words (several
+tiles along both axes, masked edges, blocks on and off runs). Off by default until an H200
+measures it (ops/_tiling.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.ops import _tiling
+from tests.bitwise import bitwise_difference
+
+backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
+
+#: (input sizes, offset, dim1, dim2): grad_output contiguous puts the diagonal dim innermost,
+#: so every run (the dims after the second diagonal dim) is strided across it.
+GEOMETRIES = [
+    ([5, 7, 3, 4], 1, 0, 1),  # runs of 12 words, rows of 84, a diagonal of 5
+    ([6, 6, 8], -2, 1, 0),  # dims given in reverse, a negative offset
+    ([2, 5, 6, 4], 0, 1, 2),  # a batch dim outside the diagonal dims
+    ([5, 2, 6, 4], 2, 0, 2),  # a batch dim between them (inside the first)
+    ([3, 4, 2, 16], 0, 0, 1),  # a diagonal shorter than a tile, long runs
+]
+
+
+@pytest.fixture(params=["interpreter-plans", "gpu-plans"])
+def transposed(request, monkeypatch):
+    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", 1)
+    if request.param == "gpu-plans":
+        monkeypatch.setattr(_tiling, "INTERPRET", False)
+        monkeypatch.setattr(backward_module, "INTERPRET", False)
+        monkeypatch.setattr(_tiling, "SMALL_OUTPUT_BYTES", 0)  # these tiny outputs are "large"
+        monkeypatch.setattr(_tiling, "TRANSPOSE_I_BLOCK", 2)
+        monkeypatch.setattr(_tiling, "TRANSPOSE_C_BLOCK", 2)
+    monkeypatch.setattr(backward_module, "_PLANS", {})
+    return request.param
+
+
+def _grad(shape: torch.Size, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    bits = torch.randint(-2**31, 2**31 - 1, tuple(shape), generator=gen, dtype=torch.int64)
+    t = bits.to(torch.int32).view(torch.float32) if dtype == torch.float32 else bits.to(dtype)
+    return t.to(ops.DEVICE)
+
+
+def _plan(grad: torch.Tensor, sizes: list[int], offset: int, dim1: int, dim2: int):
+    backward_module._PLANS.clear()
+    with ops.use_triton(False):
+        expected = torch.ops.aten.diagonal_backward(grad, sizes, offset, dim1, dim2)
+    actual = ops.diagonal_backward(grad, sizes, offset, dim1, dim2)
+    assert bitwise_difference(actual, expected) == ""
+    out = torch.full(sizes, 0, dtype=grad.dtype, device=ops.DEVICE)
+    out.view(torch.uint8).fill_(0x5A)  # a word left unwritten shows
+    ops.diagonal_backward_out(grad, sizes, offset, dim1, dim2, out=out)
+    assert bitwise_difference(out, expected) == ""
+    ((_, plan),) = backward_module._PLANS.values()
+    return plan
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int64])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_transposed_runs_match_aten(transposed, geometry, dtype, monkeypatch) -> None:
+    sizes, offset, dim1, dim2 = geometry
+    if transposed == "gpu-plans":  # blocks of 4 words: they divide every run and row here
+        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 4 * dtype.itemsize)
+    shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
+    plan = _plan(_grad(shape, dtype, sum(sizes)), sizes, offset, dim1, dim2)
+    assert plan.constexprs["TRANSPOSE"] is True
+    n_fill, n_iblocks, n_cblocks = plan.ints[-3:]
+    assert plan.n_programs > n_fill > 0  # tile programs follow the fill programs
+    if transposed == "gpu-plans":  # several tiles both ways, a block smaller than a run
+        assert n_iblocks > 1 and n_cblocks > 1 and plan.constexprs["BLOCK"] <= plan.ints[2]
+
+
+def test_runs_contiguous_in_grad_output_or_complex_words_keep_the_flat_blocks(
+        transposed) -> None:
+    """A run grad_output holds contiguously gains nothing from tiles; a complex128 element is
+    two words, so its diagonal dim is not word-contiguous: both keep the one path that the
+    fuzz suite exercises on every run."""
+    sizes, offset, dim1, dim2 = [5, 7, 3, 4], 1, 0, 1
+    shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
+    grad = _grad(shape, torch.float32, 3)
+    diagonal_outer = grad.movedim(-1, 0).contiguous().movedim(0, -1)  # runs contiguous
+    assert _plan(diagonal_outer, sizes, offset, dim1, dim2).constexprs["TRANSPOSE"] is False
+    complex_grad = torch.complex(grad, grad.flip(-1)).to(torch.complex128)
+    assert _plan(complex_grad, sizes, offset, dim1, dim2).constexprs["TRANSPOSE"] is False
+
+
+def test_off_by_default() -> None:
+    assert _tiling.TRANSPOSE_RUNS == 0
+    backward_module._PLANS.clear()
+    sizes = [5, 7, 3, 4]
+    shape = torch.empty(sizes, device="meta").diagonal(1, 0, 1).shape
+    assert _plan(_grad(shape, torch.float32, 1), sizes, 1, 0, 1).constexprs["TRANSPOSE"] is False
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
+def test_fill_programs_leave_the_runs_to_the_tile_programs(transposed, geometry,
+                                                           monkeypatch) -> None:
+    """On a GPU the two kinds of program run concurrently, so a zero-fill program must never
+    store into a run (the interpreter runs programs in order, and a later tile would hide
+    it): launched alone, the fill programs write every element off the diagonal and none
+    on it."""
+    sizes, offset, dim1, dim2 = geometry
+    if transposed == "gpu-plans":
+        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 16)
+    shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
+    grad = _grad(shape, torch.float32, 5)
+    plan = _plan(grad, sizes, offset, dim1, dim2)
+    n_fill = plan.ints[-3]
+    out = torch.empty(sizes, dtype=torch.float32, device=ops.DEVICE)
+    out.view(torch.uint8).fill_(0x5A)
+    backward_module._launch(dataclasses.replace(plan, n_programs=n_fill), (out, grad))
+    on_diagonal = torch.zeros(sizes, dtype=torch.bool, device=ops.DEVICE)
+    on_diagonal.diagonal(offset, dim1, dim2).fill_(True)
+    words = out.view(torch.int32)
+    assert bool((words[on_diagonal] == 0x5A5A5A5A).all())  # untouched: the tiles' to write
+    assert bool((words[~on_diagonal] == 0).all())
