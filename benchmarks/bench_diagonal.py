@@ -339,20 +339,6 @@ def _random_pass(count: int, seed: int) -> dict:
     return report
 
 
-def apply_overrides(settings: list[str]) -> dict[str, int]:
-    """Set planning constants of diagfuzz.ops._tiling, before any call plans (plans are
-    cached per call signature once made)."""
-    tiling = sys.modules["diagfuzz.ops._tiling"]
-    done: dict[str, int] = {}
-    for setting in settings:
-        name, _, value = setting.partition("=")
-        if not isinstance(getattr(tiling, name, None), int):
-            raise SystemExit(f"--set {setting}: no integer constant {name!r} in ops._tiling")
-        setattr(tiling, name, int(value))
-        done[name] = int(value)
-    return done
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "bench-out")
@@ -369,7 +355,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    overrides = apply_overrides(args.set)
+    overrides = _tiling.override(args.set)
     if ops.INTERPRET:
         print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
         return 2

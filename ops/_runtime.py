@@ -11,7 +11,14 @@ import os
 
 import torch
 
-if not torch.cuda.is_available():
+#: Set to 1 to plan and compile kernels for a CUDA GPU on a machine without one
+#: (``python -m diagfuzz.ops._gpu_compile``): nothing is interpreted, nothing launched.
+COMPILE_ONLY_ENV = "DIAGFUZZ_COMPILE_ONLY"
+COMPILE_ONLY: bool = os.environ.get(COMPILE_ONLY_ENV, "0") not in ("", "0")
+
+if COMPILE_ONLY:
+    os.environ["TRITON_INTERPRET"] = "0"  # the interpreter's patches break the compiler
+elif not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 #: True when kernels run through Triton's interpreter (CPU tensors), False on a CUDA GPU.

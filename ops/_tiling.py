@@ -20,6 +20,7 @@ variant go straight to the compiled kernel, skipping the per-call argument bindi
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -229,6 +230,24 @@ def needs_int64(*extents: int) -> bool:
     multiply gets an overflow check that doubled the time of a CPU launch.
     """
     return INTERPRET or any(abs(e) > INT32_MAX for e in extents)
+
+
+def override(settings: Sequence[str]) -> dict[str, int]:
+    """Set integer planning constants from ``NAME=VALUE`` texts (a benchmark's ``--set``);
+    before any call plans: plans are cached per call signature once made."""
+    done: dict[str, int] = {}
+    module = sys.modules[__name__]
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not isinstance(getattr(module, name, None), int) or isinstance(
+                getattr(module, name), bool):
+            raise SystemExit(f"--set {setting}: no integer constant {name!r} in ops._tiling")
+        try:
+            done[name] = int(value)
+        except ValueError:
+            raise SystemExit(f"--set {setting}: {value!r} is not an integer") from None
+        setattr(module, name, done[name])
+    return done
 
 
 def fits_int32(values: Sequence[int]) -> bool:

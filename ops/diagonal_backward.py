@@ -125,17 +125,20 @@ def _diagonal_backward_kernel(
                 quotient = rem // size7
                 grad_row += (rem - quotient * size7) * stride7
                 rem = quotient
-            i = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
+            # (Names differ from the fill branch's: Triton merges a name bound in both
+            # branches of a runtime if, and a tile's are vectors where the fill's are scalars.)
+            pos = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
             c = c_block * C_BLOCK + tl.arange(0, C_BLOCK)
             if INDEX_64:
-                i = i.to(tl.int64)
+                pos = pos.to(tl.int64)
                 c = c.to(tl.int64)
-            hit = (i < length)[:, None] & (c < run_len)[None, :]
-            # diag_stride is 1 here (the plan checks): the load is contiguous along i.
-            g = tl.load(grad_ptr + grad_row + i[:, None] + c[None, :] * col_stride, mask=hit,
+            hit = (pos < length)[:, None] & (c < run_len)[None, :]
+            # diag_stride is 1 here (the plan checks): the load is contiguous along pos.
+            g = tl.load(grad_ptr + grad_row + pos[:, None] + c[None, :] * col_stride, mask=hit,
                         eviction_policy=GRAD_EVICT)
-            first = diag_base + i
-            out_row = (other_row + first * first_inner) * width + (first + shift) * run_len
+            tile_first = diag_base + pos
+            out_row = ((other_row + tile_first * first_inner) * width
+                       + (tile_first + shift) * run_len)
             tl.store(out_ptr + out_row[:, None] + c[None, :], g, mask=hit)
     else:
         start = pid * BLOCK

@@ -36,6 +36,9 @@ GEOMETRIES = [
 @pytest.fixture(params=["interpreter-plans", "gpu-plans"])
 def transposed(request, monkeypatch):
     monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", 1)
+    if request.param == "interpreter-plans":  # on a GPU too: valid Triton, other blocks
+        monkeypatch.setattr(_tiling, "INTERPRET", True)
+        monkeypatch.setattr(backward_module, "INTERPRET", True)
     if request.param == "gpu-plans":
         monkeypatch.setattr(_tiling, "INTERPRET", False)
         monkeypatch.setattr(backward_module, "INTERPRET", False)

@@ -1,0 +1,103 @@
+"""Every GPU variant of the kernels compiles for an H200 (sm_90), here, with no GPU.
+
+The interpreter runs a kernel's Python and accepts code that Triton's compiler refuses, so a
+kernel change could pass every CPU test and fail on its first GPU launch (the transposed
+runs did). ``python -m diagfuzz.ops._gpu_compile`` plans as a GPU does and compiles each
+variant to a cubin with the triton wheel's own NVIDIA back end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from diagfuzz.ops import _tiling
+
+
+def _compile_only(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600)
+
+
+@pytest.mark.parametrize("transpose_runs", [0, 1])
+def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path) -> None:
+    out = tmp_path / "variants.json"
+    run = _compile_only(["-m", "diagfuzz.ops._gpu_compile", "--set",
+                         f"TRANSPOSE_RUNS={transpose_runs}", "--json", str(out)], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = json.loads(out.read_text())
+    assert all("error" not in row and row["ptx_lines"] > 0 for row in rows)
+    kinds = {(row["op"], row["constexprs"].get("TRANSPOSE"), row["constexprs"]["INDEX_64"],
+              row["word_bytes"]) for row in rows}
+    for op in ("diagonal_copy", "diagonal_backward"):
+        for word_bytes in (1, 2, 4, 8):
+            assert any(k[0] == op and k[3] == word_bytes and k[2] for k in kinds)  # int64
+            assert any(k[0] == op and k[3] == word_bytes and not k[2] for k in kinds)
+    transposed = any(k[1] for k in kinds)
+    assert transposed == bool(transpose_runs)
+
+
+BROKEN_KERNEL = textwrap.dedent('''
+    import sys
+
+    from diagfuzz.ops import _runtime  # first: it decides how triton.jit decorates
+
+    import triton
+    import triton.language as tl
+    from diagfuzz.ops._gpu_compile import compile_plan
+    from diagfuzz.ops._tiling import LaunchPlan
+
+    @triton.jit
+    def kernel(out_ptr, in_ptr, n_fill, BLOCK: tl.constexpr, MERGE_VECTOR: tl.constexpr):
+        pid = tl.program_id(0)
+        if pid < n_fill:
+            first = pid * BLOCK
+            tl.store(out_ptr + first, 0)
+        else:
+            if MERGE_VECTOR:  # a vector under the fill branch's scalar name
+                first = pid * BLOCK + tl.arange(0, BLOCK)
+            else:
+                tile_first = pid * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + tile_first, tl.load(in_ptr + tile_first))
+
+    assert _runtime.COMPILE_ONLY and not _runtime.INTERPRET
+    plan = LaunchPlan((1,), 1, (3,), {"BLOCK": 16, "MERGE_VECTOR": sys.argv[1] == "1"}, 4)
+    compile_plan(kernel, plan, 4)
+    print("compiled")
+''')
+
+
+@pytest.mark.parametrize("merge_vector", [False, True])
+def test_the_check_refuses_what_the_compiler_refuses(merge_vector: bool,
+                                                     tmp_path: Path) -> None:
+    """The check fails on the transposed runs' first bug (a name bound to a scalar in one
+    branch of a runtime ``if`` and to a vector in the other), and passes once it is fixed."""
+    script = tmp_path / "broken_kernel.py"
+    script.write_text(BROKEN_KERNEL)
+    env = {**os.environ, "DIAGFUZZ_COMPILE_ONLY": "1", "TRITON_INTERPRET": "0"}
+    run = subprocess.run([sys.executable, str(script), "1" if merge_vector else "0"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    if merge_vector:
+        assert run.returncode != 0
+        assert "Mismatched type for first" in run.stderr
+    else:
+        assert run.returncode == 0, run.stderr
+        assert "compiled" in run.stdout
+
+
+def test_override_refuses_unknown_or_non_integer_settings(monkeypatch) -> None:
+    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", _tiling.TRANSPOSE_RUNS)
+    assert _tiling.override(["TRANSPOSE_RUNS=1"]) == {"TRANSPOSE_RUNS": 1}
+    assert _tiling.TRANSPOSE_RUNS == 1
+    with pytest.raises(SystemExit, match="NO_SUCH"):
+        _tiling.override(["NO_SUCH=1"])
+    with pytest.raises(SystemExit, match="'x' is not an integer"):
+        _tiling.override(["TRANSPOSE_RUNS=x"])
+    with pytest.raises(SystemExit, match="INTERPRET"):
+        _tiling.override(["INTERPRET=0"])
