@@ -65,11 +65,11 @@ def _diagonal_backward_kernel(
     if INDEX_64:
         pid = pid.to(tl.int64)
     if TRANSPOSE:
-        # Runs gathered across grad_output's contiguous diagonal dim (e.g. 16x16x256x256
-        # d=(0,1): grad_output 256x256x16). The first n_fill programs store the zeros of every
-        # block off the runs (blocks lie wholly on or off a run: the plan checks); each later
+        # Runs gathered across grad_output's diagonal dim (e.g. 16x16x256x256 d=(0,1):
+        # grad_output 256x256x16). The first n_fill programs store the zeros of every block
+        # off the runs (blocks lie wholly on or off a run: the plan checks); each later
         # program moves a [I_BLOCK diagonal positions, C_BLOCK run words] tile of one row
-        # group, loaded along the diagonal dim (contiguous) and stored along the runs.
+        # group, loaded along the diagonal dim (the narrower stride) and stored along the runs.
         if pid < n_fill:
             start = pid * BLOCK
             row = start // width
@@ -133,8 +133,9 @@ def _diagonal_backward_kernel(
                 pos = pos.to(tl.int64)
                 c = c.to(tl.int64)
             hit = (pos < length)[:, None] & (c < run_len)[None, :]
-            # diag_stride is 1 here (the plan checks): the load is contiguous along pos.
-            g = tl.load(grad_ptr + grad_row + pos[:, None] + c[None, :] * col_stride, mask=hit,
+            # diag_stride < col_stride (the plan checks): the loads run along pos.
+            g = tl.load(grad_ptr + grad_row + pos[:, None] * diag_stride
+                        + c[None, :] * col_stride, mask=hit,
                         eviction_policy=GRAD_EVICT)
             tile_first = diag_base + pos
             out_row = ((other_row + tile_first * first_inner) * width
@@ -382,8 +383,8 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = tile.needs_int64(total, width, grad_extent + words)
     n_programs, block, tiles = tile.n_programs, tile.block, (0, 1, 1)
-    transposed = run_in_cols == 1 and diag_stride == 1 and col_stride != 1 and _transpose_block(
-        total, width, run_len, diag.length, word_bytes)
+    transposed = (words == 1 and run_in_cols == 1 and diag_stride < col_stride
+                  and _transpose_block(total, width, run_len, diag.length, word_bytes))
     if transposed:
         block = transposed
         tiles = (total // block, triton.cdiv(diag.length, _tiling.TRANSPOSE_I_BLOCK),
@@ -409,8 +410,9 @@ def _transpose_block(total: int, width: int, run_len: int, length: int,
                      word_bytes: int) -> int:
     """The zero-fill block of a transposed launch, or 0 where it does not apply.
 
-    It applies (with TRANSPOSE_RUNS on) to runs of at least two diagonal positions whose
-    words grad_output keeps along its contiguous diagonal dim, when fill blocks can lie wholly
+    It applies (with TRANSPOSE_RUNS on) to runs of at least two diagonal positions of
+    one-word elements that grad_output keeps closer together along the diagonal dim than
+    along the run (the plan checks the strides), when fill blocks can lie wholly
     on or off each run: the block divides both the row width and the run. On a GPU only large
     outputs take it (a fuzz-sized Case never compiles this variant) and the block is the
     large fill plan's; under the interpreter the largest power of two dividing both.

@@ -1,11 +1,12 @@
-"""diagonal_backward's transposed runs (``TRANSPOSE_RUNS``), bitwise against aten on the CPU.
+"""diagonal_backward's transposed runs (``TRANSPOSE_RUNS``), bitwise against aten.
 
-The launch applies where grad_output keeps a run's words across its contiguous diagonal dim
-(``16x16x256x256 d=(0,1)``: grad_output is ``256x256x16``): zero-fill programs store every
-block off the runs, and tile programs move ``[I_BLOCK, C_BLOCK]`` tiles of the runs. Here
-it runs under the interpreter's plans and under GPU-like plans shrunk to a few words (several
-tiles along both axes, masked edges, blocks on and off runs). Off by default until an H200
-measures it (ops/_tiling.py).
+The launch applies where grad_output keeps a run's words farther apart than its diagonal
+positions (``16x16x256x256 d=(0,1)``: grad_output is ``256x256x16``): zero-fill programs
+store every block off the runs, and tile programs move ``[I_BLOCK, C_BLOCK]`` tiles of the
+runs. Here it runs under the interpreter's plans and under GPU-like plans shrunk to a few
+words (several tiles along both axes, masked edges, blocks on and off runs), for a contiguous
+grad_output and for one read with a stride of 2 along its diagonal dim. On a GPU this file
+runs the compiled kernels with those plans.
 """
 
 from __future__ import annotations
@@ -49,11 +50,15 @@ def transposed(request, monkeypatch):
     return request.param
 
 
-def _grad(shape: torch.Size, dtype: torch.dtype, seed: int) -> torch.Tensor:
+def _grad(shape: torch.Size, dtype: torch.dtype, seed: int,
+          diagonal_step: int = 1) -> torch.Tensor:
+    """Random bits of ``shape``; with ``diagonal_step`` > 1 a view read with that stride
+    along the last (diagonal) dim."""
     gen = torch.Generator().manual_seed(seed)
-    bits = torch.randint(-2**31, 2**31 - 1, tuple(shape), generator=gen, dtype=torch.int64)
+    wide = (*shape[:-1], shape[-1] * diagonal_step)
+    bits = torch.randint(-2**31, 2**31 - 1, wide, generator=gen, dtype=torch.int64)
     t = bits.to(torch.int32).view(torch.float32) if dtype == torch.float32 else bits.to(dtype)
-    return t.to(ops.DEVICE)
+    return t.to(ops.DEVICE)[..., ::diagonal_step]
 
 
 def _plan(grad: torch.Tensor, sizes: list[int], offset: int, dim1: int, dim2: int):
@@ -70,14 +75,17 @@ def _plan(grad: torch.Tensor, sizes: list[int], offset: int, dim1: int, dim2: in
     return plan
 
 
+@pytest.mark.parametrize("diagonal_step", [1, 2], ids=["contiguous", "diagonal-stride-2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.int64])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=str)
-def test_transposed_runs_match_aten(transposed, geometry, dtype, monkeypatch) -> None:
+def test_transposed_runs_match_aten(transposed, geometry, dtype, diagonal_step,
+                                    monkeypatch) -> None:
     sizes, offset, dim1, dim2 = geometry
     if transposed == "gpu-plans":  # blocks of 4 words: they divide every run and row here
         monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 4 * dtype.itemsize)
     shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
-    plan = _plan(_grad(shape, dtype, sum(sizes)), sizes, offset, dim1, dim2)
+    grad = _grad(shape, dtype, sum(sizes), diagonal_step)
+    plan = _plan(grad, sizes, offset, dim1, dim2)
     assert plan.constexprs["TRANSPOSE"] is True
     n_fill, n_iblocks, n_cblocks = plan.ints[-3:]
     assert plan.n_programs > n_fill > 0  # tile programs follow the fill programs
@@ -99,9 +107,10 @@ def test_runs_contiguous_in_grad_output_or_complex_words_keep_the_flat_blocks(
     assert _plan(complex_grad, sizes, offset, dim1, dim2).constexprs["TRANSPOSE"] is False
 
 
-def test_off_by_default() -> None:
-    assert _tiling.TRANSPOSE_RUNS == 0
-    backward_module._PLANS.clear()
+def test_on_by_default_and_switched_off_by_the_knob(monkeypatch) -> None:
+    assert _tiling.TRANSPOSE_RUNS == 1
+    monkeypatch.setattr(backward_module, "_PLANS", {})
+    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", 0)
     sizes = [5, 7, 3, 4]
     shape = torch.empty(sizes, device="meta").diagonal(1, 0, 1).shape
     assert _plan(_grad(shape, torch.float32, 1), sizes, 1, 0, 1).constexprs["TRANSPOSE"] is False
