@@ -52,6 +52,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from diagfuzz.profiling import PROFILE_ENV
+
 REPO = Path(__file__).resolve().parents[1]
 #: stream -> (Case strategy, Case family strategy) of diagfuzz.strategies.
 STREAMS = {
@@ -239,16 +241,17 @@ def _loadavg() -> str:
         return "n/a"
 
 
-def _where_time_goes(profiler: cProfile.Profile, top: int = 18) -> list[dict[str, Any]]:
+def _where_time_goes(profiler: cProfile.Profile | pstats.Stats, top: int = 18,
+                     what: str = "the run time") -> list[dict[str, Any]]:
     """The functions with the most cumulative time while running Cases."""
-    stats = pstats.Stats(profiler)
+    stats = profiler if isinstance(profiler, pstats.Stats) else pstats.Stats(profiler)
     total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
     rows = []
     for (file, line, func), (_, ncalls, _tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append({"function": f"{Path(file).name}:{line}({func})", "calls": ncalls,
                      "cum_s": round(ct, 3), "share": round(ct / total, 3)})
     rows.sort(key=lambda r: -r["cum_s"])
-    print(f"\nwhere the run time goes (cumulative, of {total:.2f}s):")
+    print(f"\nwhere {what} goes (cumulative, of {total:.2f}s):")
     for r in rows[:top]:
         print(f"  {r['share']:>6.1%} {r['cum_s']:>8.3f}s {r['calls']:>8}  {r['function']}")
     return rows[:top]
@@ -270,9 +273,13 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-executors={args.executors}",
                        f"--diagfuzz-root={args.root or Path(tmp) / 'root'}",
                        f"--diagfuzz-report={report}"]
+            env = dict(os.environ)
+            profiles = Path(tmp) / f"profile-{n}"
+            if args.profile:  # each worker and executor writes its own (diagfuzz.profiling)
+                env[PROFILE_ENV] = str(profiles)
             t0 = time.perf_counter()
             proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                                  check=False)
+                                  check=False, env=env)
             wall = time.perf_counter() - t0
             if not report.exists():
                 print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
@@ -287,6 +294,13 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                              "cases_per_s_per_worker"),
                          "outside_shards_s": data.get("pace", {}).get("outside_shards_s"),
                          "failures": len(data["failures"]), "exit": proc.returncode})
+            if args.profile:
+                for role in ("worker", "executor"):
+                    files = sorted(str(p) for p in profiles.glob(f"{role}-*.pstats"))
+                    if files:
+                        rows[-1][f"{role}_profile"] = _where_time_goes(
+                            pstats.Stats(*files), args.top,
+                            f"{n} worker(s)' {role} time ({len(files)} processes)")
     print(f"{'workers':>7}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}{'/worker':>9}"
           f"{'in shards/worker':>17}{'outside s':>10}")
     for r in rows:
@@ -372,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                              "--diagfuzz-executors)")
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--profile", action="store_true", help="runner: where time goes")
+    parser.add_argument("--profile", action="store_true",
+                        help="where time goes (suite: every worker's and executor's)")
     parser.add_argument("--top", type=int, default=18, help="--profile: functions listed")
     parser.add_argument("--families", action=argparse.BooleanOptionalAction, default=True,
                         help="runner, compilations: draw Case families as the suite does "

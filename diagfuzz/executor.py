@@ -46,6 +46,7 @@ from typing import Any
 
 from diagfuzz.case import Case
 from diagfuzz.impl import ImplError
+from diagfuzz.profiling import Profiler
 from diagfuzz.verdict import Verdict
 
 #: Seconds a Case may run before it is a hang, unless the caller (or DIAGFUZZ_TIMEOUT) says
@@ -128,9 +129,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         from diagfuzz import oracles
         from diagfuzz.impl import load_impl
         from diagfuzz.runner import settle_heap
+        from diagfuzz.warmup import warm_up
 
         impl = load_impl(impl_spec)
         health_check(device)
+        warmed = warm_up(device)  # start-up, not the first Cases' time (diagfuzz.warmup)
         settle_heap()  # full collections would walk every import's objects (runner.py)
     except ImplError as exc:
         conn.send(json.dumps({"status": "impl-error", "message": str(exc)}))
@@ -138,7 +141,17 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     except Exception:
         conn.send(json.dumps({"status": "error", "message": traceback.format_exc()}))
         return
-    conn.send(json.dumps({"status": "ready", "pid": os.getpid()}))
+    conn.send(json.dumps({"status": "ready", "pid": os.getpid(), "warmed": warmed}))
+    profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
+    try:
+        _answer(inbox, conn, impl, device, oracles, profiler)
+    finally:
+        profiler.dump()
+
+
+def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
+            profiler: Profiler) -> None:
+    """Answer run/health requests until the runner closes the pipe or asks to close."""
     runs = 0
     markers = os.environ.get(MARKERS_ENV) == "1"
     while True:
@@ -161,7 +174,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
                     os.write(2, CASE_MARKER.format(runs).encode())
                 runs += 1
                 oracle = getattr(oracles, request.get("oracle", "check"))
-                verdict = oracle(Case.from_json(request["case"]), impl, device)
+                profiler.enable()
+                try:
+                    verdict = oracle(Case.from_json(request["case"]), impl, device)
+                finally:
+                    profiler.disable()
                 reply = {"status": "ok", "verdict": verdict.to_json()}
                 passed = verdict.ok
         except Exception as exc:
@@ -275,17 +292,34 @@ class ProcessRunner:
         self._tickets = itertools.count(1)
         self._head_started = 0.0  # when the oldest Case in flight started running
         self._log_start = 0  # executor.log's size when the current executor started
+        self._starting = False  # spawned by ``launch``, its "ready" not yet read
+        self.warmed = 0  #: warm-up Cases the current executor judged before "ready"
 
     # -- lifecycle --
+    def launch(self) -> None:
+        """Spawn an executor without waiting for it (unless one is running): it imports
+        torch, initialises CUDA and warms up while the caller goes on (the plugin launches
+        at the end of collection). Anything that needs it waits for its "ready" then."""
+        if not self._alive():
+            self._kill()
+            self._spawn()
+            self._starting = True
+
     def start(self) -> None:
-        """Start an executor now unless one is running (a Case would start it otherwise):
-        the plugin starts it while a shard is set up, so the report's pace does not count
-        interpreter, torch and CUDA start-up as fuzzing time."""
+        """Have a ready executor now (a Case would start it otherwise): the plugin starts
+        it while a shard is set up, so the report's pace does not count interpreter,
+        torch and CUDA start-up or the warm-up as fuzzing time."""
         if not self._alive():
             self._kill()
             self._start()
+        elif self._starting:
+            self._await_ready()
 
     def _start(self) -> None:
+        self._spawn()
+        self._await_ready()
+
+    def _spawn(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         argv = [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
@@ -307,6 +341,11 @@ class ProcessRunner:
         self._out = Connection(to_child_w, readable=False)
         self._conn = Connection(from_child_r, writable=False)
         self._served = 0
+
+    def _await_ready(self) -> None:
+        """Read the spawned executor's first message: "ready", or why it cannot start."""
+        self._starting = False
+        assert self._conn is not None
         if not self._conn.poll(self.start_timeout):
             self._kill()
             raise ExecutorError(f"executor for {self.impl_spec!r} on {self.device!r} did not "
@@ -324,6 +363,7 @@ class ProcessRunner:
             self._kill()
             raise ExecutorError(f"executor for {self.impl_spec!r} failed to start:\n"
                                 f"{reply['message']}")
+        self.warmed = int(reply.get("warmed", 0))
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -331,6 +371,7 @@ class ProcessRunner:
     def _kill(self) -> int | None:
         """Stop the executor for good; returns its exit code (negative: the signal)."""
         proc, self._proc = self._proc, None
+        self._starting = False
         for conn in (self._conn, self._out):
             if conn is not None:
                 conn.close()
@@ -454,6 +495,8 @@ class ProcessRunner:
             if not self._alive():
                 self._kill()
                 self._start()
+            elif self._starting:
+                self._await_ready()
             try:
                 assert self._out is not None
                 self._out.send(message)

@@ -56,8 +56,16 @@ class FanoutRunner:
         """Executors started so far, over all of them (replacements included)."""
         return sum(r.starts for r in self.runners)
 
+    def launch(self) -> None:
+        """Spawn every executor not running yet, without waiting (``ProcessRunner.launch``):
+        they start side by side."""
+        for runner in self.runners:
+            runner.launch()
+
     def start(self) -> None:
-        """Start every executor not running yet (``ProcessRunner.start``)."""
+        """Start every executor not running yet (``ProcessRunner.start``); launched first,
+        so they start side by side, not one after another."""
+        self.launch()
         for runner in self.runners:
             runner.start()
 

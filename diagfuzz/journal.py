@@ -189,6 +189,12 @@ class JournaledRunner:
         self.journal.end(seq, verdict)
         return verdict
 
+    def launch(self) -> None:
+        """Spawn the inner runner's executor(s) without waiting, where it has any."""
+        launch = getattr(self.inner, "launch", None)
+        if launch is not None:
+            launch()
+
     def start(self) -> None:
         """Start the inner runner's executor(s) now, where it has any (``start``)."""
         start = getattr(self.inner, "start", None)

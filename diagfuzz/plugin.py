@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from diagfuzz import workers
+from diagfuzz.profiling import Profiler
 from diagfuzz.sharding import (
     RunPlan,
     examples_per_shard,
@@ -367,12 +368,22 @@ class ShardSession:
         self.database_dir = workers.isolate(self.worker_dir, os.environ)
         self._runner: Any = None
         self._warned = False
+        self._profiler = Profiler("worker")  # DIAGFUZZ_PROFILE only
 
     # --- collection -------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if SHARD_FIXTURE in metafunc.fixturenames:
             metafunc.parametrize(SHARD_FIXTURE, range(self.plan.shards), indirect=True,
                                  ids=[f"shard{i}" for i in range(self.plan.shards)])
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Spawn the executor once this worker knows it has shards to run: its start-up
+        (torch, CUDA, warm-up) overlaps with the wait for the first item. A launch that
+        fails is found again, and reported, when the first shard starts it."""
+        if self.plan.isolation == "process" and any(
+                SHARD_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
+            with contextlib.suppress(Exception):
+                self.runner.launch()
 
     @pytest.fixture
     def diagfuzz_shard(self, request: pytest.FixtureRequest) -> Shard:
@@ -432,6 +443,18 @@ class ShardSession:
                           pytest.PytestWarning, stacklevel=1)
         return missing
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """Shard items run under the worker's profiler when DIAGFUZZ_PROFILE asks for one."""
+        profiled = self._profiler.active and _TALLY in item.stash
+        if profiled:
+            self._profiler.enable()
+        try:
+            return (yield)
+        finally:
+            if profiled:
+                self._profiler.disable()
+
     # --- reporting ----------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
@@ -449,8 +472,9 @@ class ShardSession:
 
     def pytest_sessionfinish(self) -> None:
         if self._runner is not None:
-            self._runner.close()
+            self._runner.close()  # an executor writes its profile as it exits
             self._runner = None
+        self._profiler.dump()
 
 
 class Shard:

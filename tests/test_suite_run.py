@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pstats
 import subprocess
 import sys
 from pathlib import Path
@@ -46,10 +47,18 @@ def fuzz(tmp_path: Path, *args: str, plugin: bool = True,
     return proc.returncode, proc.stdout + proc.stderr, data
 
 
-def test_two_workers_aggregate_every_case(tmp_path: Path) -> None:
+def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
+    # (With DIAGFUZZ_PROFILE, as bench_throughput.py suite --profile sets it: it must not
+    # change a verdict or a count, and each worker and executor writes its profile.)
+    monkeypatch.setenv("DIAGFUZZ_PROFILE", str(tmp_path / "profiles"))
     code, out, report = fuzz(tmp_path, "-n", "2", "--diagfuzz-seed", "5",
                              "--diagfuzz-budget", "60", *SMALL)
     assert code == 0, out
+    for role, function in (("worker", "fuzz"), ("executor", "check")):
+        files = sorted((tmp_path / "profiles").glob(f"{role}-*.pstats"))
+        assert len(files) >= 2, (role, files)  # a process each (an executor may restart)
+        stats = pstats.Stats(*map(str, files)).stats  # type: ignore[attr-defined]
+        assert any(name == function for (_, _, name) in stats), role
     assert report["seed"] == 5 and report["impl"] == "diagfuzz.impl:triton_aten"
     assert report["isolation"] == "process" and report["workers"] == 2
     assert report["failures"] == []

@@ -1,0 +1,50 @@
+"""An executor warms up before it is ready, and can be spawned without waiting for it.
+
+The first Cases of a run used to pay for lazy loading (CUDA modules of each aten op and
+dtype, torch modules on the first backward, Triton variants): start-up counted as fuzzing
+time. ``diagfuzz.warmup`` pays it before "ready", judging aten against itself only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz import oracles
+from diagfuzz.case import DTYPE_NAMES
+from diagfuzz.executor import ProcessRunner
+from diagfuzz.impl import aten
+from diagfuzz.warmup import warm_up, warm_up_cases
+from tests.faulty.cases import square
+
+
+def test_warm_up_cases_cover_every_dtype_and_op_and_pass_against_aten() -> None:
+    cases = warm_up_cases()
+    assert {c.dtype for c in cases} == {n for n in DTYPE_NAMES if hasattr(torch, n)}
+    assert {c.op for c in cases} == {"diagonal", "diagonal_backward"}
+    assert {c.layout.kinds for c in cases} == {("contiguous",), ("sliced", "offset")}
+    verdicts = [oracles.check(c, aten, ops.DEVICE) for c in cases]
+    assert all(v.ok for v in verdicts), [str(v) for v in verdicts if not v.ok]
+    assert warm_up(ops.DEVICE) == len(cases)
+
+
+def test_executor_reports_its_warm_up_and_a_launch_does_not_wait(tmp_path) -> None:
+    with ProcessRunner("diagfuzz.impl:triton_aten", ops.DEVICE, timeout=60,
+                       workdir=tmp_path) as runner:
+        runner.launch()
+        # Spawned, its "ready" (which carries the warm-up count) not yet read.
+        assert runner.pid is not None and runner.warmed == 0
+        runner.start()  # waits for "ready"
+        assert runner.warmed == len(warm_up_cases())
+        assert runner.run(square(1)).ok and runner.starts == 1
+
+
+def test_a_launched_executor_serves_the_first_case_and_closes_cleanly(tmp_path) -> None:
+    with ProcessRunner("tests.faulty.wrong:impl", ops.DEVICE, timeout=60,
+                       workdir=tmp_path) as runner:
+        runner.launch()
+        verdict = runner.run(square(1))  # waits for "ready" first
+        assert verdict.kind == "mismatch" and runner.starts == 1
+    with ProcessRunner("diagfuzz.impl:triton_aten", ops.DEVICE, timeout=60) as runner:
+        runner.launch()  # closed before it is ready: nothing hangs
+    assert runner.pid is None
