@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -55,10 +56,53 @@ def empty_through_python_override(calls: int) -> tuple[float, float]:
     return plain, overridden
 
 
+def in_oracle(cases: int) -> dict[str, float]:
+    """Time each SentinelAllocations enter and exit while the oracle checks real Cases in
+    this process (perf_counter around them; no profiler): the H200 profiles showed ~0.8 and
+    ~1.1 ms per Case there against ~14 us for an empty block."""
+    import bench_throughput  # this directory
+
+    from diagfuzz import oracles
+    from diagfuzz.impl import triton_aten
+    from diagfuzz.oracles import sentinel
+
+    spent = {"enter": 0.0, "exit": 0.0}
+    enter, exit_ = sentinel.SentinelAllocations.__enter__, sentinel.SentinelAllocations.__exit__
+
+    def timed(name: str, fn: object) -> object:
+        def wrapper(*args: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)  # type: ignore[operator]
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return wrapper
+
+    drawn, _ = bench_throughput.draw("diagonal_backward", cases, 0, 4096, True)
+    for case in drawn[:50]:  # warm: first loads and compiles
+        oracles.check(case, triton_aten, ops.DEVICE)
+    sentinel.SentinelAllocations.__enter__ = timed("enter", enter)  # type: ignore[method-assign]
+    sentinel.SentinelAllocations.__exit__ = timed("exit", exit_)  # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        for case in drawn:
+            oracles.check(case, triton_aten, ops.DEVICE)
+        total = time.perf_counter() - t0
+    finally:
+        sentinel.SentinelAllocations.__enter__ = enter  # type: ignore[method-assign]
+        sentinel.SentinelAllocations.__exit__ = exit_  # type: ignore[method-assign]
+    n = len(drawn)
+    return {"oracle_cases": n, "oracle_per_case_us": round(total / n * 1e6, 1),
+            "sentinel_enter_in_oracle_us": round(spent["enter"] / n * 1e6, 1),
+            "sentinel_exit_in_oracle_us": round(spent["exit"] / n * 1e6, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cases", type=int, default=400,
+                        help="Cases the oracle checks while its sentinel blocks are timed")
     args = parser.parse_args()
     ops.enable()
     result = {
@@ -68,6 +112,8 @@ def main() -> None:
     }
     plain, overridden = empty_through_python_override(args.calls * 10)
     result.update(empty_us=round(plain, 2), empty_through_python_override_us=round(overridden, 2))
+    if args.cases:
+        result.update(in_oracle(args.cases))
     ops.disable()
     for name, value in result.items():
         print(f"{name:36s} {value}")
