@@ -1,14 +1,15 @@
 """What the oracle's per-Case dispatcher registrations cost on this host (a benchmark).
 
-The H200 profile of a fuzz worker (BENCHMARKS.md) showed registrations costing ~10x what they
-cost on this repository's CPU machine: switching diagfuzz's aten registration off and on
-(``ops.use_triton``: ~240 us there, ~25 us here) and the oracle's guarded allocations
-(``SentinelAllocations``: two aten factory overrides registered and reset around each impl
-call; ~0.9 ms under the profiler there, ~10 us here). This times each alone, and what a
-standing Python override would cost every allocation instead (the alternative to registering
-per Case), so the next change rests on a number from the host that matters.
+An H200 profile of a fuzz worker (cProfile) showed registrations costing ~10x what they cost
+on this repository's CPU machine: switching diagfuzz's aten registration off and on
+(``ops.use_triton``) and the oracle's guarded allocations (``SentinelAllocations``: two aten
+factory overrides registered and reset around each impl call; 0.8-1.1 ms a Case under the
+profiler there). This times each alone, what a standing Python override would cost every
+allocation instead, and (``--cases``) the sentinel block's enter and exit inside real oracle
+checks with perf_counter. On the H200 (BENCHMARKS.md, ``afeffa6``) those were 54.6 and 5.1 us
+of a 935 us check: the profiler's numbers were its own overhead.
 
-    python benchmarks/registration_cost.py [--json PATH]
+    python benchmarks/registration_cost.py [--cases N] [--json PATH]
 """
 
 from __future__ import annotations
