@@ -10,6 +10,7 @@ int32, so a kernel that wrapped its offsets cannot pass by matching a wrong refe
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -45,9 +46,11 @@ def check_backward(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) ->
     ok = ok and bool(torch.equal(last, grad[..., -1])) and ours.reshape(-1)[-1].item() == \
         ref.reshape(-1)[-1].item()
     del ours, ref
+    plans = importlib.import_module("diagfuzz.ops.diagonal_backward")._PLANS
+    _, plan = list(plans.values())[-1]  # this call's (plans are kept in call order)
     return {"op": "diagonal_backward", "sizes": sizes, "offset": offset, "dims": (dim1, dim2),
             "result_elements": int(torch.Size(sizes).numel()), "bitwise_equal": ok,
-            "first_call_s": round(seconds, 2)}
+            "transposed": bool(plan.constexprs["TRANSPOSE"]), "first_call_s": round(seconds, 2)}
 
 
 def check_copy(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
@@ -84,6 +87,7 @@ def main() -> int:
         lambda: check_backward((46341, 46341), -7, 1, 0),
         lambda: check_backward((2**30 + 9, 2, 2), 1, 1, 2),       # many rows, tiny diagonal
         lambda: check_backward((3, 3, 2**28 + 5), 0, 0, 1),       # one width beyond int32/4
+        lambda: check_backward((2, 2, 2**30), 0, 0, 1),           # transposed runs, 2**32
         lambda: check_copy((2**30 + 9, 2, 2), 0, 1, 2),           # input 4.3 GB, result 2**31+
         lambda: check_copy((524800, 4096, 4096), 1, 2, 1, expand_first=True),
     ]
@@ -97,6 +101,7 @@ def main() -> int:
         json.dump(results, f, indent=1)
     bad = [r for r in results if not r["bitwise_equal"]]
     assert all(r["result_elements"] > INT32 for r in results)
+    assert any(r.get("transposed") for r in results), "no case took the transposed runs"
     print(f"large tensors: {len(results) - len(bad)}/{len(results)} bitwise equal "
           f"(all results > 2**31 elements)")
     return 1 if bad else 0

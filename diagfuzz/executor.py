@@ -62,7 +62,8 @@ def default_timeout() -> float:
         return float(value) if value else DEFAULT_TIMEOUT
     except ValueError:
         raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
-#: Seconds an executor may take to import torch, Triton and the impl and pass a health check.
+#: Seconds an executor may take to import torch, Triton and the impl, pass a health check and
+#: warm up (diagfuzz.warmup).
 START_TIMEOUT = 300.0
 #: Cases ``submit`` keeps in flight at most: two Case families of up to 8 members. Enough to
 #: keep the executor busy while the caller draws the next family; few enough that memory
@@ -253,8 +254,9 @@ class ProcessRunner:
     """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
 
     ``oracle`` names the function of ``diagfuzz.oracles`` to call (``check`` by default;
-    e.g. ``check_compile`` for torch.compile parity). The executor starts lazily on the
-    first Case; ``ImplError`` is raised if the impl cannot be loaded there. With ``workdir``
+    e.g. ``check_compile`` for torch.compile parity). The executor starts on the first Case
+    unless ``launch`` or ``start`` started it earlier; ``ImplError`` is raised if the impl
+    cannot be loaded there. With ``workdir``
     the executor's stderr goes to ``workdir/executor.log`` and a crash verdict carries its
     tail (faulthandler's Python stack of the dying process); otherwise stderr is inherited.
     """
@@ -299,8 +301,10 @@ class ProcessRunner:
     def launch(self) -> None:
         """Spawn an executor without waiting for it (unless one is running): it imports
         torch, initialises CUDA and warms up while the caller goes on (the plugin launches
-        at the end of collection). Anything that needs it waits for its "ready" then."""
-        if not self._alive():
+        at the end of collection). Anything that needs it waits for its "ready" then.
+        With Cases in flight nothing is done: their settling replaces a dead executor and
+        sends them again (``_next_head``)."""
+        if not self._alive() and not self._queue:
             self._kill()
             self._spawn()
             self._starting = True
@@ -308,7 +312,10 @@ class ProcessRunner:
     def start(self) -> None:
         """Have a ready executor now (a Case would start it otherwise): the plugin starts
         it while a shard is set up, so the report's pace does not count interpreter,
-        torch and CUDA start-up or the warm-up as fuzzing time."""
+        torch and CUDA start-up or the warm-up as fuzzing time. With Cases in flight
+        nothing is done (see ``launch``)."""
+        if self._queue:
+            return
         if not self._alive():
             self._kill()
             self._start()
@@ -386,10 +393,11 @@ class ProcessRunner:
             return None
 
     def close(self) -> None:
-        """Ask the executor to exit, and make sure it has; Cases in flight are dropped."""
+        """Ask the executor to exit, and make sure it has; Cases in flight are dropped. One
+        still starting (launched, never ready) reads no request yet: it is killed at once."""
         self._queue.clear()
         self._ready.clear()
-        if self._out is not None and self._alive():
+        if self._out is not None and self._alive() and not self._starting:
             try:
                 self._out.send(json.dumps({"op": "close"}))
                 self._proc.wait(2)
@@ -405,7 +413,8 @@ class ProcessRunner:
 
     @property
     def pid(self) -> int | None:
-        """The current executor's pid (None before the first Case or after a crash)."""
+        """The current executor's pid (None before one is launched or started, or after a
+        crash)."""
         return self._proc.pid if self._proc is not None else None
 
     # -- running --

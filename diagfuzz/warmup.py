@@ -1,16 +1,16 @@
 """Warm an executor before it reports ready: what the first Cases of a run would load.
 
 Why: a fresh process pays once for much of what a Case uses. CUDA loads each aten kernel's
-module on first use (lazy loading: every op and dtype the oracle touches), torch imports
-modules on the first autograd backward (``symbolic_shapes``: 0.25 s on the CPU machine,
-more on a GPU host), and Triton loads each compiled variant of diagfuzz's kernels from its
-cache on its first launch. Paid inside the first shards, it counted as fuzzing time (the
-report's pace) although it is start-up. The executor now pays it while the shard is set up.
+module on first use (lazy loading: every op and dtype the oracle touches), and torch imports
+modules on the first autograd backward (``symbolic_shapes``: 0.25 s on the CPU machine, more
+on a GPU host). Paid inside the first shards, it counted as fuzzing time (the report's pace)
+although it is start-up. The executor now pays it while the shard is set up.
 
-Nothing here can hide or cause a verdict: the oracle judges aten against itself (the impl
-under test is never called), its verdicts are dropped, and diagfuzz's own kernels run as
-the health check already runs them. A warm-up Case that raises is skipped: the real Case
-of that kind reports the problem where it belongs.
+Nothing here can hide or cause a verdict: only the oracle runs, judging aten against itself
+(diagfuzz's kernels and the impl under test are never called; a kernel bug must show as the
+failing Case it is, never as an executor that cannot start), its verdicts are dropped, and a
+warm-up Case that raises is skipped: the real Case of that kind reports the problem where it
+belongs. (Triton's loads of diagfuzz's compiled variants stay in the first Cases.)
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ def warm_up_cases() -> list[Case]:
 
 
 def warm_up(device: str) -> int:
-    """Run the warm-up Cases through the oracle on aten, and diagfuzz's kernels once per
-    element size where they run; returns how many Cases the oracle judged."""
-    import diagfuzz.ops as ops
+    """Run the warm-up Cases through the oracle on aten; how many it judged."""
     from diagfuzz import oracles
     from diagfuzz.impl import aten
 
@@ -55,11 +53,6 @@ def warm_up(device: str) -> int:
             judged += 1
         except Exception:  # a real Case of this kind reports it
             continue
-    if torch.device(device).type == ops.DEVICE:
-        for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.complex128):
-            x = torch.zeros(SIZES, dtype=dtype, device=device)
-            ops.diagonal_copy(x, OFFSET, DIM1, DIM2)
-            ops.diagonal_backward(x.diagonal(OFFSET, DIM1, DIM2), SIZES, OFFSET, DIM1, DIM2)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return judged

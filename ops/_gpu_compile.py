@@ -36,12 +36,16 @@ H200 = ("cuda", 90, 32)
 
 _WORD_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 
-#: (op, input sizes, offset, dim1, dim2): small and large outputs, runs in rows and in
-#: columns, transposable runs (16x16x256x256 d=(0,1)), and more than 2**31 elements
-#: (64-bit indices); each is planned for every dtype in DTYPES.
+#: (op, input sizes, offset, dim1, dim2): small and large outputs, narrow and wide runs, runs
+#: in rows and in columns, transposable runs (16x16x256x256 d=(0,1)), and 64-bit indices
+#: (more than 2**31 elements, or a tile's masked lanes past int32); each is planned for every
+#: dtype in DTYPES.
 GEOMETRIES = [
     ("diagonal_backward", (64, 64), 1, 0, 1),
     ("diagonal_backward", (4, 8, 8, 3), 0, 1, 2),
+    ("diagonal_backward", (4, 4, 1000), 0, 0, 1),  # small output, wide runs
+    ("diagonal_backward", (723, 723, 4096), 0, 0, 1),  # transposed, masked lanes past int32
+    ("diagonal_backward", (2, 2, 2**30), 0, 0, 1),  # transposed, > 2**31 elements
     ("diagonal_backward", (2048, 2048), 0, 0, 1),
     ("diagonal_backward", (64, 512, 512), -1, 1, 2),
     ("diagonal_backward", (16, 16, 256, 256), 0, 0, 1),

@@ -390,7 +390,12 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
         tiles = (total // block, triton.cdiv(diag.length, _tiling.TRANSPOSE_I_BLOCK),
                  triton.cdiv(run_len, _tiling.TRANSPOSE_C_BLOCK))
         n_programs = tiles[0] + total // width // first_size * tiles[1] * tiles[2]
-        index_64 = needs_int64(total + width + run_len + block, grad_extent + words, n_programs)
+        # A tile's masked lanes reach I_BLOCK diagonal positions and C_BLOCK run words past
+        # the last ones: their offsets must not overflow either.
+        i_pad, c_pad = _tiling.TRANSPOSE_I_BLOCK, _tiling.TRANSPOSE_C_BLOCK
+        index_64 = needs_int64(
+            total + width + run_len + block + i_pad * (first_inner * width + run_len) + c_pad,
+            grad_extent + words + i_pad * diag_stride + c_pad * col_stride, n_programs)
     return LaunchPlan(
         sizes, n_programs,
         (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
@@ -415,18 +420,24 @@ def _transpose_block(total: int, width: int, run_len: int, length: int,
     along the run (the plan checks the strides), when fill blocks can lie wholly
     on or off each run: the block divides both the row width and the run. On a GPU only large
     outputs take it (a fuzz-sized Case never compiles this variant) and the block is the
-    large fill plan's; under the interpreter the largest power of two dividing both.
+    large fill plan's; under the interpreter the largest power of two dividing both, unless
+    that makes more than INTERPRET_MAX_FILL_PROGRAMS programs (an odd run gives 1-word
+    blocks: a (4,4,1023) Case took 25 s instead of 22 ms, each program costing ~1.5 ms).
     """
     if not _tiling.TRANSPOSE_RUNS or length < 2:
         return 0
     if INTERPRET:
         common = math.gcd(width, run_len)
-        return min(common & -common, 1 << 16)
+        block = min(common & -common, 1 << 16)
+        return block if total // block <= INTERPRET_MAX_FILL_PROGRAMS else 0
     if total * word_bytes <= _tiling.SMALL_OUTPUT_BYTES:
         return 0
     block = _tiling.FILL_BLOCK_BYTES // word_bytes
     return block if width % block == 0 and run_len % block == 0 else 0
 
+
+#: Under the interpreter, the most zero-fill programs a transposed launch may make.
+INTERPRET_MAX_FILL_PROGRAMS = 256
 
 _launch = Launcher(_diagonal_backward_kernel)
 

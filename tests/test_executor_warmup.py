@@ -48,3 +48,18 @@ def test_a_launched_executor_serves_the_first_case_and_closes_cleanly(tmp_path) 
     with ProcessRunner("diagfuzz.impl:triton_aten", ops.DEVICE, timeout=60) as runner:
         runner.launch()  # closed before it is ready: nothing hangs
     assert runner.pid is None
+
+
+def test_a_kernel_bug_is_a_failing_case_not_an_executor_that_cannot_start(tmp_path) -> None:
+    """The warm-up runs only the oracle on aten: diagfuzz's kernels broken for 2-byte words
+    leave the executor starting as usual, and only the int16 Case fails, as a verdict."""
+    int16 = square(1).replace(dtype="int16")
+    with ProcessRunner("tests.faulty.int16_kernels:impl", ops.DEVICE, timeout=60,
+                       workdir=tmp_path) as runner:
+        runner.start()
+        assert runner.warmed == len(warm_up_cases())
+        float32_verdict, int16_verdict = runner.run(square(1)), runner.run(int16)
+        assert runner.starts == 1
+    assert float32_verdict.ok
+    assert int16_verdict.kind == "error-parity"
+    assert "simulated kernel bug" in int16_verdict.details["actual"]["message"]

@@ -33,14 +33,19 @@ def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path
     assert run.returncode == 0, run.stdout + run.stderr
     rows = json.loads(out.read_text())
     assert all("error" not in row and row["ptx_lines"] > 0 for row in rows)
-    kinds = {(row["op"], row["constexprs"].get("TRANSPOSE"), row["constexprs"]["INDEX_64"],
-              row["word_bytes"]) for row in rows}
+    # (op, transposed, 64-bit indices, word bytes, one lane a row: the wide runs' blocks)
+    kinds = {(row["op"], bool(row["constexprs"].get("TRANSPOSE")),
+              row["constexprs"]["INDEX_64"], row["word_bytes"],
+              row["constexprs"]["PEEL_LANES"] == 1) for row in rows}
     for op in ("diagonal_copy", "diagonal_backward"):
         for word_bytes in (1, 2, 4, 8):
-            assert any(k[0] == op and k[3] == word_bytes and k[2] for k in kinds)  # int64
-            assert any(k[0] == op and k[3] == word_bytes and not k[2] for k in kinds)
-    transposed = any(k[1] for k in kinds)
-    assert transposed == bool(transpose_runs)
+            assert (op, False, True, word_bytes) in {k[:4] for k in kinds}  # int64
+            assert (op, False, False, word_bytes) in {k[:4] for k in kinds}
+    for word_bytes in (1, 2, 4, 8):  # the two fuzz-sized variants: narrow and wide runs
+        assert ("diagonal_backward", False, False, word_bytes, False) in kinds
+        assert ("diagonal_backward", False, False, word_bytes, True) in kinds
+    transposed = {k[2] for k in kinds if k[1]}  # their INDEX_64 values
+    assert transposed == ({False, True} if transpose_runs else set())
 
 
 BROKEN_KERNEL = textwrap.dedent('''

@@ -138,3 +138,58 @@ def test_fill_programs_leave_the_runs_to_the_tile_programs(transposed, geometry,
     words = out.view(torch.int32)
     assert bool((words[on_diagonal] == 0x5A5A5A5A).all())  # untouched: the tiles' to write
     assert bool((words[~on_diagonal] == 0).all())
+
+
+def _values(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """n distinct nonzero values (bool: a pattern with both values) on the kernels' device."""
+    v = torch.arange(1, n + 1)
+    return (v % 3 == 0 if dtype == torch.bool else v.to(dtype)).to(ops.DEVICE)
+
+
+#: name -> (grad_output maker, input sizes, offset, dim1, dim2, takes the transposed path)
+GRAD_OUTPUTS = {
+    "expanded along the diagonal (stride 0)":
+        (lambda d: _values(4, d).reshape(4, 1).expand(4, 5), [5, 5, 4], 0, 0, 1, True),
+    "broadcast from (4, 1)": (lambda d: _values(4, d).reshape(4, 1), [5, 5, 4], 0, 0, 1, True),
+    "storage offset": (lambda d: _values(27, d)[7:].reshape(4, 5), [5, 5, 4], 0, 0, 1, True),
+    "permuted batch dims": (lambda d: _values(60, d).reshape(4, 3, 5).permute(1, 0, 2),
+                            [3, 5, 5, 4], 0, 1, 2, True),
+    "a diagonal of one: the flat blocks": (lambda d: _values(4, d).reshape(4, 1),
+                                           [1, 5, 4], 0, 0, 1, False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+@pytest.mark.parametrize("name", GRAD_OUTPUTS)
+def test_grad_output_views_and_broadcasts(transposed, name, dtype, monkeypatch) -> None:
+    make, sizes, offset, dim1, dim2, takes_it = GRAD_OUTPUTS[name]
+    if transposed == "gpu-plans":  # blocks of 4 words: they divide the runs of 4 here
+        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 4 * dtype.itemsize)
+    plan = _plan(make(dtype), sizes, offset, dim1, dim2)
+    assert plan.constexprs["TRANSPOSE"] is takes_it
+
+
+def test_64_bit_indices_in_tiles(transposed, monkeypatch) -> None:
+    """The INDEX_64 variant of the tiles (taken where a tile's masked lanes reach past
+    int32, e.g. 723x723x4096 float32 on a GPU), forced on a small Case."""
+    monkeypatch.setattr(backward_module, "needs_int64", lambda *extents: True)
+    if transposed == "gpu-plans":
+        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 16)
+    sizes, offset, dim1, dim2 = GEOMETRIES[0]
+    shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
+    plan = _plan(_grad(shape, torch.float32, 9), sizes, offset, dim1, dim2)
+    assert plan.constexprs["TRANSPOSE"] is True and plan.constexprs["INDEX_64"] is True
+
+
+def test_interpreter_refuses_one_word_blocks(monkeypatch) -> None:
+    """An odd run makes 1-word fill blocks: under the interpreter one program each (a
+    (4,4,1023) Case took 25 s), so such launches keep the flat blocks there."""
+    monkeypatch.setattr(_tiling, "INTERPRET", True)
+    monkeypatch.setattr(backward_module, "INTERPRET", True)
+    monkeypatch.setattr(backward_module, "_PLANS", {})
+    sizes = [4, 4, 1023]
+    shape = torch.empty(sizes, device="meta").diagonal(0, 0, 1).shape
+    plan = _plan(_grad(shape, torch.float32, 2), sizes, 0, 0, 1)
+    assert plan.constexprs["TRANSPOSE"] is False
+    assert backward_module._transpose_block(4 * 4 * 1023, 4 * 1023, 1023, 4, 4) == 0
+    assert backward_module._transpose_block(4 * 4 * 1024, 4 * 1024, 1024, 4, 4) == 1024
