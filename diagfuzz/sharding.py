@@ -75,12 +75,17 @@ class RunPlan:
     executors: int = 1
 
     @property
+    def pipelines(self) -> bool:
+        """Whether workers draw while their executor checks: process isolation only."""
+        return self.pipeline and self.isolation == "process"
+
+    @property
     def fans_out(self) -> bool:
         """Whether each worker feeds several executors: pipelined process isolation only."""
-        return self.executors > 1 and self.pipeline and self.isolation == "process"
+        return self.executors > 1 and self.pipelines
 
     def _pipelined(self) -> str:
-        if not (self.pipeline and self.isolation == "process"):
+        if not self.pipelines:
             return ""
         return f", pipelined to {self.executors} executors" if self.fans_out else ", pipelined"
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from diagfuzz.executor import ExecutorError, ProcessRunner
 from diagfuzz.fanout import FanoutRunner
 from diagfuzz.journal import Journal, JournaledRunner, last_unfinished, read
@@ -81,12 +83,9 @@ def test_an_oracle_error_names_the_fanout_ticket_and_the_rest_is_kept(tmp_path: 
     runner = JournaledRunner(FanoutRunner([good, bad]), Journal(path, env=ENV), "t")
     first = runner.submit(square(0))  # executor 0, its ticket 1
     second = runner.submit(square(2))  # executor 1, its ticket 1 too: ours is 2
-    try:
+    with pytest.raises(ExecutorError) as raised:  # an oracle that raises
         runner.drain()
-    except ExecutorError as exc:
-        assert exc.tickets == (second,)  # type: ignore[attr-defined]
-    else:
-        raise AssertionError("an oracle that raises must raise ExecutorError")
+    assert raised.value.tickets == (second,)  # type: ignore[attr-defined]
     assert [(t, v.kind) for t, v in runner.poll() + runner.drain()] == [(first, "pass")]
     records = read(path)[1:]
     seq = {r["seq"]: r["case"]["offset"] for r in records if r["type"] == "case"}

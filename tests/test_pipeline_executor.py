@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from diagfuzz.executor import ExecutorError, ProcessRunner
 from diagfuzz.journal import Journal, JournaledRunner, last_unfinished, read
 from diagfuzz.verdict import Verdict
@@ -112,12 +114,9 @@ def test_oracle_error_names_its_ticket_and_the_queue_goes_on(tmp_path: Path) -> 
     inner = ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=60, oracle="no_such_oracle")
     runner = JournaledRunner(inner, Journal(path, env=ENV), "t")
     first = runner.submit(square(0))
-    try:
+    with pytest.raises(ExecutorError) as raised:  # an oracle that raises
         runner.drain()
-    except ExecutorError as exc:
-        assert exc.tickets == (first,)  # type: ignore[attr-defined]
-    else:
-        raise AssertionError("an oracle that raises must raise ExecutorError")
+    assert raised.value.tickets == (first,)  # type: ignore[attr-defined]
     assert [r["type"] for r in read(path)[1:]] == ["case", "abandoned"]
     assert last_unfinished(path) is None  # given up on, so not the running Case
     runner.close()
@@ -137,12 +136,9 @@ def test_a_crash_whose_replacement_cannot_start_keeps_its_verdict(tmp_path: Path
         raise ExecutorError("replacement cannot start")
 
     inner._start = cannot_start  # type: ignore[method-assign]
-    try:
+    with pytest.raises(ExecutorError) as raised:  # the failed start
         runner.drain()
-    except ExecutorError as exc:
-        assert exc.tickets == (behind,)  # type: ignore[attr-defined]
-    else:
-        raise AssertionError("the failed start must be raised")
+    assert raised.value.tickets == (behind,)  # type: ignore[attr-defined]
     settled = runner.poll()
     assert [(t, v.kind) for t, v in settled] == [(crashing, "crash")]
     records = [r for r in read(journal) if r["type"] != "header"]
