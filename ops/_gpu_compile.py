@@ -54,6 +54,8 @@ GEOMETRIES = [
     ("diagonal_copy", (4, 8, 8, 3), 0, 1, 2),
     ("diagonal_copy", (256, 8192, 8192), 0, 1, 2),
     ("diagonal_copy", (65536, 40000), 0, 0, 1),
+    ("diagonal_copy", (16, 16, 256, 256), 0, 0, 1),  # transposed tiles
+    ("diagonal_copy", (4, 4, 2**30), 0, 0, 1),  # transposed, > 2**31 elements
 ]
 DTYPES = (torch.int8, torch.float16, torch.float32, torch.float64, torch.complex128)
 

@@ -166,6 +166,16 @@ SMALL_FILL_WORDS_PER_LANE = 8
 #: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
 #: programs keep more loads in flight.
 GATHER_BLOCK_BYTES = 1024
+#: 1: a diagonal_copy program owns whole rows (or one segment of a row), so one pass of
+#: loads covers it; 0: flat blocks of GATHER_BLOCK_BYTES, which may cross row ends.
+GATHER_ALIGN_ROWS = 1
+#: 1: diagonal_copy moves, as [COPY_TRANSPOSE_I_BLOCK, COPY_TRANSPOSE_C_BLOCK] tiles loaded
+#: along the input's innermost row dim and stored along the diagonal, large results whose
+#: input holds the rows closer together than the diagonal (16x16x256x256 d=(0,1): each
+#: 4-byte gather of the flat path used one word of a 32-byte sector).
+COPY_TRANSPOSE = 1
+COPY_TRANSPOSE_I_BLOCK = 16
+COPY_TRANSPOSE_C_BLOCK = 256
 #: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
 #: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds. (Blocks of 4096 words for every
 #: word size, one round, cost 1-byte outputs a quarter of their speed: 4x the programs.)

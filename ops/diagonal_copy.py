@@ -1,10 +1,15 @@
 """diagonal_copy as one Triton launch: the strided diagonal gathered into a new tensor.
 
 The result (contiguous: the other dims, then the diagonal) is ``[rows, width]`` words with
-``width`` the diagonal's length. Each program owns a flat block of the result and gathers the
-rows it holds, many short rows a pass or one long row a pass (``FlatTile``): a row's start in
-the input is peeled once per row; along the row the input advances by
-``stride(dim1) + stride(dim2)``.
+``width`` the diagonal's length. Two layouts of work:
+
+* flat (``FlatTile``): each program gathers whole rows, as many as a pass of lanes holds
+  (narrow), or one segment of a long row (wide), so one pass of loads covers it; a row's start
+  in the input is peeled once per row, and along the row the input advances by
+  ``stride(dim1) + stride(dim2)``;
+* transposed tiles, for large results whose input holds the rows' innermost dim closer
+  together than the diagonal's positions: the flat path's gathers would each use one word of
+  a 32-byte sector, while a tile is loaded along the rows and stored along the diagonal.
 """
 
 from __future__ import annotations
@@ -15,49 +20,52 @@ import torch
 import triton
 import triton.language as tl
 
-from diagfuzz.ops import _counters
+from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._geometry import Diagonal, diagonal_of
-from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
+    FlatTile,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
+    needs_int64,
     plan_gather,
     remember,
     row_args,
 )
 from diagfuzz.ops._words import words_per_element
 
+_COPY_ARGS = ["base", "col_stride", "segments", "group_words", "block_words", "n_iblocks",
+              "n_cblocks"]
 
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, "base", "col_stride", "in_ptr"])
+
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_COPY_ARGS, "in_ptr"])
 def _diagonal_copy_kernel(
     out_ptr, in_ptr, total, width, run_len, row_lanes, lane_shift,
     size0, size1, size2, size3, size4, size5, size6, size7,
     stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
-    n_dims, base, col_stride,
+    n_dims, base, col_stride, segments, group_words, block_words, n_iblocks, n_cblocks,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, PEEL_LANES: tl.constexpr,
     COPY_LANES: tl.constexpr, ROUNDS: tl.constexpr, INDEX_64: tl.constexpr,
+    TRANSPOSE: tl.constexpr, I_BLOCK: tl.constexpr, C_BLOCK: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    start = pid * BLOCK
-    end = tl.minimum(start + BLOCK, total)
-    row_end = (end - 1) // width + 1
-    slot = tl.arange(0, PEEL_LANES)
-    k = tl.arange(0, COPY_LANES)
-    if INDEX_64:
-        slot = slot.to(tl.int64)
-        k = k.to(tl.int64)
-    slot = slot >> lane_shift  # which row of the pass
-    k = k & (row_lanes - 1)  # which word of that row
-    for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
-        row = row0 + slot
-        rem = row
-        in_row = row * 0 + base
+    if TRANSPOSE:
+        # The input holds the innermost row dim closer together than the diagonal
+        # (16x16x256x256 d=(0,1): rows are contiguous, diagonal positions 17 * 65536 apart):
+        # a program moves a [I_BLOCK diagonal positions, C_BLOCK rows] tile, loaded along
+        # the rows and stored along the diagonal (the result's contiguous dim).
+        c_block = pid % n_cblocks
+        t = pid // n_cblocks
+        i_block = t % n_iblocks
+        other_row = (t // n_iblocks) * size0  # the tile's first row; its peel is a scalar
+        rem = other_row
+        in_row = other_row * 0 + base
         if n_dims > 0:
             quotient = rem // size0
             in_row += (rem - quotient * size0) * stride0
@@ -90,16 +98,76 @@ def _diagonal_copy_kernel(
             quotient = rem // size7
             in_row += (rem - quotient * size7) * stride7
             rem = quotient
-        row_base = row * width
-        lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
-        hi = tl.minimum(end - row_base, width)
-        # row_lanes holds a row (narrow), or ROUNDS rounds hold a row's share of the block.
-        for r in tl.static_range(ROUNDS):
-            col = lo + r * COPY_LANES + k
-            hit = (row < row_end) & (col < hi)
-            value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS,
-                            mask=hit)
-            tl.store(out_ptr + row_base + col, value, mask=hit)
+        pos = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
+        c = c_block * C_BLOCK + tl.arange(0, C_BLOCK)
+        if INDEX_64:
+            pos = pos.to(tl.int64)
+            c = c.to(tl.int64)
+        hit = (pos < width)[:, None] & (c < size0)[None, :]
+        value = tl.load(in_ptr + in_row + pos[:, None] * col_stride + c[None, :] * stride0,
+                        mask=hit)
+        tl.store(out_ptr + (other_row + c)[None, :] * width + pos[:, None], value, mask=hit)
+    else:
+        # A program owns block_words words of a group of group_words (segments programs a
+        # group): whole rows (narrow) or a row's segment (wide), so one pass covers it.
+        group = pid // segments
+        group_start = group * group_words
+        start = group_start + (pid - group * segments) * block_words
+        end = tl.minimum(tl.minimum(start + block_words, group_start + group_words), total)
+        row_end = (end - 1) // width + 1
+        slot = tl.arange(0, PEEL_LANES)
+        k = tl.arange(0, COPY_LANES)
+        if INDEX_64:
+            slot = slot.to(tl.int64)
+            k = k.to(tl.int64)
+        slot = slot >> lane_shift  # which row of the pass
+        k = k & (row_lanes - 1)  # which word of that row
+        for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
+            row = row0 + slot
+            rem = row
+            in_row = row * 0 + base
+            if n_dims > 0:
+                quotient = rem // size0
+                in_row += (rem - quotient * size0) * stride0
+                rem = quotient
+            if n_dims > 1:
+                quotient = rem // size1
+                in_row += (rem - quotient * size1) * stride1
+                rem = quotient
+            if n_dims > 2:
+                quotient = rem // size2
+                in_row += (rem - quotient * size2) * stride2
+                rem = quotient
+            if n_dims > 3:
+                quotient = rem // size3
+                in_row += (rem - quotient * size3) * stride3
+                rem = quotient
+            if n_dims > 4:
+                quotient = rem // size4
+                in_row += (rem - quotient * size4) * stride4
+                rem = quotient
+            if n_dims > 5:
+                quotient = rem // size5
+                in_row += (rem - quotient * size5) * stride5
+                rem = quotient
+            if n_dims > 6:
+                quotient = rem // size6
+                in_row += (rem - quotient * size6) * stride6
+                rem = quotient
+            if n_dims > 7:
+                quotient = rem // size7
+                in_row += (rem - quotient * size7) * stride7
+                rem = quotient
+            row_base = row * width
+            lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
+            hi = tl.minimum(end - row_base, width)
+            # row_lanes holds a row (narrow), or ROUNDS rounds hold a row's share of the block.
+            for r in tl.static_range(ROUNDS):
+                col = lo + r * COPY_LANES + k
+                hit = (row < row_end) & (col < hi)
+                value = tl.load(in_ptr + in_row + (col // WORDS) * col_stride + col % WORDS,
+                                mask=hit)
+                tl.store(out_ptr + row_base + col, value, mask=hit)
 
 
 def diagonal_copy(
@@ -179,17 +247,72 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
     total = numel * words
-    tile = plan_gather(total, width, source.element_size() // words)
+    word_bytes = source.element_size() // words
+    tile = plan_gather(total, width, word_bytes)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
     index_64 = tile.needs_int64(total, width, source_extent + words)
+    groups = _groups(tile, width)
+    segments, group_words, _ = groups
+    n_programs = triton.cdiv(total, group_words) * segments
+    i_block, c_block = _tiling.COPY_TRANSPOSE_I_BLOCK, _tiling.COPY_TRANSPOSE_C_BLOCK
+    tiles = (1, 1)
+    transposed = words == 1 and bool(row_dims) and _transposes(
+        total, width, row_dims[-1], col_stride, word_bytes)
+    if transposed:
+        inner = row_dims[-1].size
+        tiles = (triton.cdiv(width, i_block), triton.cdiv(inner, c_block))
+        n_programs = total // width // inner * tiles[0] * tiles[1]
+        # A tile's masked lanes reach i_block positions and c_block rows past the last ones.
+        index_64 = needs_int64(total + c_block * width + i_block, n_programs,
+                               source_extent + words + i_block * abs(col_stride)
+                               + c_block * abs(row_dims[-1].stride))
     return LaunchPlan(
-        diag.shape, tile.n_programs,
+        diag.shape, n_programs,
         (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
-         len(row_dims), base, col_stride),
+         len(row_dims), base, col_stride, *groups, *tiles),
         {"WORDS": words, "BLOCK": tile.block, "PEEL_LANES": tile.peel_lanes,
-         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64},
+         "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
+         "TRANSPOSE": transposed, "I_BLOCK": i_block, "C_BLOCK": c_block},
         tile.num_warps,
     )
 
+
+def _groups(tile: FlatTile, width: int) -> tuple[int, int, int]:
+    """(segments, group_words, block_words): which words each program of the flat path owns.
+
+    On a GPU a program owns whole rows, as many as a pass holds (narrow), or one segment of
+    a row (wide), so one pass of loads covers it: flat blocks crossing row ends took two
+    passes, each waiting on its loads (``8x256x8x256 o=1 d=(1,3)`` float32, rows of 255
+    words in blocks of 256: 0.88x aten). Under the interpreter (one program, one pass where
+    possible) and with GATHER_ALIGN_ROWS off: flat blocks.
+    """
+    if INTERPRET or not _tiling.GATHER_ALIGN_ROWS:
+        return 1, tile.block, tile.block
+    if tile.wide:
+        return triton.cdiv(width, tile.block), width, tile.block
+    rows = tile.peel_lanes >> tile.lane_shift
+    return 1, rows * width, rows * width
+
+
+def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
+                word_bytes: int) -> bool:
+    """Whether the tiled path applies (COPY_TRANSPOSE on): one-word elements whose innermost
+    row dim the input holds closer together than the diagonal's positions, on a diagonal of
+    at least two. On a GPU only outputs over SMALL_OUTPUT_BYTES with an innermost row dim of
+    at least a tile's rows take it (a fuzz Case never compiles the variant); under the
+    interpreter any launch of at most INTERPRET_MAX_TILES tiles.
+    """
+    if not _tiling.COPY_TRANSPOSE or width < 2 or abs(inner.stride) >= abs(col_stride):
+        return False
+    i_block, c_block = _tiling.COPY_TRANSPOSE_I_BLOCK, _tiling.COPY_TRANSPOSE_C_BLOCK
+    if INTERPRET:
+        tiles = total // width // inner.size * triton.cdiv(width, i_block) * triton.cdiv(
+            inner.size, c_block)
+        return tiles <= INTERPRET_MAX_TILES
+    return total * word_bytes > _tiling.SMALL_OUTPUT_BYTES and inner.size >= c_block
+
+
+#: Under the interpreter, the most tile programs a transposed launch may make.
+INTERPRET_MAX_TILES = 64
 
 _launch = Launcher(_diagonal_copy_kernel)

@@ -27,9 +27,12 @@ def _compile_only(args: list[str], tmp_path: Path) -> subprocess.CompletedProces
 
 @pytest.mark.parametrize("transpose_runs", [0, 1])
 def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path) -> None:
+    """Both kernels' transposed paths are switched on or off together."""
     out = tmp_path / "variants.json"
-    run = _compile_only(["-m", "diagfuzz.ops._gpu_compile", "--set",
-                         f"TRANSPOSE_RUNS={transpose_runs}", "--json", str(out)], tmp_path)
+    run = _compile_only(["-m", "diagfuzz.ops._gpu_compile",
+                         "--set", f"TRANSPOSE_RUNS={transpose_runs}",
+                         "--set", f"COPY_TRANSPOSE={transpose_runs}",
+                         "--json", str(out)], tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     rows = json.loads(out.read_text())
     assert all("error" not in row and row["ptx_lines"] > 0 for row in rows)
@@ -44,8 +47,9 @@ def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path
     for word_bytes in (1, 2, 4, 8):  # the two fuzz-sized variants: narrow and wide runs
         assert ("diagonal_backward", False, False, word_bytes, False) in kinds
         assert ("diagonal_backward", False, False, word_bytes, True) in kinds
-    transposed = {k[2] for k in kinds if k[1]}  # their INDEX_64 values
-    assert transposed == ({False, True} if transpose_runs else set())
+    for op in ("diagonal_copy", "diagonal_backward"):
+        transposed = {k[2] for k in kinds if k[0] == op and k[1]}  # their INDEX_64 values
+        assert transposed == ({False, True} if transpose_runs else set())
 
 
 BROKEN_KERNEL = textwrap.dedent('''

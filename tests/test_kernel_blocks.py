@@ -33,6 +33,7 @@ def small_gpu_blocks(request, monkeypatch):
     fill, words_per_lane, gather = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)  # the GPU's index selects too
+    monkeypatch.setattr(copy_module, "INTERPRET", False)  # programs own whole rows
     for prefix in ("", "SMALL_"):  # every test tensor is a small output: shrink both
         monkeypatch.setattr(_tiling, f"{prefix}FILL_BLOCK_BYTES", fill)
         monkeypatch.setattr(_tiling, f"{prefix}FILL_WORDS_PER_LANE", words_per_lane)
