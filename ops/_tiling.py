@@ -176,6 +176,9 @@ GATHER_ALIGN_ROWS = 1
 COPY_TRANSPOSE = 1
 COPY_TRANSPOSE_I_BLOCK = 16
 COPY_TRANSPOSE_C_BLOCK = 256
+COPY_TRANSPOSE_NUM_WARPS = 4
+#: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
+COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1
 #: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
 #: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds. (Blocks of 4096 words for every
 #: word size, one round, cost 1-byte outputs a quarter of their speed: 4x the programs.)

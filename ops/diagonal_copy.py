@@ -273,7 +273,7 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
         {"WORDS": words, "BLOCK": tile.block, "PEEL_LANES": tile.peel_lanes,
          "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
          "TRANSPOSE": transposed, "I_BLOCK": i_block, "C_BLOCK": c_block},
-        tile.num_warps,
+        _tiling.COPY_TRANSPOSE_NUM_WARPS if transposed and not INTERPRET else tile.num_warps,
     )
 
 
@@ -298,8 +298,8 @@ def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
                 word_bytes: int) -> bool:
     """Whether the tiled path applies (COPY_TRANSPOSE on): one-word elements whose innermost
     row dim the input holds closer together than the diagonal's positions, on a diagonal of
-    at least two. On a GPU only outputs over SMALL_OUTPUT_BYTES with an innermost row dim of
-    at least a tile's rows take it (a fuzz Case never compiles the variant); under the
+    at least two. On a GPU only results of COPY_TRANSPOSE_MIN_BYTES or more with an innermost
+    row dim of at least a tile's rows take it (a fuzz Case never compiles the variant); under the
     interpreter any launch of at most INTERPRET_MAX_TILES tiles.
     """
     if not _tiling.COPY_TRANSPOSE or width < 2 or abs(inner.stride) >= abs(col_stride):
@@ -309,7 +309,7 @@ def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
         tiles = total // width // inner.size * triton.cdiv(width, i_block) * triton.cdiv(
             inner.size, c_block)
         return tiles <= INTERPRET_MAX_TILES
-    return total * word_bytes > _tiling.SMALL_OUTPUT_BYTES and inner.size >= c_block
+    return total * word_bytes >= _tiling.COPY_TRANSPOSE_MIN_BYTES and inner.size >= c_block
 
 
 #: Under the interpreter, the most tile programs a transposed launch may make.

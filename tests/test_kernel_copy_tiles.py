@@ -63,9 +63,12 @@ def _gpu_plans(monkeypatch, gather_bytes: int) -> None:
 def tiles(request, monkeypatch):
     monkeypatch.setattr(_tiling, "COPY_TRANSPOSE", 1)
     monkeypatch.setattr(copy_module, "_PLANS", {})
+    if request.param == "interpreter-plans":  # on a GPU too: valid Triton, other blocks
+        monkeypatch.setattr(_tiling, "INTERPRET", True)
+        monkeypatch.setattr(copy_module, "INTERPRET", True)
     if request.param == "gpu-plans":
         _gpu_plans(monkeypatch, 16)
-        monkeypatch.setattr(_tiling, "SMALL_OUTPUT_BYTES", 0)  # these tiny results are "large"
+        monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_MIN_BYTES", 0)  # tiny results are "large"
         monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_I_BLOCK", 2)
         monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_C_BLOCK", 2)
     return request.param
@@ -139,6 +142,8 @@ def test_interpreter_refuses_many_tiles(monkeypatch) -> None:
     """Under the interpreter each tile program costs ~1 ms: a launch of more than
     INTERPRET_MAX_TILES keeps the one-program flat path."""
     monkeypatch.setattr(copy_module, "_PLANS", {})
+    monkeypatch.setattr(_tiling, "INTERPRET", True)  # on a GPU too
+    monkeypatch.setattr(copy_module, "INTERPRET", True)
     x = _bits([17, 17, 70, 3], torch.int8, 2)[..., :2]  # 70 row groups of 2: 140 tiles
     plan = _copy_plan(x, 0, 0, 1)
     assert plan.constexprs["TRANSPOSE"] is False
