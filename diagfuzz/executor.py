@@ -177,10 +177,15 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 oracle = getattr(oracles, request.get("oracle", "check"))
                 profiler.enable()
                 try:
-                    verdict = oracle(Case.from_json(request["case"]), impl, device)
+                    case = Case.from_json(request["case"])
+                    verdict = oracle(case, impl, device)
                 finally:
                     profiler.disable()
-                reply = {"status": "ok", "verdict": verdict.to_json()}
+                if verdict.case is case:  # the runner holds it: no need to send it back
+                    reply = {"status": "ok", "verdict": verdict.to_json_without_case(),
+                             "same_case": True}
+                else:
+                    reply = {"status": "ok", "verdict": verdict.to_json()}
                 passed = verdict.ok
         except Exception as exc:
             reply = {"status": "exception", "message": repr(exc),
@@ -616,7 +621,8 @@ class ProcessRunner:
         still healthy (the health check the executor ran right after it)."""
         base = {**self._base(head), "executor_cases": self._served - 1}
         if reply["status"] == "ok":
-            verdict = Verdict.from_json(reply["verdict"])
+            verdict = Verdict.from_json(reply["verdict"],
+                                        head.case if reply.get("same_case") else None)
             return verdict if verdict.ok else self._after_failure(head.case, verdict, base)
         unhealthy = self._health()
         if unhealthy:

@@ -55,12 +55,22 @@ class Verdict:
         """One line of JSON; ``from_json`` gives back an equal Verdict."""
         return json.dumps(self.to_dict(), sort_keys=True, default=repr)
 
+    def to_json_without_case(self) -> str:
+        """``to_json`` with ``case`` None: for a receiver that holds the Case already (the
+        executor's reply to the runner that sent it; ``from_json(text, case=...)``)."""
+        return json.dumps({"kind": self.kind, "check": self.check, "message": self.message,
+                           "case": None, "details": _plain(self.details)},
+                          sort_keys=True, default=repr)
+
     @staticmethod
-    def from_json(text: str | dict) -> Verdict:
-        """Rebuild a Verdict from ``to_json``'s output (or its parsed dict)."""
+    def from_json(text: str | dict, case: Case | None = None) -> Verdict:
+        """Rebuild a Verdict from ``to_json``'s output (or its parsed dict); ``case``, if
+        given, is the Verdict's Case instead of the one in the text (which is not parsed)."""
         data = json.loads(text) if isinstance(text, str) else dict(text)
-        case = data.pop("case", None)
-        return Verdict(**data, case=Case.from_json(case) if case else None)
+        stored = data.pop("case", None)
+        if case is None and stored:
+            case = Case.from_json(stored)
+        return Verdict(**data, case=case)
 
     def __str__(self) -> str:
         where = f" [{self.check}]" if self.check else ""
