@@ -163,9 +163,11 @@ TRANSPOSE_C_BLOCK = 256
 SMALL_OUTPUT_BYTES = 1 << 20
 SMALL_FILL_BLOCK_BYTES = 4096
 SMALL_FILL_WORDS_PER_LANE = 8
-#: diagonal_copy on a GPU gathers 1 KiB per program: its reads are strided gathers, so more
-#: programs keep more loads in flight.
-GATHER_BLOCK_BYTES = 1024
+#: diagonal_copy on a GPU gathers at most 512 bytes per program: its reads are strided
+#: gathers, so more programs keep more loads in flight. H200, two sweeps of the 77 copy rows
+#: (6308cd6, programs owning whole rows): 512 B geomean 1.18/1.19x aten, worst row
+#: 0.95/0.96x; 1 KiB 1.17/1.16x, worst 0.88/0.87x; 2 KiB 1.11x.
+GATHER_BLOCK_BYTES = 512
 #: 1: a diagonal_copy program owns whole rows (or one segment of a row), so one pass of
 #: loads covers it; 0: flat blocks of GATHER_BLOCK_BYTES, which may cross row ends.
 GATHER_ALIGN_ROWS = 1
@@ -175,7 +177,7 @@ GATHER_ALIGN_ROWS = 1
 #: 4-byte gather of the flat path used one word of a 32-byte sector).
 COPY_TRANSPOSE = 1
 COPY_TRANSPOSE_I_BLOCK = 16
-COPY_TRANSPOSE_C_BLOCK = 256
+COPY_TRANSPOSE_C_BLOCK = 128
 COPY_TRANSPOSE_NUM_WARPS = 4
 #: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
 COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1

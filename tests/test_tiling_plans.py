@@ -162,7 +162,8 @@ def test_copy_blocks_are_smaller(monkeypatch) -> None:
     fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES,
                              _tiling.FILL_WORDS_PER_LANE)
     gather = _tiling.plan_flat(2**20, 512, 512, 4, _tiling.GATHER_BLOCK_BYTES)
-    assert gather.block * 16 == fill.block and gather.n_programs == 16 * fill.n_programs
+    ratio = fill.block // gather.block
+    assert ratio >= 16 and gather.n_programs == ratio * fill.n_programs
     assert gather.wide and gather.copy_lanes == gather.block  # rows longer than a block
     short = _tiling.plan_flat(2**20, 100, 100, 4, _tiling.GATHER_BLOCK_BYTES)
     assert not short.wide and short.row_lanes == 128 and short.peel_lanes == short.block
