@@ -89,10 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with process isolation, draw the next Cases while the executor "
                          "checks earlier ones; a failure is then replayed and shrunk "
                          "synchronously (default on; off: draw, then check, one by one)")
-    group.addoption("--diagfuzz-executors", type=int, default=1, metavar="N",
+    group.addoption("--diagfuzz-executors", type=int, default=None, metavar="N",
                     help="executor processes each pipelined worker feeds (process "
-                         "isolation, --diagfuzz-pipeline on; default 1): Cases go to the "
-                         "one with the fewest in flight, crashes stay per executor")
+                         "isolation, --diagfuzz-pipeline on; default "
+                         f"{workers.FANOUT_EXECUTORS} where the machine has "
+                         f"{workers.FANOUT_EXECUTORS + 1} CPUs per worker, else 1): Cases go "
+                         "to the one with the fewest in flight, crashes stay per executor")
     group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-Case timeout before a Case is a hang (process isolation; "
                          "default the executor's)")
@@ -216,7 +218,8 @@ def resolve_plan(config: pytest.Config) -> RunPlan:
         workers=n_workers,
         max_members=_positive(config, "diagfuzz_max_members") or budget.max_members,
         pipeline=config.getoption("diagfuzz_pipeline") == "on",
-        executors=_positive(config, "diagfuzz_executors") or 1,
+        executors=(_positive(config, "diagfuzz_executors")
+                   or workers.auto_executors(n_workers, workers.cpu_count())),
     )
 
 

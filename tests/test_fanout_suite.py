@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from diagfuzz import workers
 from diagfuzz.case import Case
 from tests.test_pipeline_suite import ONE_SHARD, journal_records
 from tests.test_suite_run import SMALL, fuzz
@@ -36,3 +37,14 @@ def test_two_executors_find_and_shrink_like_one(tmp_path: Path) -> None:
     worker = Path(two["run_dir"]) / "main"
     assert {p.name for p in worker.glob("executor*.log")} == {"executor-0.log",
                                                               "executor-1.log"}
+
+
+def test_executors_default_to_what_the_cpus_allow(tmp_path: Path) -> None:
+    """Without --diagfuzz-executors a worker feeds FANOUT_EXECUTORS executors where every
+    process gets a CPU (a GPU machine), else one (CI's 2 CPUs)."""
+    code, out, report = fuzz(tmp_path, "--diagfuzz-seed", "3", "--diagfuzz-budget", "60",
+                             *ONE_SHARD, *SMALL, one_executor=False)
+    assert code == 0, out
+    expected = workers.auto_executors(1, workers.cpu_count())
+    assert report["executors"] == expected
+    assert ("pipelined to 2 executors" in out) == (expected == 2), out

@@ -25,12 +25,16 @@ REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--hypothesis-profile", "ci", "--diagfuzz-max-elements", "256"]
 
 
-def fuzz(tmp_path: Path, *args: str, plugin: bool = True,
-         root: str = "root") -> tuple[int, str, dict[str, Any]]:
+def fuzz(tmp_path: Path, *args: str, plugin: bool = True, root: str = "root",
+         one_executor: bool = True) -> tuple[int, str, dict[str, Any]]:
     """Run the suite from the repository root (so ``tests.faulty`` imports); parse the report.
 
     ``root`` (under tmp_path) holds the run directories, the example databases among them.
+    ``one_executor``: unless ``args`` say otherwise, one executor a worker on every machine
+    (the default depends on the CPUs: 1 on CI's 2, 2 on a GPU machine's 16).
     """
+    if one_executor and plugin and not any(a.startswith("--diagfuzz-executors") for a in args):
+        args = (*args, "--diagfuzz-executors=1")
     report = tmp_path / "report.json"
     report.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items()
