@@ -147,6 +147,7 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
     """Cases/s of drawing and running, per stream, in one process (one worker's work)."""
     import diagfuzz.ops._counters as ops
 
+    args.executors = args.executors or 1
     runner = make_runner(args.isolation, args.impl, args.executors)
     rows: dict[str, Any] = {}
     profiler = cProfile.Profile() if args.profile else None
@@ -270,7 +271,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-seed={args.seed}", f"--diagfuzz-budget={budget}",
                        f"--diagfuzz-max-elements={args.max_elements}",
                        f"--diagfuzz-isolation={args.isolation}",
-                       f"--diagfuzz-executors={args.executors}",
+                       *([f"--diagfuzz-executors={args.executors}"] if args.executors else []),
                        f"--diagfuzz-root={args.root or Path(tmp) / 'root'}",
                        f"--diagfuzz-report={report}"]
             env = dict(os.environ)
@@ -286,7 +287,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                 raise SystemExit(f"suite with {n} workers wrote no report")
             data = json.loads(report.read_text())
             cases = data["cases"]
-            rows.append({"workers": n, "budget": budget, "cases": cases,
+            rows.append({"workers": n, "executors": data.get("executors"),
+                         "budget": budget, "cases": cases,
                          "wall_s": round(wall, 2), "pytest_s": data["duration_s"],
                          "cases_per_s": round(cases / wall, 1),
                          "cases_per_s_per_worker": round(cases / wall / n, 1),
@@ -301,10 +303,11 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                         rows[-1][f"{role}_profile"] = _where_time_goes(
                             pstats.Stats(*files), args.top,
                             f"{n} worker(s)' {role} time ({len(files)} processes)")
-    print(f"{'workers':>7}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}{'/worker':>9}"
-          f"{'in shards/worker':>17}{'outside s':>10}")
+    print(f"{'workers':>7}{'execs':>6}{'budget':>8}{'cases':>8}{'wall s':>8}{'cases/s':>9}"
+          f"{'/worker':>9}{'in shards/worker':>17}{'outside s':>10}")
     for r in rows:
-        print(f"{r['workers']:>7}{r['budget']:>8}{r['cases']:>8}{r['wall_s']:>8}"
+        print(f"{r['workers']:>7}{_or_na(r['executors']):>6}{r['budget']:>8}{r['cases']:>8}"
+              f"{r['wall_s']:>8}"
               f"{r['cases_per_s']:>9}{r['cases_per_s_per_worker']:>9}"
               f"{_or_na(r['in_shards_per_worker']):>17}{_or_na(r['outside_shards_s']):>10}")
     if len(rows) > 1:
@@ -380,10 +383,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="runner: Cases per stream; compilations: Cases in all")
     parser.add_argument("--impl", default="diagfuzz.impl:triton_aten")
     parser.add_argument("--isolation", choices=("process", "inprocess"), default="process")
-    parser.add_argument("--executors", type=int, default=1,
+    parser.add_argument("--executors", type=int, default=None,
                         help="process isolation: executors one worker feeds (runner: a "
-                             "FanoutRunner, pipelined/s is where they can gain; suite: "
-                             "--diagfuzz-executors)")
+                             "FanoutRunner, pipelined/s is where they can gain; default 1; "
+                             "suite: --diagfuzz-executors, default the plugin's, by CPUs)")
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true",
