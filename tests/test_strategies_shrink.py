@@ -61,3 +61,15 @@ def test_any_case_shrinks_to_the_minimal_case() -> None:
     case = find(st.one_of(diagonal_cases()), lambda c: True, settings=FIND)
     assert case == Case("diagonal", (1, 1), 0, 0, 1, "float32",
                         case.layout.contiguous((1, 1))), case
+
+
+def test_special_failure_keeps_one_special_at_the_first_read_element() -> None:
+    """A failure needing -0.0 in a float32 Case shrinks to that one special, on the first
+    diagonal element, of the simplest Case: the specials blob (draw_values) shrinks
+    bytewise and its count towards 1."""
+    case = find(diagonal_cases(),
+                lambda c: c.dtype == "float32" and any(bits == 0x80000000
+                                                      for _, bits in c.values.specials),
+                settings=settings(FIND, max_examples=3000))
+    assert case.values == Values(specials=((0, 0x80000000),)), case
+    assert case.sizes == (1, 1) and case.layout.kinds == ("contiguous",), case
