@@ -88,7 +88,7 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     0, ±1, inside the matrix, ±(size - 1), ±size, beyond the sizes (an empty diagonal) and
     extremes up to ±(2**63 - 1) (and -2**63). ``dtypes`` (default: every available dtype),
     ``layout_kinds`` (see ``layouts``), ``value_modes`` ("normal", "bits") and
-    ``specials`` (about half the Cases carry 1 to 8 special bit patterns, seven in eight of
+    ``specials`` (about six Cases in ten carry 1 to 8 special bit patterns, seven in eight of
     them on the diagonal's elements, the rest anywhere in the input's view; see
     ``special_values``) narrow the rest. Offsets, sizes of 0 and dtypes are weighted so
     that about two Cases in three read a non-empty diagonal, and bool and int64 come up

@@ -279,7 +279,7 @@ def values(dtype: str | torch.dtype, where: Callable[[int], int] | None = None, 
     """Value recipes (``Values``) for a storage of ``dtype``.
 
     ``where`` maps a drawn number (any int >= 0) to the storage index a special goes to;
-    without it, or with ``specials=False``, there are no specials. About half the Cases
+    without it, or with ``specials=False``, there are no specials. About six Cases in ten
     carry 1 to MAX_SPECIALS specials. ``modes`` narrows the
     fill ("normal": random values of the usual range; "bits": random bit patterns).
 
