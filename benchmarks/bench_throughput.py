@@ -272,6 +272,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-max-elements={args.max_elements}",
                        f"--diagfuzz-isolation={args.isolation}",
                        *([f"--diagfuzz-executors={args.executors}"] if args.executors else []),
+                       *([f"--diagfuzz-max-members={args.max_members}"]
+                         if args.max_members else []),
                        f"--diagfuzz-root={args.root or Path(tmp) / 'root'}",
                        f"--diagfuzz-report={report}"]
             env = dict(os.environ)
@@ -316,7 +318,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
             print(f"{r['workers']} workers: {r['cases'] / base['cases']:.2f}x the Cases in "
                   f"{r['wall_s'] / base['wall_s']:.2f}x the time of {base['workers']}")
     return {"mode": "suite", "isolation": args.isolation, "profile": args.profile_name,
-            "executors": args.executors,
+            "executors": args.executors, "max_members": args.max_members,
             "max_elements": args.max_elements, "cpus": os.cpu_count(), "rows": rows}
 
 
@@ -388,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                              "FanoutRunner, pipelined/s is where they can gain; default 1; "
                              "suite: --diagfuzz-executors, default the plugin's, by CPUs)")
     parser.add_argument("--max-elements", type=int, default=4096)
+    parser.add_argument("--max-members", type=int, default=None,
+                        help="suite: --diagfuzz-max-members (default the profile's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true",
                         help="where time goes (suite: every worker's and executor's)")
