@@ -312,7 +312,9 @@ def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
     return total * word_bytes >= _tiling.COPY_TRANSPOSE_MIN_BYTES and inner.size >= c_block
 
 
-#: Under the interpreter, the most tile programs a transposed launch may make.
-INTERPRET_MAX_TILES = 64
+#: Under the interpreter, the most tile programs a transposed launch may make: each costs
+#: about a millisecond there (4 tiles: 5.0 ms a call against the flat path's 2.2 ms), and
+#: one to four tiles already run every line of the tile path on CPU.
+INTERPRET_MAX_TILES = 4
 
 _launch = Launcher(_diagonal_copy_kernel)
