@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from random import Random
+
+import pytest
 from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
 
@@ -63,13 +66,16 @@ def test_any_case_shrinks_to_the_minimal_case() -> None:
                         case.layout.contiguous((1, 1))), case
 
 
-def test_special_failure_keeps_one_special_at_the_first_read_element() -> None:
+@pytest.mark.parametrize("seed", range(5))
+def test_special_failure_keeps_one_special_at_the_first_read_element(seed: int) -> None:
     """A failure needing -0.0 in a float32 Case shrinks to that one special, on the first
-    diagonal element, of the simplest Case: the specials blob (draw_values) shrinks
-    bytewise and its count towards 1."""
+    diagonal element, of the simplest Case, whatever the search's seed: the specials blob
+    (draw_values) shrinks bytewise, a zeroed slot is no special, and the count shrinks
+    towards 1."""
     case = find(diagonal_cases(),
                 lambda c: c.dtype == "float32" and any(bits == 0x80000000
                                                       for _, bits in c.values.specials),
-                settings=settings(FIND, max_examples=3000))
+                settings=settings(FIND, max_examples=3000, derandomize=False),
+                random=Random(seed))
     assert case.values == Values(specials=((0, 0x80000000),)), case
     assert case.sizes == (1, 1) and case.layout.kinds == ("contiguous",), case
