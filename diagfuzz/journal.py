@@ -129,7 +129,8 @@ def verdict_text(verdict: Verdict) -> str:
     if verdict.case is None:
         return body
     head = '{"case": null'
-    assert body.startswith(head), body[:40]
+    if not body.startswith(head):  # a Verdict whose JSON no longer sorts "case" first
+        raise ValueError(f"verdict JSON does not start with {head!r}: {body[:40]!r}")
     return '{"case": ' + verdict.case.to_json() + body[len(head):]
 
 
