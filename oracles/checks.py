@@ -112,9 +112,9 @@ def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
 
     The tensor read is a copy of ``args``' one (its whole storage, bit for bit, viewed
     alike), ``out`` a new empty tensor like ``args``' one; the other arguments (ints and
-    the ``input_sizes`` list, which no op changes) are shared. What ``materialise`` would make again, without the seeded random fill
-    (about 15 us a Case of the invalid stream): the reference and the implementation
-    still never share a buffer.
+    the ``input_sizes`` list, which no op changes) are shared. What ``materialise`` would
+    make again, without the seeded random fill (about 15 us a Case of the invalid stream):
+    the reference and the implementation still never share a buffer.
     """
     twin = dict(args)
     name = READ[case.op]
