@@ -283,16 +283,20 @@ def ptx_stores() -> dict:
 def random_shapes(count: int, seed: int) -> dict:
     """Random ranks 2-5, sizes, dims, offsets and layouts, per element size: the new variants
     each element size compiles, and every result checked bitwise against aten. Then the
-    same shapes again with the large-output plans forced (``SMALL_OUTPUT_BYTES=0``): these
-    shapes are all under 1 MB, and no other random shapes reach those plans."""
+    same shapes again with the large-output plans forced (``SMALL_OUTPUT_BYTES=0``, and
+    ``COPY_TRANSPOSE_MIN_BYTES=0`` for diagonal_copy's tiles): these shapes are all under
+    1 MB, and no other random shapes reach those plans."""
     report = _random_pass(count, seed)
-    saved = _tiling.SMALL_OUTPUT_BYTES
-    _tiling.SMALL_OUTPUT_BYTES = 0
+    forced = {"SMALL_OUTPUT_BYTES": 0, "COPY_TRANSPOSE_MIN_BYTES": 0}
+    saved = {name: getattr(_tiling, name) for name in forced}
+    for name, value in forced.items():
+        setattr(_tiling, name, value)
     _clear_plans()
     try:
         large = _random_pass(count, seed)
     finally:
-        _tiling.SMALL_OUTPUT_BYTES = saved
+        for name, value in saved.items():
+            setattr(_tiling, name, value)
         _clear_plans()
     report["large_plans_mismatch_count"] = large["mismatch_count"]
     report["large_plans_mismatches"] = large["mismatches"]
