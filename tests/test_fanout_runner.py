@@ -77,12 +77,16 @@ def test_a_crash_is_its_executors_case_and_the_other_executor_goes_on(tmp_path: 
 
 
 def test_an_oracle_error_names_the_fanout_ticket_and_the_rest_is_kept(tmp_path: Path) -> None:
-    good = ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=60)
+    # The journaled submit collects verdicts first, so an executor that had already answered
+    # the first Case would get the second too: a right but slow impl keeps it in flight
+    # (with plain aten this test failed once in a loaded full run).
+    good = ProcessRunner("tests.faulty.slow:impl", "cpu", timeout=60)
     bad = ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=60, oracle="no_such_oracle")
     path = tmp_path / "main.jsonl"
     runner = JournaledRunner(FanoutRunner([good, bad]), Journal(path, env=ENV), "t")
-    first = runner.submit(square(0))  # executor 0, its ticket 1
+    first = runner.submit(square(0))  # executor 0 (busy for seconds), its ticket 1
     second = runner.submit(square(2))  # executor 1, its ticket 1 too: ours is 2
+    assert runner.inner._pending == {first: 0, second: 1}
     with pytest.raises(ExecutorError) as raised:  # an oracle that raises
         runner.drain()
     assert raised.value.tickets == (second,)  # type: ignore[attr-defined]
