@@ -34,13 +34,13 @@ def test_saved_choices_replay_first_and_shrink() -> None:
 
     check._hypothesis_internal_add_digest = b"shard:0"  # type: ignore[attr-defined]
     strategy = st.lists(st.integers(0, 10_000), min_size=3, max_size=6)
-    settings(max_examples=60, database=None)(seed(5)(given(strategy)(record)))()
+    settings(max_examples=60, database=None, deadline=None)(seed(5)(given(strategy)(record)))()
     big = next(xs for xs in remembered if sum(xs) >= 1000 and max(xs) > 1000)
     database = InMemoryExampleDatabase()
     assert not pipeline.remembers(database, check)
     pipeline.save_for_replay(database, check, remembered[big])
     assert pipeline.remembers(database, check)
-    replay = settings(max_examples=60, database=database,
+    replay = settings(max_examples=60, database=database, deadline=None,
                       phases=pipeline.replay_phases(settings.default.phases))
     with pytest.raises(AssertionError):
         replay(seed(5)(given(strategy)(check)))()
