@@ -255,6 +255,35 @@ def _tail(log: Path, start: int, index: int, limit: int = 4000) -> str:
     return text[-limit:].decode("utf-8", "replace")
 
 
+#: The longest a hang's verdict waits for the executor's stack dump (seconds).
+DUMP_WAIT = 3.0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _await_quiet_growth(path: Path, before: int, quiet: float = 0.1,
+                        limit: float = DUMP_WAIT) -> None:
+    """Wait until ``path`` has grown past ``before`` and then not grown for ``quiet``
+    seconds (faulthandler's stack dump is written), or ``limit`` seconds have passed.
+
+    A fixed wait (0.5 s) read the log before a descheduled executor had written its stack.
+    """
+    deadline = time.monotonic() + limit
+    size, changed = before, None
+    while time.monotonic() < deadline:
+        now = _size(path)
+        if now != size:
+            size, changed = now, time.monotonic()
+        elif changed is not None and time.monotonic() - changed >= quiet:
+            return
+        time.sleep(0.02)
+
+
 class ProcessRunner:
     """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
 
@@ -598,8 +627,9 @@ class ProcessRunner:
     def _hang(self, head: _Request) -> Verdict:
         details = self._base(head)
         if self.log is not None and self._proc is not None:
+            before = _size(self.log)
             self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
-            time.sleep(0.5)
+            _await_quiet_growth(self.log, before)
             details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         self._kill()
         return Verdict("hang", "executor:timeout",
