@@ -208,8 +208,10 @@ def suite_command(opts: Options, report: Path) -> list[str]:
 
 
 def suite_environment(opts: Options) -> dict[str, str]:
-    """The suite's environment: the current directory importable (for ``--impl``)."""
-    env = dict(os.environ)
+    """The suite's environment: the current directory importable (for ``--impl``), and no
+    xdist worker identity inherited (a gate run from inside an xdist worker, as the tests
+    do, would name its run directories after that worker)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()),
                                                       env.get("PYTHONPATH", "")]))
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 from diagfuzz import gate, gate_report
 from diagfuzz.classify import Classification
@@ -59,6 +60,15 @@ def test_suite_command_uses_the_plugin_options(tmp_path) -> None:
         assert part in joined
     assert "--diagfuzz-budget" not in gate.suite_command(
         gate.Options(budget=None, out_dir=tmp_path), tmp_path / "r.json")
+
+
+def test_suite_environment_drops_the_xdist_worker_identity(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw5")
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "abc")
+    monkeypatch.setenv("DIAGFUZZ_SOMETHING", "kept")
+    env = gate.suite_environment(gate.Options(out_dir=tmp_path))
+    assert not [k for k in env if k.startswith("PYTEST_XDIST")]
+    assert env["DIAGFUZZ_SOMETHING"] == "kept" and str(Path.cwd()) in env["PYTHONPATH"]
 
 
 def test_fixed_case_sets_cover_every_invalid_class() -> None:
