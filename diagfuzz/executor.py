@@ -348,8 +348,12 @@ class ProcessRunner:
         it while a shard is set up, so the report's pace does not count interpreter,
         torch and CUDA start-up or the warm-up as fuzzing time. With Cases in flight
         nothing is done (see ``launch``)."""
-        if self._queue:
-            return
+        if not self._queue:
+            self._ensure_ready()
+
+    def _ensure_ready(self) -> None:
+        """A live executor whose "ready" has been read: wait for a launched one, start one
+        where none runs (or the last one died)."""
         if not self._alive():
             self._kill()
             self._start()
@@ -535,11 +539,7 @@ class ProcessRunner:
     def _send_to_idle(self, message: str) -> None:
         """Send to a live executor with nothing in flight (starting one if needed)."""
         for _ in range(3):
-            if not self._alive():
-                self._kill()
-                self._start()
-            elif self._starting:
-                self._await_ready()
+            self._ensure_ready()
             try:
                 assert self._out is not None
                 self._out.send(message)

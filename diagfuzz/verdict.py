@@ -44,11 +44,11 @@ class Verdict:
         """The passing verdict."""
         return Verdict("pass", case=case)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, with_case: bool = True) -> dict[str, Any]:
         """The Verdict as plain values (``dataclasses.asdict``'s result, without its deep
-        copy of the Case)."""
+        copy of the Case); ``with_case=False`` leaves ``case`` None."""
         return {"kind": self.kind, "check": self.check, "message": self.message,
-                "case": self.case.to_dict() if self.case else None,
+                "case": self.case.to_dict() if with_case and self.case else None,
                 "details": _plain(self.details)}
 
     def to_json(self) -> str:
@@ -58,9 +58,7 @@ class Verdict:
     def to_json_without_case(self) -> str:
         """``to_json`` with ``case`` None: for a receiver that holds the Case already (the
         executor's reply to the runner that sent it; ``from_json(text, case=...)``)."""
-        return json.dumps({"kind": self.kind, "check": self.check, "message": self.message,
-                           "case": None, "details": _plain(self.details)},
-                          sort_keys=True, default=repr)
+        return json.dumps(self.to_dict(with_case=False), sort_keys=True, default=repr)
 
     @staticmethod
     def from_json(text: str | dict, case: Case | None = None) -> Verdict:
