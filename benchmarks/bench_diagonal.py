@@ -44,6 +44,11 @@ from diagfuzz.ops._words import as_words
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int8": torch.int8, "bool": torch.bool}
 MB = 1 << 20
+#: Rows writing less than this are timed in --small-rounds rounds: near the launch floor
+#: (~4 us) do_bench's median of one round moves by ~0.3 us between rounds
+#: (benchmarks/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), as much as the
+#: differences being measured, while more rounds of a 4 us kernel cost well under a second.
+SMALL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -354,11 +359,15 @@ def main() -> int:
                              "diagfuzz.ops._tiling (e.g. FILL_WORDS_PER_LANE=8) for this run")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved timing rounds per row (median over rounds)")
+    parser.add_argument("--small-rounds", type=int, default=9,
+                        help="rounds for rows whose result is under SMALL_BYTES: at the "
+                             "~4 us launch floor a round's median moves by ~0.3 us (7%%)")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.rounds < 1 or args.small_rounds < 1:
+        parser.error(f"--rounds and --small-rounds must be at least 1, got {args.rounds} "
+                     f"and {args.small_rounds}")
     overrides = _tiling.override(args.set)
     if ops.INTERPRET:
         print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
@@ -395,13 +404,15 @@ def main() -> int:
         timed = dict(fns)
         if s.op == "backward":  # the floor at this size: a fill alone of the same bytes
             timed["fill_same"] = same_size_fill(out_bytes)
-        times = interleaved_us(timed, args.quick, args.rounds)
+        rounds = args.small_rounds if out_bytes < SMALL_BYTES else args.rounds
+        times = interleaved_us(timed, args.quick, rounds)
         if s.op == "backward":
             floor = (out_bytes / fill_bw + 2 * read_bytes / copy_bw) * 1e6
         else:
             floor = 2 * (out_bytes + read_bytes) / copy_bw * 1e6
         row = Row(s, out_bytes, read_bytes, times["aten"], times["two_launch"],
                   times["ours"], floor)
+        row.extra["rounds"] = rounds
         row.extra["ours_TBps"] = (out_bytes + read_bytes) / (row.ours_us * 1e-6) / 1e12
         row.extra["fill_frac"] = out_bytes / (row.ours_us * 1e-6) / fill_bw
         if s.op == "backward":

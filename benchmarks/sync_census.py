@@ -5,7 +5,8 @@ Why: without MPS, processes sharing a GPU are time-sliced; a process that waits 
 each synchronisation per Case costs more the more executors share the GPU. The oracle is
 meant to synchronise once per Case (``oracles.transfer``); this counts what it really does
 with ``torch.cuda.set_sync_debug_mode("warn")``, which warns at every synchronising op, and
-times each stream's Cases in process alongside.
+times each stream's Cases in process alongside (a second pass over the same Cases, so
+no compilation is timed).
 
     python benchmarks/sync_census.py [--cases 300] [--json PATH]
 """
@@ -33,7 +34,7 @@ def census(cases: int, seed: int, impl: str) -> dict:
     out: dict = {}
     for stream in STREAMS:
         drawn, _ = draw(stream, cases, seed, 4096, families=True)
-        for case in drawn[:20]:  # warm: compilation and first-use synchronisations apart
+        for case in drawn:  # warm: compilations and first-use synchronisations apart
             runner.run(case)
         torch.cuda.synchronize()
         t0 = time.perf_counter()

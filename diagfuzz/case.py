@@ -246,8 +246,25 @@ def materialise(case: Case, device: str | torch.device = "cpu") -> torch.Tensor:
     numel = max(layout.storage_size, 1)
     storage = _random_storage(case, numel)
     _apply_specials(storage, case.values.specials)
-    storage = storage.to(device)
+    storage = upload(storage, device)
     return storage.as_strided(layout.shape, layout.strides, layout.storage_offset)
+
+
+def upload(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    """``t`` copied to ``device`` without the host waiting for the copy (CUDA), else ``.to``.
+
+    Why: a copy from pageable host memory makes the host wait for the GPU, and where
+    several processes share one GPU (executors, without MPS) each such wait can last another
+    process's time slice: on an H200 each synchronisation cost about 250 µs more a Case with
+    2 to 8 processes than with one (benchmarks/sync_census.py and the concurrency rows in
+    BENCHMARKS.md). Staged through pinned memory (torch's caching host allocator keeps the
+    block until the copy is done), the copy is queued like a kernel, and the Case's one copy
+    back is its only wait. Bytes are copied, never values.
+    """
+    device = torch.device(device)
+    if device.type != "cuda" or t.device.type != "cpu":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def call_arguments(case: Case, device: str | torch.device = "cpu") -> dict[str, Any]:

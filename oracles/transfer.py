@@ -3,8 +3,9 @@
 Why: on a GPU every small op costs ~5-10 us of launch and every host read of a device value
 (``torch.equal``, ``.item()``, ``bool(t)``) a synchronisation; the oracle's judgement is
 dozens of such ops on tiny tensors. So the oracle moves storages, not values: the input's
-storage goes to the device in one copy (``to_device``), and every storage the judgement
-needs comes back in one copy (``to_host``), after which all comparisons are host work. Bytes
+storage goes to the device in one copy the host does not wait for (``to_device``), and
+every storage the judgement needs comes back in one copy (``to_host``), the Case's one
+synchronisation, after which all comparisons are host work. Bytes
 are moved, never values, so nothing (NaN payloads, signed zeros, bool bytes) can change on
 the way. On the CPU both are no-ops: the same code runs, on the same memory.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
+from diagfuzz.case import upload
 
 #: Every chunk of the copy back starts at a multiple of this (the widest element), so any
 #: dtype can be viewed in place at its offset.
@@ -31,7 +34,7 @@ def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     if t.device == device or (device.index is None and t.device.type == device.type):
         return t
     flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
-    return flat.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
+    return upload(flat, device).as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def to_host(tensors: list[torch.Tensor],

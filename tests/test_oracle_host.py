@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values
+from diagfuzz.case import Case, Layout, Values, upload
 from diagfuzz.impl import aten, triton_aten
 from diagfuzz.ops._words import as_words
 from diagfuzz.oracles import checks, index_reference, reference, transfer
@@ -332,3 +332,20 @@ def test_a_stray_write_into_the_device_reference_is_the_impls_out_of_bounds_writ
     assert_fails(verdict, "mismatch", "out-of-bounds")
     assert verdict.details["foreign"] == "device reference"
     assert len(made) == 2  # the reference, then aten's kernel alone on the failure path
+
+
+def test_upload_keeps_every_bit_and_never_waits_for_a_gpu() -> None:
+    nan_payload = torch.tensor([0x7FC12345, -0x80000000, 0x7F800001], dtype=torch.int32)
+    tensors = [nan_payload.view(torch.float32), torch.tensor([True, False, True]),
+               torch.randn(5, dtype=torch.complex128), torch.arange(9, dtype=torch.int8)]
+    device = torch.device(ops.DEVICE)
+    for t in tensors:
+        if device.type == "cuda":  # a synchronising copy raises here
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            there = upload(t, device)
+        finally:
+            if device.type == "cuda":
+                torch.cuda.set_sync_debug_mode("default")
+        assert there.device.type == device.type and there.dtype == t.dtype
+        assert torch.equal(as_words(there.cpu()), as_words(t))
