@@ -8,7 +8,10 @@ this wraps any command, samples ``/proc`` (and ``nvidia-smi`` where there is one
     python benchmarks/cpu_sampler.py --json out.json -- python benchmarks/bench_throughput.py ...
 
 Roles: ``executor`` (diagfuzz's spawned executors), ``worker`` (xdist workers), ``main``
-(everything else in the tree, e.g. the pytest controller).
+(everything else in the tree, e.g. the pytest controller). Whole-run shares mix start-up
+(imports, CUDA, warm-up: CPU-bound) with the fuzzing, so ``series`` also gives, per sample,
+each role's processes and CPUs busy since the previous sample ([processes, CPUs]): the
+shards are the stretch before the end where the executors are up.
 """
 
 from __future__ import annotations
@@ -94,9 +97,13 @@ def sample(command: list[str], interval_s: float) -> dict:
     proc = subprocess.Popen(command)
     last: dict[int, tuple[str, float, float, float]] = {}  # pid -> role, cpu, first, last seen
     peak: dict[str, int] = {}
+    series: list[dict] = []  # per sample: each role's CPUs busy since the previous sample
+    before: dict[int, float] = {}
+    previous = start
     while proc.poll() is None:
         now = time.perf_counter()
         alive: dict[str, int] = {}
+        busy: dict[str, float] = {}
         for pid in _descendants(proc.pid):
             cpu = _cpu_s(pid)
             if cpu is None:
@@ -104,8 +111,14 @@ def sample(command: list[str], interval_s: float) -> dict:
             role, _, first, _ = last.get(pid, (_role(pid), 0.0, now, now))
             last[pid] = (role, cpu, first, now)
             alive[role] = alive.get(role, 0) + 1
+            busy[role] = busy.get(role, 0.0) + cpu - before.get(pid, cpu)
+            before[pid] = cpu
         for role, n in alive.items():
             peak[role] = max(peak.get(role, 0), n)
+        if now > previous:
+            series.append({"t": round(now - start, 2), **{
+                role: [alive[role], round(busy[role] / (now - previous), 2)] for role in alive}})
+        previous = now
         time.sleep(interval_s)
     wall = time.perf_counter() - start
     busy1, total1 = _machine_busy()
@@ -133,6 +146,7 @@ def sample(command: list[str], interval_s: float) -> dict:
         "roles": roles,
         "gpu_util_mean": round(sum(gpu_util) / len(gpu_util), 1) if gpu_util else None,
         "gpu_util_mean_when_used": round(sum(busy_gpu) / len(busy_gpu), 1) if busy_gpu else None,
+        "series": series,
     }
 
 
