@@ -45,9 +45,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
           "int8": torch.int8, "bool": torch.bool}
 MB = 1 << 20
 #: Rows writing less than this are timed in --small-rounds rounds: near the launch floor
-#: (~4 us) do_bench's median of one round moves by ~0.3 us between rounds
-#: (benchmarks/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), as much as the
-#: differences being measured, while more rounds of a 4 us kernel cost well under a second.
+#: (~4 us) the rows' differences are tenths of a microsecond, about the floor's own spread
+#: (benchmarks/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), while more
+#: rounds of a 4 us kernel cost well under a second.
 SMALL_BYTES = 64 * 1024
 
 
@@ -360,8 +360,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved timing rounds per row (median over rounds)")
     parser.add_argument("--small-rounds", type=int, default=9,
-                        help="rounds for rows whose result is under SMALL_BYTES: at the "
-                             "~4 us launch floor a round's median moves by ~0.3 us (7%%)")
+                        help=f"rounds for rows whose result is under {SMALL_BYTES // 1024} "
+                             "KB: near the ~4 us launch floor")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()

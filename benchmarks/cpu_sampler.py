@@ -98,8 +98,6 @@ def sample(command: list[str], interval_s: float) -> dict:
     last: dict[int, tuple[str, float, float, float]] = {}  # pid -> role, cpu, first, last seen
     peak: dict[str, int] = {}
     series: list[dict] = []  # per sample: each role's CPUs busy since the previous sample
-    before: dict[int, float] = {}
-    previous = start
     while proc.poll() is None:
         now = time.perf_counter()
         alive: dict[str, int] = {}
@@ -108,17 +106,17 @@ def sample(command: list[str], interval_s: float) -> dict:
             cpu = _cpu_s(pid)
             if cpu is None:
                 continue
-            role, _, first, _ = last.get(pid, (_role(pid), 0.0, now, now))
+            role, before, first, seen = last.get(pid, ("main", cpu, now, now))
+            if role == "main":  # caught between fork and exec: look again
+                role = _role(pid)
             last[pid] = (role, cpu, first, now)
             alive[role] = alive.get(role, 0) + 1
-            busy[role] = busy.get(role, 0.0) + cpu - before.get(pid, cpu)
-            before[pid] = cpu
+            if now > seen:  # over this process's own interval (it may have missed a sample)
+                busy[role] = busy.get(role, 0.0) + (cpu - before) / (now - seen)
         for role, n in alive.items():
             peak[role] = max(peak.get(role, 0), n)
-        if now > previous:
-            series.append({"t": round(now - start, 2), **{
-                role: [alive[role], round(busy[role] / (now - previous), 2)] for role in alive}})
-        previous = now
+        series.append({"t": round(now - start, 2), **{
+            role: [alive[role], round(busy.get(role, 0.0), 2)] for role in alive}})
         time.sleep(interval_s)
     wall = time.perf_counter() - start
     busy1, total1 = _machine_busy()

@@ -250,21 +250,29 @@ def materialise(case: Case, device: str | torch.device = "cpu") -> torch.Tensor:
     return storage.as_strided(layout.shape, layout.strides, layout.storage_offset)
 
 
+#: Largest storage ``upload`` stages through pinned memory: bigger ones (a reproducer of a
+#: large Case) take the plain copy, as pinning gigabytes is slow and torch's host allocator
+#: keeps the block for the life of the process. Fuzz Cases are far below it.
+STAGE_MAX_BYTES = 1 << 24
+
+
 def upload(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     """``t`` copied to ``device`` without the host waiting for the copy (CUDA), else ``.to``.
 
-    Why: a copy from pageable host memory makes the host wait for the GPU, and where
-    several processes share one GPU (executors, without MPS) each such wait can last another
-    process's time slice: on an H200 each synchronisation cost about 250 µs more a Case with
-    2 to 8 processes than with one (benchmarks/sync_census.py and the concurrency rows in
-    BENCHMARKS.md). Staged through pinned memory (torch's caching host allocator keeps the
-    block until the copy is done), the copy is queued like a kernel, and the Case's one copy
-    back is its only wait. Bytes are copied, never values.
+    Why: a copy from pageable host memory makes the host wait for the GPU, so each valid
+    Case waited twice instead of once and each invalid Case once instead of never
+    (benchmarks/sync_census.py on an H200). Staged through a fresh pinned buffer (torch's
+    caching host allocator keeps it until the copy is done), the copy is queued like a
+    kernel. It removes those waits; what they cost where processes share a GPU is not
+    pinned down (BENCHMARKS.md). Bytes are copied, never values.
     """
     device = torch.device(device)
-    if device.type != "cuda" or t.device.type != "cpu":
+    if (device.type != "cuda" or t.device.type != "cpu"
+            or t.numel() * t.element_size() > STAGE_MAX_BYTES):
         return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
+    staged = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    staged.copy_(t)  # always a copy: the caller may change t once this returns
+    return staged.to(device, non_blocking=True)
 
 
 def call_arguments(case: Case, device: str | torch.device = "cpu") -> dict[str, Any]:

@@ -339,13 +339,16 @@ def test_upload_keeps_every_bit_and_never_waits_for_a_gpu() -> None:
     tensors = [nan_payload.view(torch.float32), torch.tensor([True, False, True]),
                torch.randn(5, dtype=torch.complex128), torch.arange(9, dtype=torch.int8)]
     device = torch.device(ops.DEVICE)
+    if device.type != "cuda":  # on the CPU it is no copy at all
+        assert all(upload(t, device) is t for t in tensors)
+        return
     for t in tensors:
-        if device.type == "cuda":  # a synchronising copy raises here
-            torch.cuda.set_sync_debug_mode("error")
+        source = t.clone()
+        torch.cuda.set_sync_debug_mode("error")  # a synchronising copy raises here
         try:
-            there = upload(t, device)
+            there = upload(source, device)
         finally:
-            if device.type == "cuda":
-                torch.cuda.set_sync_debug_mode("default")
-        assert there.device.type == device.type and there.dtype == t.dtype
+            torch.cuda.set_sync_debug_mode("default")
+        as_words(source).fill_(0)  # changing the source at once must not reach the copy
+        assert there.device.type == "cuda" and there.dtype == t.dtype
         assert torch.equal(as_words(there.cpu()), as_words(t))
