@@ -68,7 +68,7 @@ class RunPlan:
     run_dir: str
     workers: int
     #: Cases per family at most (diagfuzz.strategies.MAX_MEMBERS; 1: a Case per example).
-    max_members: int = 8
+    max_members: int = 12
     #: Pipeline draws with checks (process isolation only; diagfuzz.pipeline).
     pipeline: bool = True
     #: Executor processes one pipelined worker feeds (diagfuzz.fanout; 1: one, as before).

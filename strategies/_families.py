@@ -13,7 +13,7 @@ base's do.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import replace
 
 import torch
@@ -43,14 +43,18 @@ from diagfuzz.strategies._invalid import (
 )
 from diagfuzz.strategies._values import draw_values
 
-#: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings).
-MAX_MEMBERS = 8
-#: Cases per family on average at MAX_MEMBERS, measured for each stream (12 seeds x 50 and
-#: x 125 families: valid 3.8 to 4.2, invalid 3.8; single shards range 2.7 to 5.8): the
-#: sibling count is one uniform draw, and Hypothesis draws the simplest count, 0, for
-#: about one family in five. A fuzz loop divides its Case budget by this to get
-#: Hypothesis' max_examples (diagfuzz.profiles).
-MEAN_MEMBERS = 4.0
+#: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings). 12, not
+#: 8: a worker's Hypothesis engine costs per example, and on a GPU the worker's drawing is
+#: what limits it; families of up to 12 made a worker-bound suite run 17% more Cases/s (CPU,
+#: aten impl: 2,202 -> 2,576 in shards) while all 17 planted bugs over 10 seeds took about
+#: as many Cases and CPU to catch (2,325 -> 2,412 Cases, 3.1 -> 3.2 s; BENCHMARKS.md).
+MAX_MEMBERS = 12
+#: Cases per family on average at MAX_MEMBERS, measured for each stream (12 seeds x 125
+#: families: diagonal 5.89, backward 6.50, invalid 5.38; single shards 3.4 to 8.5): each
+#: sibling follows a "one more?" draw that stops the family below STOP_BELOW of 100, and
+#: Hypothesis draws the simplest value, 0 (stop), more often than that. A fuzz loop divides
+#: its Case budget by this to get Hypothesis' max_examples (diagfuzz.profiles).
+MEAN_MEMBERS = 5.9
 
 Family = tuple[Case, ...]
 #: dims and offsets of a LOW_RANK Case (as ``_low_rank`` draws them).
@@ -61,7 +65,7 @@ EXTREME_OFFSETS = (INT64_MAX, -INT64_MAX, -INT64_MAX - 1)
 
 def mean_members(max_members: int) -> float:
     """Cases per family on average at ``max_members``: MEAN_MEMBERS at MAX_MEMBERS, 1 at 1,
-    linear between (the sibling count is uniform, with the same share of simplest draws)."""
+    linear between (an estimate there: the "one more?" draws make the size geometric)."""
     check_max_members(max_members)
     return 1 + (max_members - 1) * (MEAN_MEMBERS - 1) / (MAX_MEMBERS - 1)
 
@@ -190,9 +194,25 @@ def _length(rows: int, cols: int, offset: int) -> int:
 
 # --- the family strategies ---------------------------------------------------------------
 
-def _siblings(draw: st.DrawFn, max_members: int) -> int:
-    """How many siblings follow the base: one uniform draw, shrinking to 0."""
-    return below(draw, max_members)
+#: Each sibling follows its own "one more?" draw: below STOP_BELOW (of 100) the family ends.
+_MORE = ints(0, 99)
+STOP_BELOW = 8
+
+
+def _siblings(draw: st.DrawFn, max_members: int) -> Iterator[int]:
+    """Yields once per sibling to draw after the base, up to ``max_members - 1``.
+
+    Each sibling is preceded by its own "one more?" draw, which shrinks to "no": the
+    shrinker can delete any sibling with its draw, not only the last, so a failing later
+    sibling loses the ones before it. (With one count drawn first, deleting an earlier
+    sibling needed the count lowered and the sibling's span deleted together, which the
+    shrinker did by luck: with families of up to 12, 6 of 20 seeds kept an unneeded
+    sibling.)
+    """
+    for index in range(max_members - 1):
+        if draw(_MORE) < STOP_BELOW:
+            return
+        yield index
 
 
 def _diagonal_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
@@ -205,7 +225,7 @@ def _diagonal_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Fami
         rank = len(base.sizes)
         d1, d2 = base.dim1 % rank, base.dim2 % rank
         family = [base]
-        for _ in range(_siblings(draw, max_members)):
+        for _ in _siblings(draw, max_members):
             offset = draw_offset(draw, n.offsets, base.sizes[d1], base.sizes[d2])
             dtype = draw(choice(dtypes))
             where = (placement(base.layout, diagonal_of(base.sizes, offset, d1, d2))
@@ -229,7 +249,7 @@ def _backward_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Fami
         offsets = same_length_offsets(rows, cols, base.offset)
         where = placement(base.layout) if n.specials else None
         family = [base]
-        for _ in range(_siblings(draw, max_members)):
+        for _ in _siblings(draw, max_members):
             offset = offsets[below(draw, len(offsets))]
             dtype = draw(choice(dtypes))
             values = draw_values(draw, dtype, where, n.value_modes)
@@ -250,7 +270,7 @@ def _invalid_families(ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowi
         if unbroken is not None and not kinds:
             return (base,)
         family = [base]
-        for _ in range(_siblings(draw, max_members)):
+        for _ in _siblings(draw, max_members):
             if unbroken is None:
                 family.append(_low_rank_sibling(draw, base, n))
                 continue

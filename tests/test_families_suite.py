@@ -14,6 +14,7 @@ import torch
 
 from diagfuzz import journal, oracles
 from diagfuzz.case import Case
+from diagfuzz.strategies import MAX_MEMBERS
 from tests.faulty._base import Faulty, flip_first_bit
 from tests.test_suite_run import SMALL, fuzz
 
@@ -61,7 +62,7 @@ def test_the_case_budget_holds_with_families(tmp_path: Path) -> None:
     code, out, report = fuzz(tmp_path, *args)
     assert code == 0, out
     assert 240 * 0.6 <= report["cases"] <= 240 * 1.5, report["counts"]
-    assert report["max_members"] == 8 and report["cases_per_shard"] == 40
+    assert report["max_members"] == MAX_MEMBERS and report["cases_per_shard"] == 40
     code, out, report = fuzz(tmp_path, *args, "--diagfuzz-max-members", "1", root="one")
     assert code == 0, out
     assert report["cases"] == 240 and report["max_members"] == 1
