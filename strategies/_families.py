@@ -3,12 +3,12 @@
 Drawing a Case costs about 30 choices (rank, sizes, dims, offset, dtype, layout, values), and
 Hypothesis spends tens of microseconds on each plus a fixed cost per example, so drawing,
 not running, limited a GPU worker (600-780 Cases/s on an H200 host). A family draws one
-base Case exactly as the Case strategies do, then a drawn number of siblings that reuse the
-base's dear choices (sizes, dims, layout) and draw only their own few: about 5 choices a
-sibling. Every member is a complete, ordinary Case; the family is a tuple of them, base
-first. A family shrinks like its failing member: the sibling count shrinks towards 0, the
-shared choices shrink as in the Case strategies, and a sibling's own choices shrink as the
-base's do.
+base Case exactly as the Case strategies do, then siblings, each after a "one more?" draw,
+that reuse the base's dear choices (sizes, dims, layout) and draw only their own few: about
+5 choices a sibling. Every member is a complete, ordinary Case; the family is a tuple of
+them, base first. A family shrinks like its failing member: siblings a failure does not
+need are deleted with their "one more?" draws, the shared choices shrink as in the Case
+strategies, and a sibling's own choices shrink as the base's do.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def mean_members(max_members: int) -> float:
 
 
 def check_max_members(max_members: int) -> int:
-    """A family size of at least 1 (1: families of one Case, no sibling count drawn)."""
+    """A family size of at least 1 (1: families of one Case, no "one more?" draw)."""
     if isinstance(max_members, bool) or not isinstance(max_members, int) or max_members < 1:
         raise InvalidArgument(f"max_members={max_members!r} must be an int >= 1")
     return max_members
@@ -93,7 +93,7 @@ def diagonal_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     the offset and dtype) and draws its own offset (any of ``offsets``), dtype and values,
     with specials placed on its own diagonal: about 5 choices instead of about 30.
 
-    Shrinks towards a family of one (the sibling count towards 0), then as
+    Shrinks towards a family of one (the first "one more?" draw towards "no"), then as
     ``diagonal_cases`` does; a failing sibling keeps its own offset, dtype and values and
     shrinks them as the base's.
     """
