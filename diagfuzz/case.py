@@ -264,7 +264,8 @@ def upload(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     (benchmarks/sync_census.py on an H200). Staged through a fresh pinned buffer (torch's
     caching host allocator keeps it until the copy is done), the copy is queued like a
     kernel. It removes those waits; what they cost where processes share a GPU is not
-    pinned down (BENCHMARKS.md). Bytes are copied, never values.
+    pinned down (BENCHMARKS.md). Callers pass whole contiguous storages, which both copies
+    move as bytes, never as values (no bool or NaN normalised).
     """
     device = torch.device(device)
     if (device.type != "cuda" or t.device.type != "cpu"
