@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="total Cases over all shards, about (the suite draws Case "
                          "families; default: the profile's)")
     group.addoption("--diagfuzz-max-members", type=int, default=None, metavar="N",
-                    help="Cases per family at most (default: the profile's, 8; gate 1); "
+                    help="Cases per family at most (default: the profile's, 12; gate 1); "
                          "1 draws one Case per Hypothesis example")
     group.addoption("--diagfuzz-max-elements", type=int, default=None, metavar="N",
                     help="largest tensor the strategies draw (default: the profile's)")

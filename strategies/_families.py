@@ -50,11 +50,14 @@ from diagfuzz.strategies._values import draw_values
 #: as many Cases and CPU to catch (2,325 -> 2,412 Cases, 3.1 -> 3.2 s; BENCHMARKS.md).
 MAX_MEMBERS = 12
 #: Cases per family on average at MAX_MEMBERS, measured for each stream (12 seeds x 125
-#: families: diagonal 5.89, backward 6.50, invalid 5.38; single shards 3.4 to 8.5): each
-#: sibling follows a "one more?" draw that stops the family below STOP_BELOW of 100, and
-#: Hypothesis draws the simplest value, 0 (stop), more often than that. A fuzz loop divides
-#: its Case budget by this to get Hypothesis' max_examples (diagfuzz.profiles).
+#: families, two runs: diagonal 5.9-6.2, backward 6.5-6.9, invalid 5.3-5.4, all 5.9-6.1;
+#: single shards 3.4 to 8.5; benchmarks/results/cpu-families-12/family-sizes.txt), below
+#: the 7.9 that a stop chance of STOP_BELOW% a sibling alone would give. A fuzz loop
+#: divides its Case budget by this to get Hypothesis' max_examples (diagfuzz.profiles).
 MEAN_MEMBERS = 5.9
+#: The chance of one more sibling that ``mean_members`` assumes: fitted to the measured
+#: means at 2, 4, 8 and 12 members (1.62, 2.94, 4.73, 6.14), within 10% at each.
+CONTINUE = 0.92
 
 Family = tuple[Case, ...]
 #: dims and offsets of a LOW_RANK Case (as ``_low_rank`` draws them).
@@ -65,9 +68,11 @@ EXTREME_OFFSETS = (INT64_MAX, -INT64_MAX, -INT64_MAX - 1)
 
 def mean_members(max_members: int) -> float:
     """Cases per family on average at ``max_members``: MEAN_MEMBERS at MAX_MEMBERS, 1 at 1,
-    linear between (an estimate there: the "one more?" draws make the size geometric)."""
+    and between them the truncated geometric sum the "one more?" draws make (CONTINUE),
+    scaled to meet MEAN_MEMBERS (a straight line was 12-25% low at 2 to 8)."""
     check_max_members(max_members)
-    return 1 + (max_members - 1) * (MEAN_MEMBERS - 1) / (MAX_MEMBERS - 1)
+    reach = (1 - CONTINUE ** (max_members - 1)) / (1 - CONTINUE ** (MAX_MEMBERS - 1))
+    return 1 + (MEAN_MEMBERS - 1) * reach
 
 
 def check_max_members(max_members: int) -> int:

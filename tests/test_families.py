@@ -133,7 +133,7 @@ def test_same_length_offsets_reach_both_ends_of_a_run() -> None:
 
 def test_one_member_families_are_the_case_strategies_cases() -> None:
     """max_members=1 draws exactly the Cases of the Case strategy for the same seed: the
-    base is drawn as before, and no sibling count follows it."""
+    base is drawn as before, and no "one more?" draw follows it."""
     pairs = [(diagonal_case_families, diagonal_cases),
              (diagonal_backward_case_families, diagonal_backward_cases),
              (invalid_case_families, invalid_cases)]
@@ -165,6 +165,13 @@ def test_family_sizes_average_about_mean_members() -> None:
     assert max(sizes) == MAX_MEMBERS and min(sizes) == 1
     assert 0.7 * MEAN_MEMBERS < sum(sizes) / len(sizes) < 1.3 * MEAN_MEMBERS, sizes
     assert mean_members(MAX_MEMBERS) == MEAN_MEMBERS and mean_members(1) == 1
+
+
+def test_mean_members_estimates_smaller_families_too() -> None:
+    """A shard's example count comes from mean_members(--diagfuzz-max-members): within 25%
+    of what is drawn at 4 members (a straight line from 1 to MEAN_MEMBERS was 20% low)."""
+    sizes = [len(f) for f in _draw(diagonal_case_families(max_members=4), 300)]
+    assert abs(sum(sizes) / len(sizes) / mean_members(4) - 1) < 0.25, sizes
 
 
 def test_narrowing_reaches_every_member() -> None:
