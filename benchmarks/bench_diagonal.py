@@ -214,19 +214,24 @@ def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
 
 
 def warm_up(shapes: list[Shape], seconds: float) -> float:
-    """Call the first rows' callables, untimed, for about ``seconds``; the time taken.
+    """Call the first 16 rows' callables, untimed, about ``seconds`` in all; the time taken.
 
     Why: a copy-only grid started on a fresh machine with no random pass before it
     (``--random 0``, as the sweeps run) read ours 1.3-3.4x slow on its first ~15 rows and
     normal later (H200, 88c5775, h200-copy-only-cold-88c5775.csv); the cause is not known
-    (clocks, host caches, first launches of each variant), so the timing starts warm.
+    (clocks, host caches, first launches of each variant), so the timing starts warm. Each
+    row's first calls (compiles, with --set new variants) are not counted in its share.
     """
     t0 = time.perf_counter()
-    for s in shapes[:16]:
-        if time.perf_counter() - t0 >= seconds:
-            break
-        fns, _, _ = prepare(s)
-        end = time.perf_counter() + seconds / 16
+    rows = shapes[:16]
+    for s in rows:
+        fns, out_bytes, _ = prepare(s)
+        if s.op == "backward":
+            fns["fill_same"] = same_size_fill(out_bytes)
+        for fn in fns.values():  # compiles and first launches, outside the row's share
+            fn()
+        torch.cuda.synchronize()
+        end = time.perf_counter() + seconds / len(rows)
         while time.perf_counter() < end:  # synchronised: no backlog of large kernels
             for fn in fns.values():
                 fn()
@@ -385,7 +390,8 @@ def main() -> int:
                         help=f"rounds for rows whose result is under {SMALL_BYTES // 1024} "
                              "KB: near the ~4 us launch floor")
     parser.add_argument("--warmup-s", type=float, default=3.0,
-                        help="seconds of untimed calls of the first rows before timing")
+                        help="seconds of untimed calls of the first rows before timing "
+                             "(0: none)")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
     args = parser.parse_args()
@@ -421,7 +427,7 @@ def main() -> int:
     if args.only:
         shapes = [s for s in shapes if re.search(args.only, s.label())]
         meta["only"] = args.only
-    meta["warm_up_s"] = warm_up(shapes, args.warmup_s)
+    meta["warm_up_s"] = warm_up(shapes, args.warmup_s) if args.warmup_s > 0 else 0.0
     for s in shapes:
         fns, out_bytes, read_bytes = prepare(s)
         if not same_bits(fns["ours"](), fns["aten"]()):
