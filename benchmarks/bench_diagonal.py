@@ -213,6 +213,15 @@ def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def with_fill(s: Shape, fns: dict[str, Callable[[], object]],
+              out_bytes: int) -> dict[str, Callable[[], object]]:
+    """What a row times: its callables, and for backward a fill alone of the same bytes
+    (the floor at this size)."""
+    if s.op != "backward":
+        return dict(fns)
+    return {**fns, "fill_same": same_size_fill(out_bytes)}
+
+
 def warm_up(shapes: list[Shape], seconds: float) -> float:
     """Call the first 16 rows' callables, untimed, about ``seconds`` in all; the time taken.
 
@@ -225,9 +234,7 @@ def warm_up(shapes: list[Shape], seconds: float) -> float:
     t0 = time.perf_counter()
     rows = shapes[:16]
     for s in rows:
-        fns, out_bytes, _ = prepare(s)
-        if s.op == "backward":
-            fns["fill_same"] = same_size_fill(out_bytes)
+        fns = with_fill(s, *prepare(s)[:2])
         for fn in fns.values():  # compiles and first launches, outside the row's share
             fn()
         torch.cuda.synchronize()
@@ -432,9 +439,7 @@ def main() -> int:
         fns, out_bytes, read_bytes = prepare(s)
         if not same_bits(fns["ours"](), fns["aten"]()):
             wrong.append(s.label())
-        timed = dict(fns)
-        if s.op == "backward":  # the floor at this size: a fill alone of the same bytes
-            timed["fill_same"] = same_size_fill(out_bytes)
+        timed = with_fill(s, fns, out_bytes)
         rounds = args.small_rounds if out_bytes < SMALL_BYTES else args.rounds
         times = interleaved_us(timed, args.quick, rounds)
         if s.op == "backward":
