@@ -2,9 +2,10 @@
 
 Why: at ``64x64`` (64 elements) do_bench reads ours 0.1-0.3 µs behind aten's 4.0-4.2 µs,
 while ncu times the two kernels alike (2.4-2.6 µs each, benchmarks/results). What is left is
-launch, not the kernel's work. This times, side by side in interleaved rounds (do_bench
-medians, L2 flushed): aten; ours; a minimal Triton gather (pointer, stride, count: one
-masked load and store); the same with as many runtime arguments as ours takes; and
+launch, not the kernel's work. This times, side by side in interleaved rounds
+(``bench_diagonal.interleaved_us``: do_bench medians, L2 flushed): aten; ours; a minimal
+Triton gather (pointer, stride, count: one masked load and store); the same with as many
+runtime arguments as ours takes; and
 ``torch.empty`` + that minimal kernel as ours calls it. If the minimal kernels sit where
 ours does, the gap is a Triton launch's, not this kernel's code.
 
@@ -14,13 +15,12 @@ ours does, the gap is a Triton launch's, not this kernel's code.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import torch
 import triton
 import triton.language as tl
-from triton.testing import do_bench
+from bench_diagonal import interleaved_us  # do_bench medians, rounds taking turns
 
 import diagfuzz.ops as ops
 
@@ -71,11 +71,7 @@ def main() -> int:
         if not torch.equal(out, want):
             print("launch_floor: the minimal kernel differs from aten", file=sys.stderr)
             return 1
-        samples: dict[str, list[float]] = {name: [] for name in fns}
-        for _ in range(args.rounds):
-            for name, fn in fns.items():
-                samples[name].append(do_bench(fn, warmup=10, rep=20, return_mode="median") * 1e3)
-        medians = {name: statistics.median(v) for name, v in samples.items()}
+        medians = interleaved_us(fns, quick=False, rounds=args.rounds)
         print(f"64x64 {str(dtype).removeprefix('torch.')} (µs, median of {args.rounds} rounds; "
               f"triton {triton.__version__}): " + ", ".join(
                   f"{name} {us:.2f} ({medians['aten'] / us:.2f}x aten)"
