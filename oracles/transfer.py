@@ -73,10 +73,11 @@ def download(t: torch.Tensor) -> torch.Tensor:
     if t.device.type != "cuda":
         return t.cpu()
     host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    host.copy_(t, non_blocking=True)
-    done = torch.cuda.Event(blocking=True)
-    done.record()
-    done.synchronize()
+    with torch.cuda.device(t.device):  # the copy and the event on t's GPU's stream
+        host.copy_(t, non_blocking=True)
+        done = torch.cuda.Event(blocking=True)
+        done.record(torch.cuda.current_stream(t.device))
+        done.synchronize()
     return host
 
 
