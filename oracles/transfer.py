@@ -65,10 +65,11 @@ def download(t: torch.Tensor) -> torch.Tensor:
     """A host copy of ``t``, waited for without spinning a core (CUDA), else ``.cpu()``.
 
     Why: a plain ``.cpu()`` waits in a busy loop (CUDA's default while a process has fewer
-    contexts than the host has cores). Eight executors sharing an H200 then kept up to 14 of
-    its 16 cores busy waiting while their four workers, whose drawing limits the suite,
-    got half a core each (benchmarks/cpu_sampler.py, BENCHMARKS.md). A blocking-sync event
-    puts the waiting thread to sleep instead. The copy lands in pinned memory.
+    contexts than the host has cores). With four workers and eight executors on one H200
+    host the 16 cores were at times all busy, mostly in executors, while the workers, whose
+    drawing limits the suite, got about 0.7 of a core each (benchmarks/cpu_sampler.py,
+    BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead. The copy
+    lands in pinned memory. Not yet measured on a GPU.
     """
     if t.device.type != "cuda":
         return t.cpu()
