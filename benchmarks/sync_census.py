@@ -4,7 +4,8 @@ Why: without MPS, processes sharing a GPU are time-sliced; a process that waits 
 (a synchronising copy, ``.item()``, ``bool(t)``) may wait for another process's slice, so
 each synchronisation per Case costs more the more executors share the GPU. The oracle is
 meant to synchronise once per Case (``oracles.transfer``); this counts what it really does
-with ``torch.cuda.set_sync_debug_mode("warn")``, which warns at every synchronising op, and
+with ``torch.cuda.set_sync_debug_mode("warn")``, which warns at every synchronising op, plus
+every explicit ``torch.cuda.Event.synchronize``, and
 times each stream's Cases in process alongside (a second pass over the same Cases, so
 no compilation is timed).
 
@@ -19,6 +20,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,6 +28,24 @@ from bench_throughput import STREAMS, draw
 
 import diagfuzz.ops as ops
 from diagfuzz.runner import InProcessRunner
+
+
+def _count_event_waits(lines: Counter[str]) -> Callable[[], None]:
+    """Count ``torch.cuda.Event.synchronize`` calls (by caller line) into ``lines``, which
+    the sync debug mode does not report; returns the undo."""
+    real = torch.cuda.Event.synchronize
+
+    def counted(self: torch.cuda.Event) -> None:
+        caller = sys._getframe(1)
+        lines[f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}"] += 1
+        real(self)
+
+    torch.cuda.Event.synchronize = counted
+
+    def undo() -> None:
+        torch.cuda.Event.synchronize = real
+
+    return undo
 
 
 def census(cases: int, seed: int, impl: str) -> dict:
@@ -43,6 +63,7 @@ def census(cases: int, seed: int, impl: str) -> dict:
         torch.cuda.synchronize()
         per_case_us = (time.perf_counter() - t0) / len(drawn) * 1e6
         lines: Counter[str] = Counter()
+        waits = _count_event_waits(lines)  # explicit waits (transfer.download) too
         torch.cuda.set_sync_debug_mode("warn")
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -51,6 +72,7 @@ def census(cases: int, seed: int, impl: str) -> dict:
                     runner.run(case)
         finally:
             torch.cuda.set_sync_debug_mode("default")
+            waits()
         for w in caught:
             if "synchroniz" in str(w.message):
                 lines[f"{Path(w.filename).name}:{w.lineno}"] += 1

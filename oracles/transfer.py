@@ -48,7 +48,7 @@ def to_host(tensors: list[torch.Tensor],
     they are (same memory: callers that compare before and after keep their own copy),
     unless ``keep_host`` is False (tests copy them too, with ``copy``).
     """
-    copy = copy or (lambda joined: joined.cpu())
+    copy = copy or download
     out = list(tensors)
     groups: dict[torch.device, list[int]] = {}
     for i, t in enumerate(tensors):
@@ -59,6 +59,27 @@ def to_host(tensors: list[torch.Tensor],
         for i, host in zip(indices, copies, strict=True):
             out[i] = host
     return out
+
+
+def download(t: torch.Tensor) -> torch.Tensor:
+    """A host copy of ``t``, waited for without spinning a core (CUDA), else ``.cpu()``.
+
+    Why: a plain ``.cpu()`` waits in a busy loop (CUDA's default while a process has fewer
+    contexts than the host has cores). With four workers and eight executors on one H200
+    host the 16 cores were at times all busy, mostly in executors, while the workers, whose
+    drawing limits the suite, got about 0.7 of a core each (benchmarks/cpu_sampler.py,
+    BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead. The copy
+    lands in pinned memory. Not yet measured on a GPU.
+    """
+    if t.device.type != "cuda":
+        return t.cpu()
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    with torch.cuda.device(t.device):  # the copy and the event on t's GPU's stream
+        host.copy_(t, non_blocking=True)
+        done = torch.cuda.Event(blocking=True)
+        done.record(torch.cuda.current_stream(t.device))
+        done.synchronize()
+    return host
 
 
 def gather(tensors: list[torch.Tensor],

@@ -352,3 +352,13 @@ def test_upload_keeps_every_bit_and_never_waits_for_a_gpu() -> None:
         as_words(source).fill_(0)  # changing the source at once must not reach the copy
         assert there.device.type == "cuda" and there.dtype == t.dtype
         assert torch.equal(as_words(there.cpu()), as_words(t))
+
+
+def test_download_copies_every_bit_to_the_host() -> None:
+    words = torch.tensor([0x7FC12345, -0x80000000, 0x00000001], dtype=torch.int32)
+    for t in (words.view(torch.float32), torch.tensor([True, False]),
+              torch.arange(6, dtype=torch.int8).reshape(2, 3)):
+        there = upload(t, ops.DEVICE)
+        host = transfer.download(there)
+        assert host.device.type == "cpu" and host.shape == t.shape and host.dtype == t.dtype
+        assert torch.equal(as_words(host), as_words(t))
