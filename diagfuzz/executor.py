@@ -123,6 +123,12 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     import faulthandler
     import resource
 
+    import torch
+
+    # One intra-op thread: the oracle's CPU work is on tensors of a few thousand elements,
+    # and with four workers and eight executors on a 16-core H200 host the executors used
+    # more than a core each while the workers starved (BENCHMARKS.md, seventh session).
+    torch.set_num_threads(1)
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hang's stack, on request
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files from expected aborts
