@@ -68,8 +68,11 @@ def download(t: torch.Tensor) -> torch.Tensor:
     contexts than the host has cores). With four workers and eight executors on one H200
     host the 16 cores were at times all busy, mostly in executors, while the workers, whose
     drawing limits the suite, got about 0.7 of a core each (benchmarks/cpu_sampler.py,
-    BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead. The copy
-    lands in pinned memory. Not yet measured on a GPU.
+    BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead; the copy
+    lands in pinned memory. Measured side by side on one H200 host (tools/gpu_ab, two
+    rounds), alone it did not move the pace beyond the runs' spread; with executors on one
+    intra-op thread (diagfuzz.executor) the executors used ~6 cores instead of ~8 while
+    fuzzing and the pace rose (BENCHMARKS.md, eighth session).
     """
     if t.device.type != "cuda":
         return t.cpu()
