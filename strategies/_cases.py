@@ -29,7 +29,7 @@ from diagfuzz.strategies._args import (
     check_max_elements,
     check_ranks,
 )
-from diagfuzz.strategies._draws import INDEX, below, choice, ints
+from diagfuzz.strategies._draws import INDEX, below, choice, fast, ints
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, draw_layout, layout_strategy
 from diagfuzz.strategies._values import VALUE_MODES, draw_values
 
@@ -311,6 +311,7 @@ def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], i
 def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
+        draw = fast(draw)
         sizes = draw_sizes(draw, n.ranks, n.max_elements)
         dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
@@ -326,6 +327,7 @@ def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
 def _backward(n: Narrowing) -> st.SearchStrategy[Case]:
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
+        draw = fast(draw)
         sizes = draw_sizes(draw, n.ranks, n.max_elements)
         dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])

@@ -33,7 +33,7 @@ from diagfuzz.strategies._cases import (
     narrowing,
     placement,
 )
-from diagfuzz.strategies._draws import below, choice, ints
+from diagfuzz.strategies._draws import below, choice, fast, ints
 from diagfuzz.strategies._invalid import (
     INVALID_CLASSES,
     LOW_RANK,
@@ -50,13 +50,15 @@ from diagfuzz.strategies._values import draw_values
 #: as many Cases and CPU to catch (2,325 -> 2,412 Cases, 3.1 -> 3.2 s; BENCHMARKS.md).
 MAX_MEMBERS = 12
 #: Cases per family on average at MAX_MEMBERS, measured for each stream (12 seeds x 125
-#: families, two runs: diagonal 5.9-6.2, backward 6.5-6.9, invalid 5.3-5.4, all 5.9-6.1;
-#: single shards 3.4 to 8.5; benchmarks/results/cpu-families-12/family-sizes.txt), below
-#: the 7.9 that a stop chance of STOP_BELOW% a sibling alone would give. A fuzz loop
-#: divides its Case budget by this to get Hypothesis' max_examples (diagfuzz.profiles).
-MEAN_MEMBERS = 5.9
-#: The chance of one more sibling that ``mean_members`` assumes: fitted to the measured
-#: means at 2, 4, 8 and 12 members (1.62, 2.94, 4.73, 6.14), within 10% at each.
+#: families: diagonal 7.15, backward 7.45, invalid 7.39, all 7.33; single shards 6.6 to
+#: 8.5; benchmarks/results/cpu-fast-draw/family-sizes.txt), near the 7.9 that a stop
+#: chance of STOP_BELOW% a sibling alone gives. (It was 5.9 while every choice had its own
+#: span: Hypothesis' mutator copied stopping "one more?" draws over others; ``fast``.) A
+#: fuzz loop divides its Case budget by this to get Hypothesis' max_examples
+#: (diagfuzz.profiles).
+MEAN_MEMBERS = 7.3
+#: The chance of one more sibling that ``mean_members`` assumes: the means measured at 2, 4,
+#: 8 and 12 members (1.87, 3.42, 5.74, 7.33) are within 3% of what it gives.
 CONTINUE = 0.92
 
 Family = tuple[Case, ...]
@@ -226,6 +228,7 @@ def _diagonal_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Fami
 
     @st.composite
     def draw_family(draw: st.DrawFn) -> Family:
+        draw = fast(draw)
         base = draw(cases)
         rank = len(base.sizes)
         d1, d2 = base.dim1 % rank, base.dim2 % rank
@@ -248,6 +251,7 @@ def _backward_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Fami
 
     @st.composite
     def draw_family(draw: st.DrawFn) -> Family:
+        draw = fast(draw)
         base = draw(cases)
         rank = len(base.sizes)
         rows, cols = base.sizes[base.dim1 % rank], base.sizes[base.dim2 % rank]
@@ -270,6 +274,7 @@ def _invalid_families(ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowi
                       max_members: int) -> st.SearchStrategy[Family]:
     @st.composite
     def draw_family(draw: st.DrawFn) -> Family:
+        draw = fast(draw)
         base, unbroken = draw_invalid(draw, ops, classes, n, valid, devices)
         kinds = breakable[base.op]
         if unbroken is not None and not kinds:

@@ -27,7 +27,7 @@ from diagfuzz.strategies._cases import (
     narrowing,
     placement,
 )
-from diagfuzz.strategies._draws import BOOLS, choice, ints
+from diagfuzz.strategies._draws import BOOLS, choice, fast, ints
 from diagfuzz.strategies._values import draw_values
 
 #: Invalid classes in shrink order, and the ops they apply to.
@@ -101,7 +101,7 @@ LOW_RANK = ("rank0", "rank1")
 @st.composite
 def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
              valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
-    return draw_invalid(draw, ops, classes, n, valid, devices)[0]
+    return draw_invalid(fast(draw), ops, classes, n, valid, devices)[0]
 
 
 def draw_invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...],
