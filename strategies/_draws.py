@@ -37,45 +37,35 @@ def below(draw: st.DrawFn, n: int) -> int:
     return draw(ints(0, n - 1)) if n > 1 else 0
 
 
-def _primitive_types() -> tuple[type, ...]:
-    """Hypothesis' strategy classes whose ``do_draw`` is one choice (private API: none
-    when this Hypothesis moved them, and every draw then takes the public path)."""
+def _private_api() -> tuple[tuple[type, ...], type | None, Callable[[Any], Any] | None]:
+    """Hypothesis' strategy classes whose ``do_draw`` is one choice, its ConjectureData and
+    ``unwrap_strategies`` (private API: none of them when this Hypothesis moved one, and
+    every draw then takes the public path)."""
     try:
+        from hypothesis.internal.conjecture.data import ConjectureData
+        from hypothesis.strategies._internal.lazy import unwrap_strategies
         from hypothesis.strategies._internal.misc import BooleansStrategy
         from hypothesis.strategies._internal.numbers import IntegersStrategy
         from hypothesis.strategies._internal.strategies import SampledFromStrategy
         from hypothesis.strategies._internal.strings import BytesStrategy
     except ImportError:
-        return ()
-    return (BooleansStrategy, IntegersStrategy, SampledFromStrategy, BytesStrategy)
+        return (), None, None
+    return ((BooleansStrategy, IntegersStrategy, SampledFromStrategy, BytesStrategy),
+            ConjectureData, unwrap_strategies)
 
 
-def _conjecture_data() -> type | None:
-    try:
-        from hypothesis.internal.conjecture.data import ConjectureData
-    except ImportError:
-        return None
-    return ConjectureData
-
-
-PRIMITIVE_TYPES = _primitive_types()
-_DATA_TYPE = _conjecture_data()
-#: strategy -> its unwrapped primitive strategy, or None (drawn the public way).
-_PRIMITIVES: dict[st.SearchStrategy[Any], Any] = {}
+PRIMITIVE_TYPES, _DATA_TYPE, _UNWRAP = _private_api()
 
 
 def _primitive(strategy: st.SearchStrategy[Any]) -> Any:
-    try:
-        return _PRIMITIVES[strategy]
-    except KeyError:
-        pass
-    from hypothesis.strategies._internal.lazy import unwrap_strategies
-
+    """``strategy``'s unwrapped one-choice strategy, validated, or None (drawn the public
+    way). Not cached: Hypothesis memoises the unwrapping on the strategy (0.2 µs a call
+    here), and a cache would keep alive every strategy ``ints`` evicts (nightly Cases have
+    sizes up to 2**20, each a strategy of its own)."""
+    assert _UNWRAP is not None
     strategy.validate()
-    raw = unwrap_strategies(strategy)
-    found = raw if type(raw) in PRIMITIVE_TYPES and not raw.is_empty else None
-    _PRIMITIVES[strategy] = found
-    return found
+    raw = _UNWRAP(strategy)
+    return raw if type(raw) in PRIMITIVE_TYPES and not raw.is_empty else None
 
 
 def fast(draw: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,7 +82,7 @@ def fast(draw: Callable[..., Any]) -> Callable[..., Any]:
     or where this Hypothesis lacks the private API used.
     """
     data = getattr(draw, "__self__", None)
-    if _DATA_TYPE is None or not PRIMITIVE_TYPES or not isinstance(data, _DATA_TYPE):
+    if not PRIMITIVE_TYPES or _DATA_TYPE is None or not isinstance(data, _DATA_TYPE):
         return draw
 
     def fast_draw(strategy: st.SearchStrategy[Any], label: Any = None) -> Any:
