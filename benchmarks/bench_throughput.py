@@ -413,7 +413,11 @@ def main(argv: list[str] | None = None) -> int:
               "compilations": bench_compilations}[args.mode](args)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+    failed = [r for r in result.get("rows", []) if r.get("exit") or r.get("failures")]
+    for r in failed:  # a rate of a run that failed is no rate: callers must see it
+        print(f"suite with {r['workers']} workers: exit {r['exit']}, {r['failures']} "
+              f"failures", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

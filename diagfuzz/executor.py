@@ -125,7 +125,9 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 
     import torch
 
-    # One intra-op thread: the oracle's CPU work is on tensors of a few thousand elements.
+    # One intra-op thread: the oracle's CPU work is on tensors of a few thousand elements
+    # (dev and ci profiles; nightly's reach 2**20, still small for a core, and the suite
+    # runs several executors side by side; in-process runners keep torch's default pool).
     # With four workers and eight executors on a 16-core H200 host, executors on torch's
     # default pool used ~8 cores while fuzzing, on one thread ~6, and the workers' pace rose
     # from 726-855 to 902-934 Cases/s each (tools/gpu_ab; BENCHMARKS.md, eighth session).

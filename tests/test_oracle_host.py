@@ -355,10 +355,20 @@ def test_upload_keeps_every_bit_and_never_waits_for_a_gpu() -> None:
 
 
 def test_download_copies_every_bit_to_the_host() -> None:
-    words = torch.tensor([0x7FC12345, -0x80000000, 0x00000001], dtype=torch.int32)
-    for t in (words.view(torch.float32), torch.tensor([True, False]),
-              torch.arange(6, dtype=torch.int8).reshape(2, 3)):
-        there = upload(t, ops.DEVICE)
-        host = transfer.download(there)
-        assert host.device.type == "cpu" and host.shape == t.shape and host.dtype == t.dtype
-        assert torch.equal(as_words(host), as_words(t))
+    """On a GPU: every bit back, into pinned memory, a strided view included (the oracle's
+    one copy back per Case). On the CPU: no copy at all, as ``.cpu()``."""
+    words = torch.tensor([0x7FC12345, -0x80000000, 0x00000001, 0x7F800001], dtype=torch.int32)
+    tensors = [words.view(torch.float32), torch.tensor([True, False]),
+               torch.arange(12, dtype=torch.int8).reshape(3, 4)[:, 1::2],
+               torch.empty(0, 3, dtype=torch.bfloat16)]
+    if torch.device(ops.DEVICE).type != "cuda":
+        assert all(transfer.download(t) is t for t in tensors)
+        return
+    for t in tensors:
+        host = transfer.download(upload(t.contiguous(), ops.DEVICE)[..., :])
+        assert host.device.type == "cpu" and host.is_pinned()
+        assert host.shape == t.shape and host.dtype == t.dtype
+        assert torch.equal(as_words(host.contiguous()), as_words(t.contiguous()))
+    strided = upload(torch.arange(12, dtype=torch.int8), ops.DEVICE).reshape(3, 4)[:, 1::2]
+    assert torch.equal(transfer.download(strided), torch.tensor([[1, 3], [5, 7], [9, 11]],
+                                                               dtype=torch.int8))
