@@ -31,10 +31,9 @@ RANKS = range(2, 9)
 #: Draws per ordered dim pair in the per-rank pair test. Hypothesis' first examples are
 #: clumpy (pair (0, 1) takes about a fifth of them; before strategies._draws.fast, earlier
 #: choices' spans were also copied), so at 25 per pair about half of 20 run seeds missed a
-#: rank-8 pair; the derandomized run passed or
-#: failed by which local modules happened to be imported (Hypothesis mixes their integer
-#: literals into draws). At 80 per pair, 20 seeds per rank 3..8 reached every pair with
-#: at least 11 draws of the rarest.
+#: rank-8 pair; the derandomized run passed or failed by which local modules happened to
+#: be imported (Hypothesis mixes their integer literals into draws). At 80 per pair, 20
+#: seeds per rank 3..8 reached every pair with at least 11 draws of the rarest.
 DRAWS_PER_PAIR = 80
 OFFSETS = {"0", "-min"} | {s + c for s in "+-" for c in
                             ("1", "size-1", "size", "inside", "beyond", "max")}
