@@ -4,21 +4,22 @@ and diagonal_backward, and plain Triton fills of several shapes, in the same rou
 Why: at ``16384²`` float32 ours took 237-239 µs in the kernel against aten's fill 229-231
 (ncu: DRAM 91% of peak against 94%), with 27 registers, full occupancy and its instruction
 slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 threads, two
-16-byte stores each, 262,144 blocks); ours 16 KiB a program (65,536 programs, about 31
-waves of the 2,112 resident programs, so the last wave's idle share is up to 1/31 of the
-time). If a plain Triton fill of 16 KiB blocks reads like ours and one of 4 KiB blocks, or a
-grid-stride loop, like aten's, the blocking is what is left, not ours' diagonal work. Each
+16-byte stores each); ours 16 KiB a program of 4 warps (eight stores a thread). Plain Triton
+fills of each block shape tell the store pattern's cost apart from ours' diagonal work. Each
 ``--set`` list is one more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked
-bitwise against aten before it is timed.
+bitwise against aten before it is timed. Rows: the backward grid's rows that take the
+large-output plans (the constants swept apply to those only).
 
-    python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_BLOCK_BYTES=4096]
+    python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_NUM_WARPS=8 ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -30,50 +31,39 @@ from bench_diagonal import DTYPES, grid, interleaved_us, random_bits, same_bits
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
-from diagfuzz.ops import diagonal_backward as backward_module
 from diagfuzz.ops._geometry import diagonal_of
 
-#: The rows timed by default: the backward rows of 64 MB and more that the goals judge, and
-#: one of the largest of each element size.
-DEFAULT_ONLY = (r"backward +(16384x16384|8192x8192|4096x4096|64x512x512|16x16x256x256)"
-                r" o=0 .*(float32|int8|bfloat16) +contig")
+#: The module (the package re-exports its function under the same name).
+backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
+
 KIB = 1024
 
 
 @triton.jit(do_not_specialize=["total"])
 def _plain_fill(out_ptr, total, BLOCK: tl.constexpr):
-    """One block of zeros a program, unmasked (the benchmark's sizes are whole blocks)."""
+    """One block of zeros a program, unmasked (only whole blocks are timed)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty))
 
 
-@triton.jit(do_not_specialize=["n_blocks"])
-def _strided_fill(out_ptr, n_blocks, BLOCK: tl.constexpr):
-    """Grid-stride: program p fills blocks p, p + grid, ...: every program ends together."""
-    for b in range(tl.program_id(0), n_blocks, tl.num_programs(0)):
-        offs = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + offs, tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty))
+#: Plain fills timed beside ours: (block bytes, warps). 2 KiB blocks (262,144 more programs
+#: at 16384² float32: 319 µs) and grid-stride loops over 16 programs a multiprocessor
+#: (247-251 µs) lost to 4 KiB blocks (232) in the first run (BENCHMARKS.md).
+PLAIN_FILLS = ((4 * KIB, 4), (8 * KIB, 4), (8 * KIB, 8), (16 * KIB, 4), (16 * KIB, 16))
 
 
 def plain_fills(out_bytes: int) -> dict[str, Callable[[], object]]:
-    """Triton fills of ``out_bytes`` (int32 words): one block a program at 2 to 16 KiB, and
-    grid-stride loops of 4 and 16 KiB blocks over 16 programs per multiprocessor."""
+    """Triton fills of ``out_bytes`` as int32 words, one block a program, per PLAIN_FILLS
+    entry that tiles it."""
     words = torch.empty(out_bytes // 4, dtype=torch.int32, device=ops.DEVICE)
-    sms = torch.cuda.get_device_properties(ops.DEVICE).multi_processor_count
     fns: dict[str, Callable[[], object]] = {}
-    for block_bytes in (2 * KIB, 4 * KIB, 8 * KIB, 16 * KIB):
+    for block_bytes, warps in PLAIN_FILLS:
         block = block_bytes // 4
         if words.numel() % block == 0:
             n = words.numel() // block
-            fns[f"plain_{block_bytes // KIB}k"] = (
-                lambda n=n, block=block: _plain_fill[(n,)](words, words.numel(), BLOCK=block))
-    for block_bytes in (4 * KIB, 16 * KIB):
-        block = block_bytes // 4
-        if words.numel() % block == 0:
-            n = words.numel() // block
-            fns[f"stride_{block_bytes // KIB}k"] = (
-                lambda n=n, block=block: _strided_fill[(min(n, 16 * sms),)](
-                    words, n, BLOCK=block))
+            fns[f"plain_{block_bytes // KIB}k_w{warps}"] = (
+                lambda n=n, block=block, warps=warps: _plain_fill[(n,)](
+                    words, words.numel(), BLOCK=block, num_warps=warps))
     return fns
 
 
@@ -104,7 +94,11 @@ def parse_settings(text: str) -> dict[str, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", default=DEFAULT_ONLY, metavar="REGEX")
+    parser.add_argument("--only", default="", metavar="REGEX",
+                        help="backward grid rows to time (default: all that --min-bytes lets)")
+    parser.add_argument("--min-bytes", type=int, default=_tiling.SMALL_OUTPUT_BYTES + 1,
+                        help="time rows whose result is at least this large (default: "
+                             "those that take the large fill plans)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE,...",
                         help="one more plan of ours, timed beside the default")
     parser.add_argument("--json", default=None, help="write the medians here")
@@ -114,7 +108,8 @@ def main() -> int:
         print("fill_floor: needs a CUDA GPU", file=sys.stderr)
         return 2
     ops.disable()
-    shapes = [s for s in grid(False) if s.op == "backward" and re.search(args.only, s.label())]
+    shapes = [s for s in grid(False) if s.op == "backward" and re.search(args.only, s.label())
+              and math.prod(s.sizes) * DTYPES[s.dtype].itemsize >= args.min_bytes]
     if not shapes:
         parser.error(f"--only {args.only!r} matches no backward grid row")
     print(f"# {torch.cuda.get_device_name()} torch {torch.__version__} triton "

@@ -139,9 +139,6 @@ FILL_BLOCK_BYTES = 16384
 FILL_WORDS_PER_LANE = 32
 #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
 FILL_NUM_WARPS = 4
-#: 0: one diagonal_backward program per fill block; N > 0: outputs over SMALL_OUTPUT_BYTES
-#: get at most N programs per multiprocessor, each filling blocks grid-stride (a sweep knob).
-FILL_PROGRAMS_PER_SM = 0
 #: Cache hints of diagonal_backward (0 = none): 1 stores the zero fill with ``evict_first``
 #: / loads grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output
 #: hint moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill
@@ -227,18 +224,6 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
     if INTERPRET or tile.num_warps == FILL_NUM_WARPS:
         return tile
     return dataclasses.replace(tile, num_warps=FILL_NUM_WARPS)
-
-
-def fill_grid(n_blocks: int, out_bytes: int, device: torch.device) -> int:
-    """diagonal_backward's programs for ``n_blocks`` fill blocks (FILL_PROGRAMS_PER_SM)."""
-    if INTERPRET or FILL_PROGRAMS_PER_SM <= 0 or out_bytes <= SMALL_OUTPUT_BYTES:
-        return n_blocks
-    return min(n_blocks, FILL_PROGRAMS_PER_SM * multiprocessors(device))
-
-
-def multiprocessors(device: torch.device) -> int:
-    """The device's multiprocessors (torch caches the properties)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def cache_hints() -> dict[str, str]:

@@ -142,9 +142,20 @@ def _diagonal_backward_kernel(
                        + (tile_first + shift) * run_len)
             tl.store(out_ptr + out_row[:, None] + c[None, :], g, mask=hit)
     else:
-        # Large outputs may get fewer programs than blocks (FILL_PROGRAMS_PER_SM): each
-        # then fills blocks pid, pid + grid, ... (grid-stride), so every program ends
-        # at about the same time; otherwise the loop runs once.
+        start = pid * BLOCK
+        offs = start + tl.arange(0, BLOCK)
+        zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
+        end = tl.minimum(start + BLOCK, total)
+        if start + BLOCK <= total:  # a full block: unmasked, so the stores are 16-byte vectors
+            tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
+        else:
+            tl.store(out_ptr + offs, zeros, mask=offs < total, eviction_policy=ZERO_EVICT)
+        # The diagonal's words below overwrite some of those zeros: order the two stores across
+        # the program's threads. (Skipping the zeros of blocks lying wholly on a wide run, with
+        # the run's words stored once, measured slower on the H200: their zeros then waited for
+        # the row's peel; 16x16x256x256 d=(0,1) int8 12.3 -> 13.6 us, BENCHMARKS.md.)
+        tl.debug_barrier()
+        row_end = (end - 1) // width + 1
         slot = tl.arange(0, PEEL_LANES)
         k = tl.arange(0, COPY_LANES)
         if INDEX_64:
@@ -152,124 +163,106 @@ def _diagonal_backward_kernel(
             k = k.to(tl.int64)
         slot = slot >> lane_shift  # which row of the pass
         k = k & (row_lanes - 1)  # which word of that row's run
-        for blk in range(pid, tl.cdiv(total, BLOCK), tl.num_programs(0)):
-            start = blk * BLOCK
-            offs = start + tl.arange(0, BLOCK)
-            zeros = tl.zeros((BLOCK,), dtype=out_ptr.dtype.element_ty)
-            end = tl.minimum(start + BLOCK, total)
-            if start + BLOCK <= total:  # a full block: unmasked, so 16-byte vector stores
-                tl.store(out_ptr + offs, zeros, eviction_policy=ZERO_EVICT)
+        for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
+            row = row0 + slot
+            # Peel each row index (innermost dim first) into grad_output's offset, one division
+            # per dim. The indices along the two diagonal dims: on a GPU (SELECT_INDEX) they fall
+            # out of the peel by a select; under the interpreter one division each is cheaper.
+            rem = row
+            grad_row = row * 0
+            if SELECT_INDEX:
+                first = row * 0
+                second = row * 0
             else:
-                tl.store(out_ptr + offs, zeros, mask=offs < total, eviction_policy=ZERO_EVICT)
-            # The diagonal's words below overwrite some of those zeros: order the two stores
-            # across the program's threads. (Skipping the zeros of blocks lying wholly on a
-            # wide run, with the run's words stored once, measured slower on the H200: their
-            # zeros then waited for the row's peel; 16x16x256x256 d=(0,1) int8 12.3 -> 13.6
-            # us, BENCHMARKS.md.)
-            tl.debug_barrier()
-            row_end = (end - 1) // width + 1
-            for row0 in range(start // width, row_end, PEEL_LANES >> lane_shift):
-                row = row0 + slot
-                # Peel each row index (innermost dim first) into grad_output's offset, one
-                # division per dim. The indices along the two diagonal dims: on a GPU
-                # (SELECT_INDEX) they fall out of the peel by a select; under the interpreter
-                # one division each is cheaper.
-                rem = row
-                grad_row = row * 0
+                first = (row // first_inner) % first_size
+                second = (row // second_inner) % second_size
+            if n_dims > 0:
+                quotient = rem // size0
+                idx = rem - quotient * size0
+                rem = quotient
+                grad_row += idx * stride0
                 if SELECT_INDEX:
-                    first = row * 0
-                    second = row * 0
-                else:
-                    first = (row // first_inner) % first_size
-                    second = (row // second_inner) % second_size
-                if n_dims > 0:
-                    quotient = rem // size0
-                    idx = rem - quotient * size0
-                    rem = quotient
-                    grad_row += idx * stride0
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 0, idx, first)
-                        second = tl.where(second_pos == 0, idx, second)
-                if n_dims > 1:
-                    quotient = rem // size1
-                    idx = rem - quotient * size1
-                    rem = quotient
-                    grad_row += idx * stride1
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 1, idx, first)
-                        second = tl.where(second_pos == 1, idx, second)
-                if n_dims > 2:
-                    quotient = rem // size2
-                    idx = rem - quotient * size2
-                    rem = quotient
-                    grad_row += idx * stride2
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 2, idx, first)
-                        second = tl.where(second_pos == 2, idx, second)
-                if n_dims > 3:
-                    quotient = rem // size3
-                    idx = rem - quotient * size3
-                    rem = quotient
-                    grad_row += idx * stride3
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 3, idx, first)
-                        second = tl.where(second_pos == 3, idx, second)
-                if n_dims > 4:
-                    quotient = rem // size4
-                    idx = rem - quotient * size4
-                    rem = quotient
-                    grad_row += idx * stride4
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 4, idx, first)
-                        second = tl.where(second_pos == 4, idx, second)
-                if n_dims > 5:
-                    quotient = rem // size5
-                    idx = rem - quotient * size5
-                    rem = quotient
-                    grad_row += idx * stride5
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 5, idx, first)
-                        second = tl.where(second_pos == 5, idx, second)
-                if n_dims > 6:
-                    quotient = rem // size6
-                    idx = rem - quotient * size6
-                    rem = quotient
-                    grad_row += idx * stride6
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 6, idx, first)
-                        second = tl.where(second_pos == 6, idx, second)
-                if n_dims > 7:
-                    quotient = rem // size7
-                    idx = rem - quotient * size7
-                    rem = quotient
-                    grad_row += idx * stride7
-                    if SELECT_INDEX:
-                        first = tl.where(first_pos == 7, idx, first)
-                        second = tl.where(second_pos == 7, idx, second)
-                # Diagonal element i sits where the second dim's index is first + shift.
-                i = first - diag_base
-                target = first + shift
-                on_diag = (row < row_end) & (i >= 0) & (i < length)
-                # Rows that hold the second diagonal dim are on the diagonal only at its target.
-                on_diag = on_diag & ((second - target) * (1 - run_in_cols) == 0)
-                run_start = target * run_len * run_in_cols  # the run's first column in the row
-                row_base = row * width
-                lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
-                hi = tl.minimum(run_start + run_len, end - row_base)
-                # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
-                # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
-                crosses = 1
-                if PEEL_LANES == 1:
-                    crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
-                if crosses > 0:
-                    for r in tl.static_range(ROUNDS):  # narrow: one round
-                        col = lo + r * COPY_LANES + k
-                        hit = on_diag & (col < hi)
-                        word = col - run_start
-                        g = tl.load(grad_ptr + grad_row + i * diag_stride
-                                    + (word // WORDS) * col_stride + word % WORDS,
-                                    mask=hit, eviction_policy=GRAD_EVICT)
-                        tl.store(out_ptr + row_base + col, g, mask=hit)
+                    first = tl.where(first_pos == 0, idx, first)
+                    second = tl.where(second_pos == 0, idx, second)
+            if n_dims > 1:
+                quotient = rem // size1
+                idx = rem - quotient * size1
+                rem = quotient
+                grad_row += idx * stride1
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 1, idx, first)
+                    second = tl.where(second_pos == 1, idx, second)
+            if n_dims > 2:
+                quotient = rem // size2
+                idx = rem - quotient * size2
+                rem = quotient
+                grad_row += idx * stride2
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 2, idx, first)
+                    second = tl.where(second_pos == 2, idx, second)
+            if n_dims > 3:
+                quotient = rem // size3
+                idx = rem - quotient * size3
+                rem = quotient
+                grad_row += idx * stride3
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 3, idx, first)
+                    second = tl.where(second_pos == 3, idx, second)
+            if n_dims > 4:
+                quotient = rem // size4
+                idx = rem - quotient * size4
+                rem = quotient
+                grad_row += idx * stride4
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 4, idx, first)
+                    second = tl.where(second_pos == 4, idx, second)
+            if n_dims > 5:
+                quotient = rem // size5
+                idx = rem - quotient * size5
+                rem = quotient
+                grad_row += idx * stride5
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 5, idx, first)
+                    second = tl.where(second_pos == 5, idx, second)
+            if n_dims > 6:
+                quotient = rem // size6
+                idx = rem - quotient * size6
+                rem = quotient
+                grad_row += idx * stride6
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 6, idx, first)
+                    second = tl.where(second_pos == 6, idx, second)
+            if n_dims > 7:
+                quotient = rem // size7
+                idx = rem - quotient * size7
+                rem = quotient
+                grad_row += idx * stride7
+                if SELECT_INDEX:
+                    first = tl.where(first_pos == 7, idx, first)
+                    second = tl.where(second_pos == 7, idx, second)
+            # Diagonal element i sits where the second dim's index is first + shift.
+            i = first - diag_base
+            target = first + shift
+            on_diag = (row < row_end) & (i >= 0) & (i < length)
+            # Rows that hold the second diagonal dim are on the diagonal only at its target.
+            on_diag = on_diag & ((second - target) * (1 - run_in_cols) == 0)
+            run_start = target * run_len * run_in_cols  # the run's first column in the row
+            row_base = row * width
+            lo = tl.maximum(run_start, start - row_base)  # the run's part inside this block
+            hi = tl.minimum(run_start + run_len, end - row_base)
+            # row_lanes holds a run (narrow), or ROUNDS rounds hold a run's share of the block.
+            # A wide pass is one row; most blocks of a long row miss its run: skip their lanes.
+            crosses = 1
+            if PEEL_LANES == 1:
+                crosses = tl.max((on_diag & (hi > lo)).to(tl.int32), axis=0)
+            if crosses > 0:
+                for r in tl.static_range(ROUNDS):  # narrow: one round
+                    col = lo + r * COPY_LANES + k
+                    hit = on_diag & (col < hi)
+                    word = col - run_start
+                    g = tl.load(grad_ptr + grad_row + i * diag_stride + (word // WORDS) * col_stride
+                                + word % WORDS, mask=hit, eviction_policy=GRAD_EVICT)
+                    tl.store(out_ptr + row_base + col, g, mask=hit)
 
 
 def diagonal_backward(
@@ -403,8 +396,6 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
         index_64 = needs_int64(
             total + width + run_len + block + i_pad * (first_inner * width + run_len) + c_pad,
             grad_extent + words + i_pad * diag_stride + c_pad * col_stride, n_programs)
-    else:
-        n_programs = _tiling.fill_grid(n_programs, total * word_bytes, grad.device)
     return LaunchPlan(
         sizes, n_programs,
         (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,

@@ -214,27 +214,3 @@ def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks)
     grad = torch.arange(1, 13, dtype=torch.float32, device=ops.DEVICE).reshape(3, 2, 2)
     plan = _plan_of(grad.permute(2, 1, 0), [3, 3, 2, 2], 0, 1)
     assert plan.ints[RUN_IN_COLS] == 0 and plan.ints[LENGTH] == 3
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int8])
-def test_backward_grid_stride_matches_aten(small_gpu_blocks, monkeypatch, dtype) -> None:
-    """FILL_PROGRAMS_PER_SM: fewer programs than blocks, each filling blocks grid-stride,
-    on a make-believe GPU of 3 multiprocessors; at least one plan has several blocks a
-    program, else the loop's later turns would go untested."""
-    monkeypatch.setattr(_tiling, "FILL_PROGRAMS_PER_SM", 1)
-    monkeypatch.setattr(_tiling, "SMALL_OUTPUT_BYTES", 0)  # every test output is "large"
-    monkeypatch.setattr(_tiling, "multiprocessors", lambda device: 3)
-    failures, looped = [], 0
-    for sizes, offset, dim1, dim2, kind, seed in _cases(3, dtype, BACKWARD_EXPLICIT):
-        shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
-        grad = _layout(tuple(shape), kind, seed, dtype)
-        backward_module._PLANS.clear()
-        diff = _backward_difference(grad, sizes, offset, dim1, dim2)
-        if diff:
-            failures.append(f"{sizes} offset={offset} dims=({dim1},{dim2}) {kind}: {diff}")
-        for _, plan in backward_module._PLANS.values():
-            blocks = -(-plan.ints[0] // plan.constexprs["BLOCK"])
-            assert plan.n_programs == min(blocks, 3) or plan.constexprs["TRANSPOSE"]
-            looped += blocks >= 2 * plan.n_programs
-    assert failures == []
-    assert looped > 0
