@@ -8,7 +8,7 @@ slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 thre
 fills of each block shape tell the store pattern's cost apart from ours' diagonal work. Each
 ``--set`` list is one more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked
 bitwise against aten before it is timed. Rows: the backward grid's rows that take the
-large-output plans (the constants swept apply to those only).
+large-output plans (the constants swept apply to those only), and EXTRA_ROWS.
 
     python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_NUM_WARPS=8 ...]
 """
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 import torch
 import triton
 import triton.language as tl
-from bench_diagonal import DTYPES, grid, interleaved_us, random_bits, same_bits
+from bench_diagonal import DTYPES, Shape, grid, interleaved_us, random_bits, same_bits
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
@@ -50,6 +50,17 @@ def _plain_fill(out_ptr, total, BLOCK: tl.constexpr):
 #: at 16384² float32: 319 µs) and grid-stride loops over 16 programs a multiprocessor
 #: (247-251 µs) lost to 4 KiB blocks (232) in the first run (BENCHMARKS.md).
 PLAIN_FILLS = ((4 * KIB, 4), (8 * KIB, 4), (8 * KIB, 8), (16 * KIB, 4), (16 * KIB, 16))
+
+
+#: Rows beyond the grid's: outputs of 256 MB and more shaped like the grid's 64 MB batched
+#: rows (rows of 512 words, the second diagonal dim not innermost), where a plan for huge
+#: outputs must not lose what it wins on the 2-D rows.
+EXTRA_ROWS = (
+    Shape("backward", (1024, 512, 512), 0, 1, 2, "float32"),
+    Shape("backward", (1024, 512, 512), 0, 1, 2, "int8"),
+    Shape("backward", (4096, 64, 512), 0, 0, 2, "float32"),
+    Shape("backward", (128, 256, 8, 256), 1, 1, 3, "float32"),
+)
 
 
 def plain_fills(out_bytes: int) -> dict[str, Callable[[], object]]:
@@ -108,7 +119,8 @@ def main() -> int:
         print("fill_floor: needs a CUDA GPU", file=sys.stderr)
         return 2
     ops.disable()
-    shapes = [s for s in grid(False) if s.op == "backward" and re.search(args.only, s.label())
+    shapes = [s for s in [*grid(False), *EXTRA_ROWS]
+              if s.op == "backward" and re.search(args.only, s.label())
               and math.prod(s.sizes) * DTYPES[s.dtype].itemsize >= args.min_bytes]
     if not shapes:
         parser.error(f"--only {args.only!r} matches no backward grid row")

@@ -139,6 +139,16 @@ FILL_BLOCK_BYTES = 16384
 FILL_WORDS_PER_LANE = 32
 #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
 FILL_NUM_WARPS = 4
+#: Outputs of at least HUGE_OUTPUT_BYTES: blocks of HUGE_FILL_BLOCK_BYTES on
+#: HUGE_FILL_NUM_WARPS warps, two 16-byte stores a thread, as aten's fill does. There the
+#: zero stores are nearly all the time, and their pattern counts: H200, plain Triton fills of
+#: 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (16 KiB on 4 warps,
+#: these plans' shape), and 16384² float32 went 240.3 -> 234.8 µs (0.98x -> 1.005x aten).
+#: Below, 8-warp programs cost more than they gave (64x512x512 float32 19.2 -> 21.1 µs):
+#: the diagonal's share of a program then weighs more. BENCHMARKS.md, fill_floor.py.
+HUGE_OUTPUT_BYTES = 1 << 28
+HUGE_FILL_BLOCK_BYTES = 8192
+HUGE_FILL_NUM_WARPS = 8
 #: Cache hints of diagonal_backward (0 = none): 1 stores the zero fill with ``evict_first``
 #: / loads grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output
 #: hint moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill
@@ -216,14 +226,20 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
 def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
     """diagonal_backward's plan: the *FILL_* constants, read when a call signature is first
     planned (one place to tune; plans are then cached per signature, so set them before
-    the first call), the small ones for outputs of at most SMALL_OUTPUT_BYTES."""
-    if total * word_bytes <= SMALL_OUTPUT_BYTES:
+    the first call): the small ones for outputs of at most SMALL_OUTPUT_BYTES, the huge
+    ones from HUGE_OUTPUT_BYTES."""
+    out_bytes = total * word_bytes
+    if out_bytes <= SMALL_OUTPUT_BYTES:
         return plan_flat(total, width, run, word_bytes, SMALL_FILL_BLOCK_BYTES,
                          SMALL_FILL_WORDS_PER_LANE)
-    tile = plan_flat(total, width, run, word_bytes, FILL_BLOCK_BYTES, FILL_WORDS_PER_LANE)
-    if INTERPRET or tile.num_warps == FILL_NUM_WARPS:
+    if out_bytes >= HUGE_OUTPUT_BYTES:
+        block_bytes, warps = HUGE_FILL_BLOCK_BYTES, HUGE_FILL_NUM_WARPS
+    else:
+        block_bytes, warps = FILL_BLOCK_BYTES, FILL_NUM_WARPS
+    tile = plan_flat(total, width, run, word_bytes, block_bytes, FILL_WORDS_PER_LANE)
+    if INTERPRET or tile.num_warps == warps:
         return tile
-    return dataclasses.replace(tile, num_warps=FILL_NUM_WARPS)
+    return dataclasses.replace(tile, num_warps=warps)
 
 
 def cache_hints() -> dict[str, str]:
