@@ -129,8 +129,9 @@ class FlatTile:
         return needs_int64(total + (self.peel_lanes + 1) * width + self.block, read_extent)
 
 
-#: diagonal_backward on a GPU: each program stores 16 KiB of zeros as 16-byte vectors, then
-#: its share of the diagonal, one lane per 32 words a pass (128 lanes for 4-byte words).
+#: diagonal_backward on a GPU (outputs over 1 MB and under 256 MB; SMALL_* and HUGE_* below):
+#: each program stores 16 KiB of zeros as 16-byte vectors, then its share of the diagonal,
+#: one lane per 32 words a pass (128 lanes for 4-byte words).
 #: Every program peels a pass whether or not the diagonal crosses its block, so lanes cost
 #: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten), and too few cost passes
 #: (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x). H200 sweeps of
@@ -140,15 +141,18 @@ FILL_WORDS_PER_LANE = 32
 #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
 FILL_NUM_WARPS = 4
 #: Outputs of at least HUGE_OUTPUT_BYTES: blocks of HUGE_FILL_BLOCK_BYTES on
-#: HUGE_FILL_NUM_WARPS warps, two 16-byte stores a thread, as aten's fill does. There the
-#: zero stores are nearly all the time, and their pattern counts: H200, plain Triton fills of
-#: 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (16 KiB on 4 warps,
-#: these plans' shape), and 16384² float32 went 240.3 -> 234.8 µs (0.98x -> 1.005x aten).
-#: Below, 8-warp programs cost more than they gave (64x512x512 float32 19.2 -> 21.1 µs):
-#: the diagonal's share of a program then weighs more. BENCHMARKS.md, fill_floor.py.
+#: HUGE_FILL_NUM_WARPS warps, four 16-byte stores a thread instead of eight. There the zero
+#: stores are nearly all the time, and their pattern counts: H200, plain Triton fills of
+#: 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (these plans' 16 KiB
+#: on 4 warps). In one run (fill_floor.py) 16384² float32 went 239.0 -> 235.1 µs (0.985x ->
+#: 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and no row of 128 MB or more
+#: got slower. 8 warps (two stores a thread) read 234.1 on 16384² but 272.6 on
+#: 1024x512x512: their programs' diagonal work (the peel of rows of 512 words) then weighs
+#: more. Below 256 MB the 8 KiB blocks were slower at 1-16 MB (2-5%) and even at 64 MB.
+#: BENCHMARKS.md.
 HUGE_OUTPUT_BYTES = 1 << 28
 HUGE_FILL_BLOCK_BYTES = 8192
-HUGE_FILL_NUM_WARPS = 8
+HUGE_FILL_NUM_WARPS = 4
 #: Cache hints of diagonal_backward (0 = none): 1 stores the zero fill with ``evict_first``
 #: / loads grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output
 #: hint moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill
