@@ -366,7 +366,8 @@ def test_download_copies_every_bit_to_the_host() -> None:
         return
     for t in tensors:
         host = transfer.download(upload(t.contiguous(), ops.DEVICE)[..., :])
-        assert host.device.type == "cpu" and host.is_pinned()
+        # (A tensor of no bytes has no allocation to pin: torch reports it unpinned.)
+        assert host.device.type == "cpu" and (host.is_pinned() or host.numel() == 0)
         assert host.shape == t.shape and host.dtype == t.dtype
         assert torch.equal(as_words(host.contiguous()), as_words(t.contiguous()))
     strided = upload(torch.arange(12, dtype=torch.int8), ops.DEVICE).reshape(3, 4)[:, 1::2]
