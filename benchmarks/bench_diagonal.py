@@ -192,6 +192,31 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(as_words(a), as_words(b)))
 
 
+def sentinel(shape: torch.Size | tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A contiguous tensor whose every byte is 0x5A: written through ``out=``, a word the
+    kernel leaves unwritten shows. (A fresh ``torch.empty`` may hold a freed buffer's zeros,
+    or even the right answer from the call before.)"""
+    out = torch.empty(tuple(shape), dtype=dtype, device=ops.DEVICE)
+    out.view(torch.uint8).fill_(0x5A)
+    return out
+
+
+def sentinel_check(s: Shape) -> bool:
+    """Ours through ``out=`` into a sentinel, bitwise against aten, on fresh random inputs.
+    The contiguous ``out=`` takes the same plan and launch as the functional call."""
+    dtype = DTYPES[s.dtype]
+    args = (s.offset, s.dim1, s.dim2)
+    if s.op == "backward":
+        g = random_bits(diagonal_of(s.sizes, *args).shape, dtype, s.strided)
+        want = torch.ops.aten.diagonal_backward(g, list(s.sizes), *args)
+        got = ops.diagonal_backward_out(g, list(s.sizes), *args, out=sentinel(want.shape, dtype))
+    else:
+        x = random_bits(s.sizes, dtype, s.strided)
+        want = torch.ops.aten.diagonal_copy(x, *args)
+        got = ops.diagonal_copy_out(x, *args, out=sentinel(want.shape, dtype))
+    return same_bits(got, want)
+
+
 def median_us(fn: Callable[[], object], quick: bool, rounds: int = 1) -> float:
     """do_bench's median in µs (it flushes L2 before each timed call); with ``rounds`` > 1,
     one round's share of the time (``interleaved_us`` takes the median over rounds)."""
@@ -323,22 +348,25 @@ def random_shapes(count: int, seed: int) -> dict:
     """Random ranks 2-5, sizes, dims, offsets and layouts, per element size: the new variants
     each element size compiles, and every result checked bitwise against aten. Then the
     same shapes again with the large-output plans forced (``SMALL_OUTPUT_BYTES=0``, and
-    ``COPY_TRANSPOSE_MIN_BYTES=0`` for diagonal_copy's tiles): these shapes are all under
-    1 MB, and no other random shapes reach those plans."""
+    ``COPY_TRANSPOSE_MIN_BYTES=0`` for diagonal_copy's tiles), and once more with the huge
+    outputs' plans (``HUGE_OUTPUT_BYTES=0`` too): these shapes are all under 1 MB, and no
+    other random shapes reach those plans."""
     report = _random_pass(count, seed)
-    forced = {"SMALL_OUTPUT_BYTES": 0, "COPY_TRANSPOSE_MIN_BYTES": 0}
-    saved = {name: getattr(_tiling, name) for name in forced}
-    for name, value in forced.items():
-        setattr(_tiling, name, value)
-    _clear_plans()
-    try:
-        large = _random_pass(count, seed)
-    finally:
-        for name, value in saved.items():
+    large_plans = {"SMALL_OUTPUT_BYTES": 0, "COPY_TRANSPOSE_MIN_BYTES": 0}
+    for tier, forced in (("large", large_plans), ("huge", {**large_plans,
+                                                           "HUGE_OUTPUT_BYTES": 0})):
+        saved = {name: getattr(_tiling, name) for name in forced}
+        for name, value in forced.items():
             setattr(_tiling, name, value)
         _clear_plans()
-    report["large_plans_mismatch_count"] = large["mismatch_count"]
-    report["large_plans_mismatches"] = large["mismatches"]
+        try:
+            forced_pass = _random_pass(count, seed)
+        finally:
+            for name, value in saved.items():
+                setattr(_tiling, name, value)
+            _clear_plans()
+        report[f"{tier}_plans_mismatch_count"] = forced_pass["mismatch_count"]
+        report[f"{tier}_plans_mismatches"] = forced_pass["mismatches"]
     return report
 
 
@@ -371,7 +399,11 @@ def _random_pass(count: int, seed: int) -> dict:
             ours_b = ops.diagonal_backward(g, list(sizes), offset, d1, d2)
             ref_c = torch.ops.aten.diagonal_copy(x, offset, d1, d2)
             ref_b = torch.ops.aten.diagonal_backward(g, list(sizes), offset, d1, d2)
-            if not same_bits(ours_c, ref_c) or not same_bits(ours_b, ref_b):
+            out_c = ops.diagonal_copy_out(x, offset, d1, d2, out=sentinel(ref_c.shape, dtype))
+            out_b = ops.diagonal_backward_out(g, list(sizes), offset, d1, d2,
+                                              out=sentinel(ref_b.shape, dtype))
+            if not all(same_bits(a, b) for a, b in ((ours_c, ref_c), (ours_b, ref_b),
+                                                    (out_c, ref_c), (out_b, ref_b))):
                 mismatches.append(shape.label() + f" {dtype}")
         torch.cuda.synchronize()
         report[str(dtype)] = {
@@ -437,7 +469,7 @@ def main() -> int:
     meta["warm_up_s"] = warm_up(shapes, args.warmup_s) if args.warmup_s > 0 else 0.0
     for s in shapes:
         fns, out_bytes, read_bytes = prepare(s)
-        if not same_bits(fns["ours"](), fns["aten"]()):
+        if not same_bits(fns["ours"](), fns["aten"]()) or not sentinel_check(s):
             wrong.append(s.label())
         timed = with_fill(s, fns, out_bytes)
         rounds = args.small_rounds if out_bytes < SMALL_BYTES else args.rounds
@@ -475,7 +507,8 @@ def main() -> int:
         w.writeheader()
         w.writerows(flat)
     print_table(rows, meta)
-    return 1 if wrong or rand["mismatch_count"] or rand["large_plans_mismatch_count"] else 0
+    return 1 if (wrong or rand["mismatch_count"] or rand["large_plans_mismatch_count"]
+                 or rand["huge_plans_mismatch_count"]) else 0
 
 
 def print_table(rows: list[Row], meta: dict) -> None:

@@ -4,11 +4,13 @@ and diagonal_backward, and plain Triton fills of several shapes, in the same rou
 Why: at ``16384²`` float32 ours took 237-239 µs in the kernel against aten's fill 229-231
 (ncu: DRAM 91% of peak against 94%), with 27 registers, full occupancy and its instruction
 slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 threads, two
-16-byte stores each); ours 16 KiB a program of 4 warps (eight stores a thread). Plain Triton
-fills of each block shape tell the store pattern's cost apart from ours' diagonal work. Each
-``--set`` list is one more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked
-bitwise against aten before it is timed. Rows: the backward grid's rows that take the
-large-output plans (the constants swept apply to those only), and EXTRA_ROWS.
+16-byte stores each); ours then wrote 16 KiB a program of 4 warps (eight stores a thread;
+outputs of 256 MB and more now take 8 KiB, four). Plain Triton fills of each block shape
+tell the store pattern's cost apart from ours' diagonal work. Each ``--set`` list is one
+more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked bitwise against aten
+before it is timed, written into 0x5A bytes so that an unwritten word shows. Rows: the
+backward grid's rows that take the large-output plans (the constants swept apply to those
+only), and EXTRA_ROWS.
 
     python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_NUM_WARPS=8 ...]
 """
@@ -27,7 +29,16 @@ from collections.abc import Callable, Iterator
 import torch
 import triton
 import triton.language as tl
-from bench_diagonal import DTYPES, Shape, grid, interleaved_us, random_bits, same_bits
+from bench_diagonal import (
+    DTYPES,
+    Shape,
+    grid,
+    interleaved_us,
+    random_bits,
+    same_bits,
+    same_size_fill,
+    sentinel,
+)
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
@@ -98,7 +109,10 @@ def parse_settings(text: str) -> dict[str, int]:
         name, _, value = pair.partition("=")
         if type(getattr(_tiling, name, None)) is not int:
             raise SystemExit(f"--set {text}: no integer constant {name!r} in ops._tiling")
-        settings[name] = int(value)
+        try:
+            settings[name] = int(value)
+        except ValueError:
+            raise SystemExit(f"--set {text}: {value!r} is not an integer") from None
     return settings
 
 
@@ -132,14 +146,13 @@ def main() -> int:
         diag = diagonal_of(s.sizes, s.offset, s.dim1, s.dim2)
         grad = random_bits(diag.shape, dtype, s.strided)
         sizes = list(s.sizes)
-        args_ = (s.offset, s.dim1, s.dim2)
-        want = torch.ops.aten.diagonal_backward(grad, sizes, *args_)
+        diag_args = (s.offset, s.dim1, s.dim2)
+        want = torch.ops.aten.diagonal_backward(grad, sizes, *diag_args)
         out_bytes = want.numel() * want.element_size()
-        fill_buf = torch.empty(out_bytes // 4, dtype=torch.int32, device=ops.DEVICE)
         fns: dict[str, Callable[[], object]] = {
-            "aten": lambda g=grad, sz=sizes, a=args_: torch.ops.aten.diagonal_backward(
+            "aten": lambda g=grad, sz=sizes, a=diag_args: torch.ops.aten.diagonal_backward(
                 g, sz, *a),
-            "aten_fill": fill_buf.zero_,
+            "aten_fill": same_size_fill(out_bytes),
         }
         for name, settings in plans.items():
             with planning(settings):
@@ -150,8 +163,11 @@ def main() -> int:
                 backward_module._launch(plan, (out, g))
                 return out
 
-            if not same_bits(ours(), want):
+            check = sentinel(want.shape, dtype)  # every word must be written over
+            backward_module._launch(plan, (check, grad))
+            if not same_bits(check, want):
                 wrong.append(f"{s.label()} {name}")
+            del check
             fns[name] = ours
         fns.update(plain_fills(out_bytes))
         for fn in fns.values():  # compile and first-launch outside the timing
@@ -162,7 +178,7 @@ def main() -> int:
         print(f"{s.label()}  " + "  ".join(
             f"{name} {us:.1f} ({medians['aten'] / us:.3f}x)" for name, us in medians.items()),
             flush=True)
-        del fns, fill_buf, want, grad
+        del fns, want, grad
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

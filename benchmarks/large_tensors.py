@@ -27,6 +27,12 @@ def _random_int8(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randint(-128, 127, shape, dtype=torch.int8, device=ops.DEVICE)
 
 
+def _sentinel(shape: torch.Size) -> torch.Tensor:
+    """int8 0x5A everywhere: a freshly allocated result may already hold zeros (or a freed
+    result), which would hide words the kernel never wrote."""
+    return torch.full(tuple(shape), 0x5A, dtype=torch.int8, device=ops.DEVICE)
+
+
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.stride() == b.stride() and bool(torch.equal(a, b))
 
@@ -41,6 +47,10 @@ def check_backward(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) ->
     seconds = time.perf_counter() - t0
     ref = torch.ops.aten.diagonal_backward(grad, list(sizes), offset, dim1, dim2)
     ok = _equal(ours, ref)
+    del ours  # the same plan through out= into 0x5A bytes: an unwritten word shows
+    ours = ops.diagonal_backward_out(grad, list(sizes), offset, dim1, dim2,
+                                     out=_sentinel(ref.shape))
+    ok = ok and _equal(ours, ref)
     # The last diagonal element and the last element, both far beyond int32 in flat index.
     last = ours.diagonal(offset, dim1, dim2)[..., -1]
     ok = ok and bool(torch.equal(last, grad[..., -1])) and ours.reshape(-1)[-1].item() == \
@@ -65,6 +75,9 @@ def check_copy(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
     ref = torch.ops.aten.diagonal_copy(x, offset, dim1, dim2)
     ok = _equal(ours, ref) and bool(torch.equal(ours[..., -1], x.diagonal(offset, dim1,
                                                                         dim2)[..., -1]))
+    del ours  # the same plan through out= into 0x5A bytes: an unwritten word shows
+    ours = ops.diagonal_copy_out(x, offset, dim1, dim2, out=_sentinel(ref.shape))
+    ok = ok and _equal(ours, ref)
     n = ours.numel()
     del ours, ref, x
     return {"op": "diagonal_copy", "sizes": sizes, "offset": offset, "dims": (dim1, dim2),

@@ -105,8 +105,9 @@ class FlatTile:
     holds a row's run), or a pass is one row, peeled on a single lane, whose run gets ``rounds``
     rounds of ``copy_lanes`` lanes, as many as its share of the block can need (``wide``).
     Only ``block``, the lane counts and ``rounds`` are compile-time constants, and on a GPU
-    they depend on the word size and on ``wide`` alone: at most two compiled variants per
-    kernel and word size.
+    they depend on the word size, on ``wide`` and on the output's size tier alone: at most
+    two compiled variants per kernel, word size and tier (every fuzz Case is in the small
+    tier).
     """
 
     block: int
@@ -145,11 +146,12 @@ FILL_NUM_WARPS = 4
 #: stores are nearly all the time, and their pattern counts: H200, plain Triton fills of
 #: 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (these plans' 16 KiB
 #: on 4 warps). In one run (fill_floor.py) 16384² float32 went 239.0 -> 235.1 µs (0.985x ->
-#: 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and no row of 128 MB or more
-#: got slower. 8 warps (two stores a thread) read 234.1 on 16384² but 272.6 on
-#: 1024x512x512: their programs' diagonal work (the peel of rows of 512 words) then weighs
-#: more. Below 256 MB the 8 KiB blocks were slower at 1-16 MB (2-5%) and even at 64 MB.
-#: BENCHMARKS.md.
+#: 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and none of the 14 rows of
+#: 256 MB or more got slower. 8 warps (two stores a thread) read 234.1 on 16384² but 272.6
+#: on 1024x512x512: their programs' diagonal work (the peel of rows of 512 words) then
+#: weighs more. Below, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about 1% at
+#: 16-128 MB; the threshold was not swept between 16 and 256 MB. The transposed launches
+#: keep the large plans' block and warps. BENCHMARKS.md.
 HUGE_OUTPUT_BYTES = 1 << 28
 HUGE_FILL_BLOCK_BYTES = 8192
 HUGE_FILL_NUM_WARPS = 4
@@ -196,8 +198,9 @@ COPY_TRANSPOSE_NUM_WARPS = 4
 #: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
 COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1
 #: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
-#: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds. (Blocks of 4096 words for every
-#: word size, one round, cost 1-byte outputs a quarter of their speed: 4x the programs.)
+#: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds (of an 8 KiB one, 2 or 1).
+#: (Blocks of 4096 words for every word size, one round, cost 1-byte outputs a quarter of
+#: their speed: 4x the programs.)
 MAX_WIDE_LANES = 4096
 #: The interpreter runs programs one after another: one program and one pass where possible.
 _INTERPRET_MAX_WORDS = 1 << 16

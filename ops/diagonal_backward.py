@@ -382,11 +382,14 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     tile = plan_fill(total, width, run_len, word_bytes)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = tile.needs_int64(total, width, grad_extent + words)
-    n_programs, block, tiles = tile.n_programs, tile.block, (0, 1, 1)
+    n_programs, block, tiles, num_warps = tile.n_programs, tile.block, (0, 1, 1), tile.num_warps
     transposed = (words == 1 and run_in_cols == 1 and diag_stride < col_stride
                   and _transpose_block(total, width, run_len, diag.length, word_bytes))
     if transposed:
+        # The large plans' block and warps at every size over 1 MB (the huge outputs' tier
+        # is for the flat fill; its lane constexprs, unused here, only name the variant).
         block = transposed
+        num_warps = tile.num_warps if INTERPRET else _tiling.FILL_NUM_WARPS
         tiles = (total // block, triton.cdiv(diag.length, _tiling.TRANSPOSE_I_BLOCK),
                  triton.cdiv(run_len, _tiling.TRANSPOSE_C_BLOCK))
         n_programs = tiles[0] + total // width // first_size * tiles[1] * tiles[2]
@@ -407,7 +410,7 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
          "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
          **cache_hints(), "TRANSPOSE": bool(transposed),
          "I_BLOCK": _tiling.TRANSPOSE_I_BLOCK, "C_BLOCK": _tiling.TRANSPOSE_C_BLOCK},
-        tile.num_warps,
+        num_warps,
     )
 
 
@@ -420,7 +423,8 @@ def _transpose_block(total: int, width: int, run_len: int, length: int,
     along the run (the plan checks the strides), when fill blocks can lie wholly
     on or off each run: the block divides both the row width and the run. On a GPU only large
     outputs take it (a fuzz-sized Case never compiles this variant) and the block is the
-    large fill plan's; under the interpreter the largest power of two dividing both, unless
+    large fill plan's (FILL_BLOCK_BYTES, also from 256 MB: the HUGE_* tier is the flat
+    fill's); under the interpreter the largest power of two dividing both, unless
     that makes more than INTERPRET_MAX_FILL_PROGRAMS programs (an odd run gives 1-word
     blocks: a (4,4,1023) Case took 25 s instead of 22 ms, each program costing ~1.5 ms).
     """

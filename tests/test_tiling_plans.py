@@ -127,7 +127,12 @@ def test_huge_outputs_store_four_vectors_a_thread(monkeypatch) -> None:
         assert (below.block * word_bytes, below.num_warps) == (
             _tiling.FILL_BLOCK_BYTES, _tiling.FILL_NUM_WARPS)
         assert huge.block * word_bytes == _tiling.HUGE_FILL_BLOCK_BYTES
+        assert huge.num_warps == _tiling.HUGE_FILL_NUM_WARPS
         assert huge.block * word_bytes == 4 * 16 * 32 * huge.num_warps
+    # The tier's warps are its own, not the large plans' (both are 4 today).
+    monkeypatch.setattr(_tiling, "HUGE_FILL_NUM_WARPS", 8)
+    assert _tiling.plan_fill(limit // 4, 16384, 1, 4).num_warps == 8
+    assert _tiling.plan_fill((limit - 1) // 4, 16384, 1, 4).num_warps == _tiling.FILL_NUM_WARPS
 
 
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
