@@ -18,6 +18,7 @@ Writes ``bench.csv`` and ``bench.json`` (host times in their ``host_*`` columns)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import importlib
@@ -29,7 +30,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -355,19 +356,29 @@ def random_shapes(count: int, seed: int) -> dict:
     large_plans = {"SMALL_OUTPUT_BYTES": 0, "COPY_TRANSPOSE_MIN_BYTES": 0}
     for tier, forced in (("large", large_plans), ("huge", {**large_plans,
                                                            "HUGE_OUTPUT_BYTES": 0})):
-        saved = {name: getattr(_tiling, name) for name in forced}
-        for name, value in forced.items():
-            setattr(_tiling, name, value)
         _clear_plans()
         try:
-            forced_pass = _random_pass(count, seed)
+            with planning(forced):
+                forced_pass = _random_pass(count, seed)
         finally:
-            for name, value in saved.items():
-                setattr(_tiling, name, value)
             _clear_plans()
         report[f"{tier}_plans_mismatch_count"] = forced_pass["mismatch_count"]
         report[f"{tier}_plans_mismatches"] = forced_pass["mismatches"]
     return report
+
+
+@contextlib.contextmanager
+def planning(settings: dict[str, int]) -> Iterator[None]:
+    """``ops._tiling``'s planning constants set to ``settings`` for the block, then restored
+    (plans made meanwhile are the caller's to forget: ``_clear_plans``)."""
+    before = {name: getattr(_tiling, name) for name in settings}
+    for name, value in settings.items():
+        setattr(_tiling, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(_tiling, name, value)
 
 
 def _clear_plans() -> None:

@@ -18,13 +18,12 @@ only), and EXTRA_ROWS.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import triton
@@ -34,6 +33,7 @@ from bench_diagonal import (
     Shape,
     grid,
     interleaved_us,
+    planning,
     random_bits,
     same_bits,
     same_size_fill,
@@ -89,33 +89,6 @@ def plain_fills(out_bytes: int) -> dict[str, Callable[[], object]]:
     return fns
 
 
-@contextlib.contextmanager
-def planning(settings: dict[str, int]) -> Iterator[None]:
-    """``ops._tiling``'s planning constants set to ``settings`` for the block, then restored."""
-    before = {name: getattr(_tiling, name) for name in settings}
-    for name, value in settings.items():
-        setattr(_tiling, name, value)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            setattr(_tiling, name, value)
-
-
-def parse_settings(text: str) -> dict[str, int]:
-    """``NAME=VALUE,...`` into a dict, each NAME an integer constant of ``ops._tiling``."""
-    settings: dict[str, int] = {}
-    for pair in filter(None, text.split(",")):
-        name, _, value = pair.partition("=")
-        if type(getattr(_tiling, name, None)) is not int:
-            raise SystemExit(f"--set {text}: no integer constant {name!r} in ops._tiling")
-        try:
-            settings[name] = int(value)
-        except ValueError:
-            raise SystemExit(f"--set {text}: {value!r} is not an integer") from None
-    return settings
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -128,7 +101,7 @@ def main() -> int:
                         help="one more plan of ours, timed beside the default")
     parser.add_argument("--json", default=None, help="write the medians here")
     args = parser.parse_args()
-    plans = {"ours": {}} | {f"ours[{s}]": parse_settings(s) for s in args.set}
+    plans = {"ours": {}} | {f"ours[{s}]": _tiling.parse_settings(s.split(",")) for s in args.set}
     if ops.INTERPRET:
         print("fill_floor: needs a CUDA GPU", file=sys.stderr)
         return 2

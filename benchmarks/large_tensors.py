@@ -17,6 +17,7 @@ import sys
 import time
 
 import torch
+from bench_diagonal import sentinel  # 0x5A bytes: an unwritten word shows
 
 import diagfuzz.ops as ops
 
@@ -25,12 +26,6 @@ INT32 = 2**31
 
 def _random_int8(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randint(-128, 127, shape, dtype=torch.int8, device=ops.DEVICE)
-
-
-def _sentinel(shape: torch.Size) -> torch.Tensor:
-    """int8 0x5A everywhere: a freshly allocated result may already hold zeros (or a freed
-    result), which would hide words the kernel never wrote."""
-    return torch.full(tuple(shape), 0x5A, dtype=torch.int8, device=ops.DEVICE)
 
 
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -49,7 +44,7 @@ def check_backward(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) ->
     ok = _equal(ours, ref)
     del ours  # the same plan through out= into 0x5A bytes: an unwritten word shows
     ours = ops.diagonal_backward_out(grad, list(sizes), offset, dim1, dim2,
-                                     out=_sentinel(ref.shape))
+                                     out=sentinel(ref.shape, torch.int8))
     ok = ok and _equal(ours, ref)
     # The last diagonal element and the last element, both far beyond int32 in flat index.
     last = ours.diagonal(offset, dim1, dim2)[..., -1]
@@ -76,7 +71,7 @@ def check_copy(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
     ok = _equal(ours, ref) and bool(torch.equal(ours[..., -1], x.diagonal(offset, dim1,
                                                                         dim2)[..., -1]))
     del ours  # the same plan through out= into 0x5A bytes: an unwritten word shows
-    ours = ops.diagonal_copy_out(x, offset, dim1, dim2, out=_sentinel(ref.shape))
+    ours = ops.diagonal_copy_out(x, offset, dim1, dim2, out=sentinel(ref.shape, torch.int8))
     ok = ok and _equal(ours, ref)
     n = ours.numel()
     del ours, ref, x

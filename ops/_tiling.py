@@ -270,9 +270,9 @@ def needs_int64(*extents: int) -> bool:
     return INTERPRET or any(abs(e) > INT32_MAX for e in extents)
 
 
-def override(settings: Sequence[str]) -> dict[str, int]:
-    """Set integer planning constants from ``NAME=VALUE`` texts (a benchmark's ``--set``);
-    before any call plans: plans are cached per call signature once made."""
+def parse_settings(settings: Sequence[str]) -> dict[str, int]:
+    """Integer planning constants from ``NAME=VALUE`` texts (a benchmark's ``--set``),
+    checked: each NAME an integer constant of this module, each VALUE an integer."""
     done: dict[str, int] = {}
     module = sys.modules[__name__]
     for setting in settings:
@@ -283,7 +283,16 @@ def override(settings: Sequence[str]) -> dict[str, int]:
             done[name] = int(value)
         except ValueError:
             raise SystemExit(f"--set {setting}: {value!r} is not an integer") from None
-        setattr(module, name, done[name])
+    return done
+
+
+def override(settings: Sequence[str]) -> dict[str, int]:
+    """Set integer planning constants from ``NAME=VALUE`` texts (``parse_settings``); before
+    any call plans: plans are cached per call signature once made."""
+    done = parse_settings(settings)
+    module = sys.modules[__name__]
+    for name, value in done.items():
+        setattr(module, name, value)
     return done
 
 
