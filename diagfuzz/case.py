@@ -181,12 +181,73 @@ class Case:
         """A copy with ``changes`` applied (dataclasses.replace)."""
         return replace(self, **changes)
 
+    def describe_full(self) -> list[str]:
+        """Every field that tells two Cases apart, for a person: the call with its raw
+        arguments, the layout of the tensor it reads, and that tensor's values."""
+        read = READ_ARGUMENT[self.op]
+        args = ({"input": read} if self.op == "diagonal"
+                else {"grad_output": read, "input_sizes": list(self.sizes)})
+        args.update(offset=self.offset, dim1=self.dim1, dim2=self.dim2)
+        raw = dict(self.raw_args)
+        call = ", ".join(f"{k}={raw[k]!r}" if k in raw else
+                         (k if k == read else f"{k}={v}") for k, v in args.items())
+        if self.out_dtype or self.out_device:
+            call += f", out=<{self.out_dtype or self.dtype} on {self.out_device or 'device'}>"
+        layout = self.layout
+        lines = [f"{self.op}({call})" + (f"  [invalid: {self.invalid}]" if self.invalid else "")]
+        if read not in raw:
+            lines.append(f"{read}: {self.dtype}, shape {list(layout.shape)}, strides "
+                         f"{list(layout.strides)}, storage offset {layout.storage_offset} "
+                         f"({'+'.join(layout.kinds)})")
+            values = f"values: seed {self.values.seed}, {self.values.mode}"
+            if self.values.specials:
+                shown = [f"storage[{i}] = {special_repr(self.dtype, b)}"
+                         for i, b in self.values.specials[:4]]
+                more = len(self.values.specials) - len(shown)
+                values += "; specials " + ", ".join(shown) + (f" (+{more} more)" if more
+                                                              else "")
+            lines.append(values)
+        return lines
+
     def describe(self) -> str:
         """A short human-readable one-liner for test ids and reports."""
         layout = "+".join(self.layout.kinds)
         extra = f" invalid={self.invalid}" if self.invalid else ""
         return (f"{self.op}(sizes={list(self.sizes)}, offset={self.offset}, "
                 f"dim1={self.dim1}, dim2={self.dim2}, {self.dtype}, {layout}){extra}")
+
+
+#: The argument holding the tensor each op reads.
+READ_ARGUMENT = {"diagonal": "input", "diagonal_backward": "grad_output"}
+
+_WORD = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def special_repr(dtype_name: str, pattern: int) -> str:
+    """A special bit pattern as hex and, where it decodes, its value: ``0x8000 (-0.0)``."""
+    try:
+        dtype = dtype_of(dtype_name)
+    except ValueError:
+        return hex(pattern)
+    width = dtype.itemsize
+    text = f"0x{pattern:0{2 * width}x}"
+    try:
+        if dtype.is_complex:
+            half = width // 2
+            part = torch.float32 if half == 4 else torch.float64
+            real = _decode(pattern & ((1 << 8 * half) - 1), half, part)
+            imag = _decode(pattern >> 8 * half, half, part)
+            return f"{text} ({real}+{imag}j)"
+        return f"{text} ({_decode(pattern, width, dtype)})"
+    except (RuntimeError, TypeError, KeyError):
+        return text
+
+
+def _decode(pattern: int, width: int, dtype: torch.dtype) -> Any:
+    signed = pattern - (1 << 8 * width) if pattern >= 1 << (8 * width - 1) else pattern
+    value = torch.tensor([signed], dtype=_WORD[width]).view(dtype)
+    return value.float().item() if dtype.itemsize == 1 and dtype.is_floating_point \
+        else value.item()
 
 
 def _frozen(value: Any) -> Any:

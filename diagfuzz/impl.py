@@ -1,21 +1,32 @@
-"""Implementations under test, and how ``--impl MODULE:ATTR`` finds one.
+"""Implementations under test, what they declare, and how ``--impl MODULE:ATTR`` finds one.
 
-An implementation is any object (a module works) with
+An implementation is any object (a module works) providing any of the ops:
 ``diagonal(x, offset=0, dim1=0, dim2=1) -> new Tensor`` and
 ``diagonal_backward(grad_output, input_sizes, offset, dim1, dim2) -> Tensor``. Optional:
 ``diagonal_out(..., out=)`` and ``diagonal_backward_out(..., out=)`` for ``.out`` Cases, and
 ``uses_triton_registration = True`` when calls go through aten with diagfuzz's kernels (the
 oracles then prove the kernel ran and switch the registration off for the reference).
+
+Capability declarations (optional): ``dtypes``, the dtype names (or torch dtypes) the
+implementation supports, or a dict of them per op; ``supports(case) -> bool`` for anything
+finer. A Case outside them is "unsupported": counted, not judged. An implementation that
+declares nothing supports everything it provides.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 import diagfuzz.ops as ops
+from diagfuzz.case import OPS, Case
 
 DEFAULT_IMPL = "diagfuzz.impl:triton_aten"
 
@@ -71,24 +82,103 @@ triton_aten = TritonViaAten()
 aten = AtenReference()
 
 
+def provides(impl: Any, op: str) -> bool:
+    """Whether ``impl`` provides ``op`` (a callable of that name)."""
+    return callable(getattr(impl, op, None))
+
+
+def provided_ops(impl: Any) -> tuple[str, ...]:
+    """The ops of diagfuzz that ``impl`` provides, in OPS order."""
+    return tuple(op for op in OPS if provides(impl, op))
+
+
+def _dtype_name(value: Any, where: str) -> str:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, str) and isinstance(getattr(torch, value, None), torch.dtype):
+        return value
+    raise ImplError(f"{where}: {value!r} is not a dtype name of this torch")
+
+
+def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
+    """The dtype names ``impl`` declares for ``op``; None when it declares none."""
+    dtypes = getattr(impl, "dtypes", None)
+    if dtypes is None:
+        return None
+    if isinstance(dtypes, dict):
+        if op not in dtypes:
+            return None
+        dtypes = dtypes[op]
+    if isinstance(dtypes, (str, torch.dtype)):
+        dtypes = (dtypes,)
+    return tuple(_dtype_name(d, f"{type(impl).__name__}.dtypes") for d in dtypes)
+
+
+def unsupported(impl: Any, case: Case) -> str:
+    """Why ``impl`` declares ``case`` unsupported, or '' when it supports it."""
+    if not provides(impl, case.op):
+        return f"the impl provides no {case.op}"
+    declared = declared_dtypes(impl, case.op)
+    if declared is not None and case.dtype not in declared:
+        return (f"dtype {case.dtype} is not among the dtypes the impl declares for "
+                f"{case.op} ({', '.join(declared)})")
+    hook = getattr(impl, "supports", None)
+    if callable(hook) and not hook(case):
+        return "the impl's supports(case) is False"
+    return ""
+
+
+def import_roots(*extra: str | os.PathLike[str]) -> list[str]:
+    """Where ``--impl`` modules are looked for beyond ``sys.path``: the current directory,
+    then ``extra`` (the pytest root), as absolute paths without duplicates."""
+    roots = [str(Path.cwd()), *(str(Path(e).resolve()) for e in extra)]
+    return list(dict.fromkeys(roots))
+
+
+def use_roots(roots: Sequence[str]) -> None:
+    """Put ``roots`` on ``sys.path`` (after what is there): processes this one starts
+    (executors) inherit ``sys.path``, so they import the impl the same way."""
+    for root in roots:
+        if root not in sys.path:
+            sys.path.append(root)
+
+
+def _import(module_name: str, spec: str) -> Any:
+    """Import ``module_name``, or a module file ``path/to/mod.py``."""
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
+        use_roots([str(path.resolve().parent)])
+        module_name = path.stem
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
+            searched = "\n  ".join(p or "." for p in sys.path)
+            raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: no such module "
+                            f"on the path searched:\n  {searched}") from exc
+        raise ImplError(f"--impl {spec!r}: importing {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:  # any import failure is a usage error naming the module
+        raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
+
+
 def load_impl(spec: str) -> Any:
-    """Import ``MODULE:ATTR`` (or ``MODULE``) and check it has the two ops."""
+    """Import ``MODULE:ATTR`` (or ``MODULE``, or ``path/to/file.py:ATTR``) and check it
+    provides at least one op (with a valid declaration, if it makes one)."""
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is a usage error naming the module
-        raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
-    obj: Any = module
+    obj: Any = _import(module_name, spec)
     for part in filter(None, attr.split(".")):
         try:
             obj = getattr(obj, part)
         except AttributeError as exc:
             raise ImplError(f"--impl {spec!r}: {module_name!r} has no attribute "
                             f"{attr!r}") from exc
-    missing = [name for name in ("diagonal", "diagonal_backward")
-               if not callable(getattr(obj, name, None))]
-    if missing:
-        raise ImplError(f"--impl {spec!r}: {obj!r} lacks callable {', '.join(missing)}")
+    if not provided_ops(obj):
+        raise ImplError(f"--impl {spec!r}: {obj!r} provides none of the ops "
+                        f"{', '.join(OPS)} (callables of those names)")
+    for op in provided_ops(obj):
+        declared_dtypes(obj, op)  # a bad declaration is a usage error now, not mid-run
     return obj

@@ -12,8 +12,12 @@ from typing import Any
 
 from diagfuzz.case import Case
 
-#: Every kind a Verdict can have. "pass" is the only good one.
-KINDS = ("pass", "mismatch", "unwritten", "alias", "error-parity", "dispatch", "crash", "hang")
+#: Every kind a Verdict can have. "pass" is the good one; "unsupported" (a Case outside what
+#: the implementation declares) is not judged, and not a failure either.
+KINDS = ("pass", "unsupported", "mismatch", "unwritten", "alias", "error-parity", "dispatch",
+         "crash", "hang")
+#: The kinds that are not failures.
+NOT_FAILURES = ("pass", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,13 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        """True for a pass."""
-        return self.kind == "pass"
+        """True unless the Verdict is a failure: a pass, or an unsupported Case."""
+        return self.kind in NOT_FAILURES
+
+    @property
+    def unsupported(self) -> bool:
+        """The Case lies outside what the implementation declares: counted, not judged."""
+        return self.kind == "unsupported"
 
     @staticmethod
     def passed(case: Case | None = None) -> Verdict:

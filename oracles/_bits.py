@@ -134,11 +134,45 @@ def diff(expected: torch.Tensor, actual: torch.Tensor, positions: torch.Tensor,
         "differing": len(positions),
         "numel": expected.numel(),
         "first": first,
+        "symptom": symptom(expected, actual, positions),
     }
     if sentinel is not None:
         details["sentinel"] = hex_word(sentinel, 1)
         details["sentinel_elements"] = int(is_sentinel(actual, sentinel)[positions].sum())
     return details
+
+
+#: Symptoms of a bit difference, in the order ties are broken (``symptom``).
+SYMPTOMS = ("signed-zero", "nan-payload", "zeroed", "values")
+
+
+def symptom(expected: torch.Tensor, actual: torch.Tensor, positions: torch.Tensor) -> str:
+    """What most differing elements have in common, a part of a failure's signature.
+
+    "signed-zero": equal as numbers, the sign of a zero differs (-0.0 lost or made);
+    "nan-payload": both NaN, other bits; "zeroed": the actual bits are all zero (an element
+    left as a zeroed buffer held it); "values": anything else. Why: two bugs of one op
+    usually differ in how their wrong elements look, and a user reads the symptom first.
+    """
+    if not len(positions):
+        return "values"
+    a = bits(actual).cpu()[positions]
+    counts = dict.fromkeys(SYMPTOMS, 0)
+    zeroed = (a == 0).all(dim=1)
+    if expected.dtype.is_floating_point or expected.dtype.is_complex:
+        ev = expected.reshape(-1).cpu()[positions]
+        av = actual.reshape(-1).cpu()[positions]
+        if expected.dtype.itemsize == 1 and expected.dtype.is_floating_point:
+            ev, av = ev.float(), av.float()
+        nan = torch.isnan(ev) & torch.isnan(av)
+        signed = (ev == av) & ~nan
+        counts["signed-zero"] = int(signed.sum())
+        counts["nan-payload"] = int(nan.sum())
+        zeroed = zeroed & ~signed & ~nan
+    if expected.dtype != torch.bool:  # a bool is 0 or 1: a 0 for a 1 is just a wrong value
+        counts["zeroed"] = int(zeroed.sum())
+    counts["values"] = len(positions) - sum(counts.values())
+    return max(SYMPTOMS, key=lambda name: (counts[name], -SYMPTOMS.index(name)))
 
 
 def sentinel_word(byte: int, dtype: torch.dtype) -> int:

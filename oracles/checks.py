@@ -34,8 +34,15 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz.case import Case, call_arguments, contiguous_strides, dtype_of
+from diagfuzz.impl import provides, unsupported
 from diagfuzz.oracles import index_reference, metamorphic, reference
 from diagfuzz.oracles._bits import diff, differing, same_bits, storages_overlap
+from diagfuzz.oracles.policy import (
+    addressing_strides,
+    binding_type_ok,
+    is_binding_class,
+    raised_as,
+)
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations, choose_sentinel
 from diagfuzz.oracles.transfer import storage_bytes, to_device, to_host
 from diagfuzz.verdict import Verdict
@@ -53,6 +60,15 @@ def _exception(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": str(exc)[:500]}
 
 
+def _raised_details(exc: BaseException, expected: BaseException | None = None
+                    ) -> dict[str, Any]:
+    """Evidence of what the implementation raised (and what aten raised, if it did)."""
+    details: dict[str, Any] = {"actual": _exception(exc)}
+    if expected is not None:
+        details["expected"] = _exception(expected)
+    return details
+
+
 def _has_out(impl: Any, case: Case) -> bool:
     name = "diagonal_out" if case.op == "diagonal" else "diagonal_backward_out"
     return callable(getattr(impl, name, None))
@@ -68,12 +84,16 @@ def _read_tensor(case: Case, args: dict[str, Any]) -> torch.Tensor:
 
 # --- error parity -----------------------------------------------------------------------
 
-def check_error_parity(case: Case, impl: Any, device: str) -> Verdict:
-    """An invalid Case: the implementation must raise exactly aten's exception type.
+def check_error_parity(case: Case, impl: Any, device: str, *,
+                       strict: bool = False) -> Verdict:
+    """An invalid Case: the implementation must refuse it as the layer users call would.
 
-    Returning a result where aten raises, or raising another type, is "error-parity". If
-    aten (registration off) accepts the Case after all, the implementation must return the
-    same result bit for bit.
+    Value-level classes demand exactly aten's exception type (found anywhere in the
+    raised exception's chain, see ``policy.exception_chain``); binding-level classes
+    (``policy.BINDING_CLASSES``) demand only an exception, or with ``strict`` one of the
+    public bindings' types. Returning a result where aten raises is "error-parity". If
+    aten (registration off) accepts the Case after all, the implementation must return
+    the same result bit for bit.
     """
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "error-parity", "skipped: impl has no .out method", case,
@@ -91,20 +111,37 @@ def check_error_parity(case: Case, impl: Any, device: str) -> Verdict:
         if ref_exc is None:
             return _fail("error-parity", "error-parity",
                          f"impl raised {type(exc).__name__} where aten returns a result",
-                         case, {"actual": _exception(exc)})
-        if type(exc) is not type(ref_exc):
-            return _fail("error-parity", "error-parity",
-                         f"impl raised {type(exc).__name__}, aten raises "
-                         f"{type(ref_exc).__name__}", case,
-                         {"expected": _exception(ref_exc), "actual": _exception(exc)})
-        return Verdict("pass", "error-parity", "", case,
-                       {"expected": _exception(ref_exc), "actual": _exception(exc)})
+                         case, _raised_details(exc))
+        return _parity_of_raise(case, exc, ref_exc, strict)
     if ref_exc is not None:
         return _fail("error-parity", "error-parity",
                      f"impl returned a result where aten raises {type(ref_exc).__name__}",
                      case, {"expected": _exception(ref_exc)})
     found = _compare(case, ref_result, actual, "aten")
     return found or Verdict("pass", "error-parity", "aten accepts this Case", case)
+
+
+def _parity_of_raise(case: Case, exc: BaseException, ref_exc: BaseException,
+                     strict: bool) -> Verdict:
+    """Both raised: judge the implementation's exception by the Case's invalid class."""
+    details = _raised_details(exc, ref_exc)
+    if is_binding_class(case.invalid):
+        details["level"] = "binding"
+        if strict and not binding_type_ok(exc):
+            return _fail("error-parity", "error-parity",
+                         f"impl raised {type(exc).__name__}; at the binding level torch "
+                         "raises TypeError, ValueError or RuntimeError (--diagfuzz-strict)",
+                         case, details)
+        return Verdict("pass", "error-parity", "", case, details)
+    details["level"] = "value"
+    matched = raised_as(exc, type(ref_exc))
+    if matched is None:
+        return _fail("error-parity", "error-parity",
+                     f"impl raised {type(exc).__name__}, aten raises "
+                     f"{type(ref_exc).__name__}", case, details)
+    if matched is not exc:
+        details["unwrapped"] = type(matched).__name__
+    return Verdict("pass", "error-parity", "", case, details)
 
 
 def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
@@ -132,16 +169,19 @@ def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
 # --- comparison -------------------------------------------------------------------------
 
 def _metadata(case: Case, expected: torch.Tensor, actual: Any,
-              device: torch.device | None = None) -> Verdict | None:
-    """Device (``device``; default ``expected``'s), dtype, shape, contiguous strides, lazy bits."""
+              device: torch.device | None = None, offset: int = 0) -> Verdict | None:
+    """Device (``device``; default ``expected``'s), dtype, shape, contiguous strides where
+    they address anything, the storage offset a fresh allocation has (``offset``: 0, or
+    what the sentinel allocator handed out), no lazy conj/neg bit."""
     if not isinstance(actual, torch.Tensor):
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
     device = expected.device if device is None else device
     want = contiguous_strides(tuple(expected.shape))
     if not (device == actual.device and expected.dtype == actual.dtype
-            and expected.shape == actual.shape and actual.stride() == want):
-        found = _metadata_field(case, device, expected, actual, want)
+            and expected.shape == actual.shape and _same_addressing(want, actual)
+            and actual.storage_offset() == offset):
+        found = _metadata_field(case, device, expected, actual, want, offset)
         if found:
             return found
     if actual.is_conj() or actual.is_neg():
@@ -151,19 +191,30 @@ def _metadata(case: Case, expected: torch.Tensor, actual: Any,
 
 
 def _metadata_field(case: Case, device: torch.device, expected: torch.Tensor,
-                    actual: torch.Tensor, want: tuple[int, ...]) -> Verdict | None:
+                    actual: torch.Tensor, want: tuple[int, ...],
+                    offset: int = 0) -> Verdict | None:
     """The first of device, dtype, shape, strides that differs, as a Verdict."""
     for name, e, a in (
         ("device", str(device), str(actual.device)),
         ("dtype", str(expected.dtype), str(actual.dtype)),
         ("shape", list(expected.shape), list(actual.shape)),
         ("strides", list(want), list(actual.stride())),
+        ("storage_offset", offset, actual.storage_offset()),
     ):
+        if name == "strides" and _same_addressing(want, actual):
+            continue
         if e != a:
             return _fail("mismatch", f"metadata:{name}",
                          f"{name} {a} differs from expected {e}", case,
                          {"field": name, "expected": e, "actual": a})
     return None
+
+
+def _same_addressing(want: tuple[int, ...], actual: torch.Tensor) -> bool:
+    """Whether ``actual``'s strides address its elements as the contiguous ``want`` does:
+    strides of size-1 dims, and every stride of an empty tensor, move no address."""
+    shape = tuple(actual.shape)
+    return addressing_strides(shape, actual.stride()) == addressing_strides(shape, want)
 
 
 def _bits(case: Case, expected: torch.Tensor, actual: torch.Tensor, source: str,
@@ -173,7 +224,9 @@ def _bits(case: Case, expected: torch.Tensor, actual: torch.Tensor, source: str,
         return None
     positions = differing(expected, actual)
     details = diff(expected, actual, positions, sentinel)
-    if sentinel is not None and details["sentinel_elements"]:
+    # Most differing elements hold the sentinel: never written. (A few can hold it by
+    # chance where a 1-byte dtype reads wrong elements: those are wrong values.)
+    if sentinel is not None and 2 * details["sentinel_elements"] > details["differing"]:
         return _fail("unwritten", "sentinel",
                      f"{details['sentinel_elements']} of {expected.numel()} elements still hold "
                      f"the sentinel {details['sentinel']} (never written)", case, details)
@@ -316,7 +369,8 @@ def _judge(case: Case, tensor: torch.Tensor, snapshot: torch.Tensor, expected: t
         return _fail("alias", "alias",
                      "result shares storage with the input: a materialising op must return "
                      "a new tensor", case)
-    found = _metadata(case, expected, result, run.tensor.device)
+    handed = run.alloc.handed_out_offset(result) if isinstance(result, torch.Tensor) else None
+    found = _metadata(case, expected, result, run.tensor.device, handed or 0)
     if found:
         return found
     if run.out is not None and result.data_ptr() != run.out.data_ptr():
@@ -372,7 +426,7 @@ def _raised(case: Case, exc: BaseException) -> Verdict:
                  case, {"actual": _exception(exc)})
 
 
-def check_valid(case: Case, impl: Any, device: str) -> Verdict:
+def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
     """A valid Case: the full bitwise judgement (see the module docstring)."""
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "out", "skipped: impl has no .out method", case,
@@ -391,7 +445,7 @@ def check_valid(case: Case, impl: Any, device: str) -> Verdict:
             refused = False
             found = _references_agree(case, host, expected, source)
     if refused:
-        return check_error_parity(case, impl, device)
+        return check_error_parity(case, impl, device, strict=strict)
     if found:
         return found
     tensor = _read_tensor(case, host)
@@ -405,7 +459,7 @@ def check_valid(case: Case, impl: Any, device: str) -> Verdict:
         run = device_side(impl, case, host, expected.shape, sentinel, device,
                           with_reference=n == 0)
         if run.reference_raised is not None:
-            return check_error_parity(case, impl, device)
+            return check_error_parity(case, impl, device, strict=strict)
         found = _device_reference_agrees(case, expected, source, run) if n == 0 else None
         if found:
             return _reference_changed_by_impl(case, host, expected, source, device, found)
@@ -423,11 +477,23 @@ def check_valid(case: Case, impl: Any, device: str) -> Verdict:
                                              "sentinel": f"0x{bytes_to_use[0]:02x}"})
 
 
-def check(case: Case, impl: Any, device: str = ops.DEVICE) -> Verdict:
-    """Judge ``impl`` on ``case``: error parity for invalid Cases, the full check otherwise."""
+def check(case: Case, impl: Any, device: str = ops.DEVICE, *, strict: bool = False) -> Verdict:
+    """Judge ``impl`` on ``case``: error parity for invalid Cases, the full check otherwise.
+
+    A Case outside what the implementation declares it supports (``diagfuzz.impl.
+    unsupported``: an op it does not provide, a dtype it does not list, its ``supports``
+    hook) is "unsupported", not run. ``strict`` ignores declarations (every Case runs and is
+    judged) and demands the public bindings' exception types for binding-level classes.
+    """
+    if not strict:
+        reason = unsupported(impl, case)
+        if reason:
+            return Verdict("unsupported", "capability", reason, case)
+    elif not provides(impl, case.op):
+        return Verdict("unsupported", "capability", f"the impl provides no {case.op}", case)
     if case.invalid:
-        return check_error_parity(case, impl, device)
-    return check_valid(case, impl, device)
+        return check_error_parity(case, impl, device, strict=strict)
+    return check_valid(case, impl, device, strict=strict)
 
 
 __all__ = ["check", "check_error_parity", "check_valid"]

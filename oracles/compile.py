@@ -32,8 +32,11 @@ def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[tor
 
 
 def check_compile(case: Case, impl: Any, device: str = ops.DEVICE,
-                  backend: str = "inductor") -> Verdict:
-    """Compiled forward + backward vs eager, bitwise. Non-differentiable Cases pass as skipped."""
+                  backend: str = "inductor", *, strict: bool = False) -> Verdict:
+    """Compiled forward + backward vs eager, bitwise. Non-differentiable Cases pass as skipped.
+
+    (``strict`` is accepted for the executor's one calling convention; nothing here
+    depends on it.)"""
     if case.invalid or case.out_dtype or case.out_device:
         return Verdict("pass", "compile", "skipped: not a plain valid Case", case,
                        {"skipped": "case"})

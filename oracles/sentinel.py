@@ -26,6 +26,7 @@ end of a buffer changes them (an out-of-bounds write).
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -128,7 +129,10 @@ class SentinelAllocations:
         if key is None:
             return None
         after = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.BackendSelect)
-        return (keyset & after) | torch._C.DispatchKeySet(key)
+        # Not through the Python dispatcher again (torch.compile enables it while tracing):
+        # its decompositions would allocate through this override, recursively.
+        keys = (keyset & after).remove(torch._C.DispatchKey.PythonDispatcher)
+        return keys | torch._C.DispatchKeySet(key)
 
     def _empty(self, keyset: Any, size: Any, **kwargs: Any) -> torch.Tensor:
         ks = self._backend(keyset, kwargs.get("device"))
@@ -148,7 +152,7 @@ class SentinelAllocations:
     def _guarded(self, ks: Any, real: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
         """``real``'s shape and strides, placed inside a sentinel-filled guarded buffer."""
         if (real.numel() == 0 or real.layout != torch.strided or kwargs.get("pin_memory")
-                or real.device.type == "meta"):
+                or real.device.type == "meta" or _rng_state_request()):
             # Nothing to guard, and torch often grows an empty result in place by resize_.
             if real.numel() and real.layout == torch.strided and real.device.type != "meta":
                 real.view(torch.uint8).fill_(self.byte)
@@ -164,6 +168,15 @@ class SentinelAllocations:
         tensor = inner.as_strided(real.shape, real.stride())
         self.allocations.append(_Allocation(buffer, nbytes, tensor, _geometry(tensor)))
         return tensor
+
+    def handed_out_offset(self, t: torch.Tensor) -> int | None:
+        """The storage offset this allocator gave a tensor of ``t``'s storage (the guard
+        bytes come first), or None when ``t``'s storage is not one it handed out."""
+        ptr = t.untyped_storage().data_ptr()
+        for a in self.allocations:
+            if a.geometry[0] == ptr:
+                return int(a.geometry[1])
+        return None
 
     # --- evidence --------------------------------------------------------------------
     def guard_violations(self, copies: Sequence[torch.Tensor | None] | None = None
@@ -195,6 +208,19 @@ class SentinelAllocations:
                     "bytes_after_end": [i for i in bad_after][:8],
                 })
         return found
+
+
+#: Modules whose ``get_rng_state`` allocates a generator's state: torch reads a state back
+#: from its storage's first byte, so a state placed after guard bytes is refused ("Invalid
+#: mt19937 state"). torch.compile saves and restores the state around every compile.
+_RNG_MODULES = frozenset({"torch.random", "torch.cuda.random"})
+
+
+def _rng_state_request() -> bool:
+    """Whether the allocation is a generator's state (the caller's frame is a
+    ``get_rng_state``): it is no result of the implementation, and is not guarded."""
+    frame = sys._getframe(3)  # _rng_state_request < _guarded < _empty* < the Python caller
+    return frame.f_globals.get("__name__") in _RNG_MODULES
 
 
 def _raw(t: torch.Tensor) -> bytes:
