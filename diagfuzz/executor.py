@@ -110,15 +110,15 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _child_main(read_fd: int, write_fd: int, parent_pid: int, impl_spec: str,
-                device: str) -> None:
+                device: str, strict: str = "") -> None:
     """Entry point of the spawned executor (see ``_BOOTSTRAP``)."""
     inbox = Connection(read_fd, writable=False)
     outbox = Connection(write_fd, readable=False)
-    _serve(inbox, outbox, impl_spec, device, parent_pid)
+    _serve(inbox, outbox, impl_spec, device, parent_pid, strict == "strict")
 
 
 def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
-           parent_pid: int) -> None:
+           parent_pid: int, strict: bool = False) -> None:
     """Executor main loop: load the impl, then answer run/health requests until closed."""
     import faulthandler
     import resource
@@ -156,13 +156,13 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     conn.send(json.dumps({"status": "ready", "pid": os.getpid(), "warmed": warmed}))
     profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
     try:
-        _answer(inbox, conn, impl, device, oracles, profiler)
+        _answer(inbox, conn, impl, device, oracles, profiler, strict)
     finally:
         profiler.dump()
 
 
 def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
-            profiler: Profiler) -> None:
+            profiler: Profiler, strict: bool = False) -> None:
     """Answer run/health requests until the runner closes the pipe or asks to close."""
     runs = 0
     markers = os.environ.get(MARKERS_ENV) == "1"
@@ -189,7 +189,7 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 profiler.enable()
                 try:
                     case = Case.from_json(request["case"])
-                    verdict = oracle(case, impl, device)
+                    verdict = oracle(case, impl, device, strict=strict)
                 finally:
                     profiler.disable()
                 if verdict.case is case:  # the runner holds it: no need to send it back
@@ -226,7 +226,7 @@ def _health_reply(device: str) -> dict[str, Any]:
 #: The executor's command line: the parent's sys.path first, then ``_child_main``.
 _BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
               "from diagfuzz.executor import _child_main; "
-              "_child_main(*map(int, sys.argv[2:5]), *sys.argv[5:7])")
+              "_child_main(*map(int, sys.argv[2:5]), *sys.argv[5:8])")
 
 def _exit_description(exitcode: int | None) -> str:
     """'killed by SIGABRT' / 'exit code 3' for a dead executor."""
@@ -310,7 +310,7 @@ class ProcessRunner:
                  timeout: float | None = None, *, oracle: str = "check",
                  workdir: str | os.PathLike[str] | None = None,
                  start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
-                 window: int = MAX_IN_FLIGHT) -> None:
+                 window: int = MAX_IN_FLIGHT, strict: bool = False) -> None:
         timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
@@ -320,6 +320,7 @@ class ProcessRunner:
             device = ops.DEVICE
         self.impl_spec = impl_spec
         self.device = device
+        self.strict = strict  #: the oracle's --diagfuzz-strict (diagfuzz.oracles.policy)
         self.timeout = float(timeout)
         self.oracle = oracle
         self.start_timeout = start_timeout
@@ -379,7 +380,8 @@ class ProcessRunner:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         argv = [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
-                str(from_child_w), str(os.getpid()), self.impl_spec, self.device]
+                str(from_child_w), str(os.getpid()), self.impl_spec, self.device,
+                "strict" if self.strict else ""]
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
         self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:

@@ -29,33 +29,26 @@ import importlib.util
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from diagfuzz import workers
+from diagfuzz import planning, workers
 from diagfuzz.profiling import Profiler
-from diagfuzz.sharding import (
-    RunPlan,
-    examples_per_shard,
-    families_per_shard,
-    new_run_seed,
-    shard_count,
-)
+from diagfuzz.sharding import RunPlan
 
 if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
+    from diagfuzz.findings import Finding
     from diagfuzz.journal import JournaledRunner
-    from diagfuzz.report import Failure
+    from diagfuzz.shard import Shard
 
 #: The fixture the suite's shard tests take; the plugin parametrizes it with shard indices.
 SHARD_FIXTURE = "diagfuzz_shard"
 _PLUGIN_NAMES = ("diagfuzz", "diagfuzz.plugin")
 _PLAN_KEY = "diagfuzz"
-_TALLY = pytest.StashKey[Any]()  # a diagfuzz.report.Tally
-_FAILURE = pytest.StashKey["Failure | None"]()
+_SHARD = pytest.StashKey["Shard"]()
 
 
 # ============================================================================================
@@ -65,7 +58,9 @@ _FAILURE = pytest.StashKey["Failure | None"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("diagfuzz", "diagfuzz fuzzing (active with -p diagfuzz)")
     group.addoption("--impl", dest="diagfuzz_impl", metavar="MODULE:ATTR", default=None,
-                    help="implementation under test (default diagfuzz.impl:triton_aten)")
+                    help="implementation under test: MODULE:ATTR or path/to/file.py:ATTR, "
+                         "imported from the current directory and pytest's root too "
+                         "(default diagfuzz.impl:triton_aten)")
     group.addoption("--diagfuzz-seed", type=int, default=None, metavar="N",
                     help="run seed; every shard's seed derives from it (default: random, "
                          "0 under a derandomized profile such as gate)")
@@ -80,15 +75,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "1 draws one Case per Hypothesis example")
     group.addoption("--diagfuzz-max-elements", type=int, default=None, metavar="N",
                     help="largest tensor the strategies draw (default: the profile's)")
+    group.addoption("--diagfuzz-ops", default=None, metavar="OP[,OP]",
+                    help="fuzz only these ops (diagonal, diagonal_backward; default every "
+                         "op the impl provides)")
+    group.addoption("--diagfuzz-streams", default=None, metavar="KIND[,KIND]",
+                    help="valid, invalid: which streams run (default both)")
+    group.addoption("--diagfuzz-dtypes", default=None, metavar="DTYPE[,DTYPE]",
+                    help="draw only these dtypes (within what the impl declares)")
+    group.addoption("--diagfuzz-ranks", default=None, metavar="N|LO-HI",
+                    help="draw only these ranks (default 2-8)")
+    group.addoption("--diagfuzz-layouts", default=None, metavar="KIND[,KIND]",
+                    help="draw only these layout kinds (contiguous, permuted, sliced, ...)")
+    group.addoption("--diagfuzz-strict", action="store_true", default=False,
+                    help="ignore the impl's capability declarations (unsupported Cases "
+                         "are judged) and demand TypeError, ValueError or RuntimeError for "
+                         "binding-level invalid Cases")
+    group.addoption("--diagfuzz-max-seconds", type=float, default=None, metavar="S",
+                    help="stop drawing new Cases after S seconds; what was found is still "
+                         "shrunk and reported, and the run is reported as cut (exit 6 "
+                         "when nothing failed)")
+    group.addoption("--diagfuzz-tracebacks", action="store_true", default=False,
+                    help="show the harness's tracebacks and captured output of failing "
+                         "shards (default: one compact block per finding)")
     group.addoption("--diagfuzz-isolation", choices=("auto", "process", "inprocess"),
                     default="auto",
-                    help="run Cases in a spawned executor process (crash/hang isolation) "
-                         "or in the worker itself (auto: process when diagfuzz.executor "
-                         "is available)")
+                    help="run Cases in a spawned executor process (crash/hang isolation, "
+                         "the default) or in the worker itself")
     group.addoption("--diagfuzz-pipeline", choices=("on", "off"), default="on",
                     help="with process isolation, draw the next Cases while the executor "
-                         "checks earlier ones; a failure is then replayed and shrunk "
-                         "synchronously (default on; off: draw, then check, one by one)")
+                         "checks earlier ones (default on; off: draw, then check, one by one)")
     group.addoption("--diagfuzz-executors", type=int, default=None, metavar="N",
                     help="executor processes each pipelined worker feeds (process "
                          "isolation, --diagfuzz-pipeline on; default "
@@ -102,7 +117,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="root of per-run, per-worker directories (default <rootdir>/"
                          ".diagfuzz); a run uses DIR/run-<seed>/<worker>")
     group.addoption("--diagfuzz-report", default=None, metavar="PATH",
-                    help="write the JSON report (seed, impl, counts, failures) to PATH")
+                    help="write the JSON report (seed, impl, counts, findings) to PATH; "
+                         "reproducers go beside it, in PATH's name + .repro/")
     group.addoption("--diagfuzz-workers-per-gpu", type=int, default=None, metavar="N",
                     help="workers per GPU for -n auto on a GPU machine "
                          f"(default min({workers.MAX_WORKERS_PER_GPU}, CPUs per GPU))")
@@ -156,10 +172,18 @@ def pytest_configure(config: pytest.Config) -> None:
     profiles.register()
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
-        plan = RunPlan.from_dict(config.workerinput[_PLAN_KEY])  # type: ignore[attr-defined]
+        plan = RunPlan.from_dict(json.loads(config.workerinput[_PLAN_KEY]))  # type: ignore[attr-defined]
+        from diagfuzz.impl import use_roots
+
+        use_roots(plan.impl_path)
     else:
-        plan = resolve_plan(config)
-        config.pluginmanager.register(Reporter(config, plan), "diagfuzz-reporter")
+        n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
+                     if _distributed(config) else 1)
+        plan = planning.resolve_plan(config, n_workers)
+        report = planning.check_output_path("--diagfuzz-report",
+                                            config.getoption("diagfuzz_report"))
+        planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))
+        config.pluginmanager.register(Reporter(config, plan, report), "diagfuzz-reporter")
         if _distributed(config):
             config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
             config.pluginmanager.register(RunController(plan), "diagfuzz-controller")
@@ -179,74 +203,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # Controller side
 # ============================================================================================
 
-def resolve_plan(config: pytest.Config) -> RunPlan:
-    """Decide the run once: seed, impl (validated), profile budget, shards, directories."""
-    from hypothesis import settings
-    from hypothesis.errors import InvalidArgument
-
-    from diagfuzz import profiles
-    from diagfuzz.impl import DEFAULT_IMPL, ImplError, load_impl
-
-    impl = config.getoption("diagfuzz_impl") or DEFAULT_IMPL
-    try:
-        load_impl(impl)
-    except ImplError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    profile = config.getoption("hypothesis_profile", None) or profiles.DEFAULT_PROFILE
-    try:
-        budget = profiles.budget_for(profile)
-        derandomize = settings.get_profile(profile).derandomize
-    except InvalidArgument as exc:
-        raise pytest.UsageError(f"--hypothesis-profile {profile!r}: {exc}") from exc
-    n_workers = len(workers.pin_specs(config.getoption("tx"), [])) if _distributed(config) else 1
-    shards = _positive(config, "diagfuzz_shards") or shard_count(budget.shards, n_workers)
-    total = _positive(config, "diagfuzz_budget") or budget.total
-    seed = config.getoption("diagfuzz_seed")
-    if seed is None:
-        seed = 0 if derandomize else new_run_seed()
-    root = Path(config.getoption("diagfuzz_root") or config.rootpath / ".diagfuzz")
-    return RunPlan(
-        seed=seed,
-        impl=impl,
-        profile=profile,
-        shards=shards,
-        cases_per_shard=examples_per_shard(total, shards),
-        max_elements=_positive(config, "diagfuzz_max_elements") or budget.max_elements,
-        isolation=_isolation(config.getoption("diagfuzz_isolation")),
-        timeout=_timeout(config.getoption("diagfuzz_timeout")),
-        run_dir=str(root.resolve() / f"run-{seed}"),
-        workers=n_workers,
-        max_members=_positive(config, "diagfuzz_max_members") or budget.max_members,
-        pipeline=config.getoption("diagfuzz_pipeline") == "on",
-        executors=(_positive(config, "diagfuzz_executors")
-                   or workers.auto_executors(n_workers, workers.cpu_count())),
-    )
-
-
-def _positive(config: pytest.Config, dest: str) -> int | None:
-    value = config.getoption(dest)
-    if value is not None and value < 1:
-        raise pytest.UsageError(f"--{dest.replace('_', '-')} must be at least 1, got {value}")
-    return value
-
-
-def _timeout(value: float | None) -> float | None:
-    if value is not None and value <= 0:
-        raise pytest.UsageError(f"--diagfuzz-timeout must be > 0 seconds, got {value}")
-    return value
-
-
-def _isolation(choice: str) -> str:
-    """auto means process isolation as soon as the executor module exists."""
-    has_executor = importlib.util.find_spec("diagfuzz.executor") is not None
-    if choice == "process" and not has_executor:
-        raise pytest.UsageError("--diagfuzz-isolation process: diagfuzz.executor is not "
-                                "available in this diagfuzz")
-    if choice == "auto":
-        return "process" if has_executor else "inprocess"
-    return choice
-
-
 class RunController:
     """xdist controller: ships the plan to every worker, and names a dead worker's Case."""
 
@@ -255,15 +211,16 @@ class RunController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[_PLAN_KEY] = self.plan.to_dict()
+        # As JSON: execnet's serialiser refuses integers beyond 32 bits in some places.
+        node.workerinput[_PLAN_KEY] = json.dumps(self.plan.to_dict())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
                                sched: Any) -> None:
         """Replace xdist's bare "worker crashed" with the Case the worker's journal names."""
         from diagfuzz.crash import attribute_crash
+        from diagfuzz.findings import Finding
         from diagfuzz.journal import journal_path, last_unfinished
-        from diagfuzz.report import Failure
         from diagfuzz.verdict import Verdict
 
         worker = report.node.gateway.id  # type: ignore[attr-defined]
@@ -272,80 +229,189 @@ class RunController:
         found = last_unfinished(journal_path(journal_dir, worker))
         verdict = Verdict("crash", "worker", f"worker {worker} died running this Case",
                           found[0] if found else None)
-        report.diagfuzz = {  # type: ignore[attr-defined]
-            "tally": {}, "failure": asdict(Failure.from_verdict(crashitem, verdict))}
+        report.diagfuzz = json.dumps({  # type: ignore[attr-defined]
+            "tally": {}, "findings": [Finding.of(verdict, crashitem).to_dict()]})
 
 
 class Reporter:
-    """Aggregates every shard item's counts and failure; prints and writes the report."""
+    """Aggregates every shard item's counts and findings; prints and writes the report."""
 
-    def __init__(self, config: pytest.Config, plan: RunPlan) -> None:
+    def __init__(self, config: pytest.Config, plan: RunPlan, report: Path | None) -> None:
         from diagfuzz.report import Pace, Tally
 
         self.config = config
         self.plan = plan
         self.tally = Tally()
-        self.failures: list[Failure] = []
+        self.findings: list[Finding] = []
         self.started = time.monotonic()
-        self.report_path: Path | None = None
+        self.report_path = report
+        self.written: Path | None = None
+        self.write_error = ""
         self.pace = Pace()
+        self.cut_shards = 0
+        self.shrink_checks = 0
+        self.exitstatus = 0
+        self._printer: Any = None
 
-    def pytest_report_header(self) -> str:
-        return self.plan.describe()
+    def pytest_report_header(self) -> list[str]:
+        return [line for line in (self.plan.describe(), planning.root_warning(self.config))
+                if line]
+
+    def pytest_sessionstart(self) -> None:
+        if _distributed(self.config):  # a worker reports items only when they end
+            from diagfuzz.progress import Printer
+
+            self._printer = Printer(Path(self.plan.run_dir), self.plan.total)
+            self._printer.start()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from diagfuzz.report import Failure, Tally
+        from diagfuzz.findings import Finding
+        from diagfuzz.report import Tally
 
-        payload = getattr(report, "diagfuzz", None)
+        raw = getattr(report, "diagfuzz", None)
+        payload = json.loads(raw) if isinstance(raw, str) else raw
         if payload is not None:
             shard = Tally.from_dict(payload["tally"])
             self.tally.merge(shard)
             if "shard_s" in payload:
                 self.pace.add(payload["worker"], shard.total, payload["shard_s"])
-            if payload["failure"] is not None:
-                self.failures.append(Failure(**{**payload["failure"],
-                                                "test_id": report.nodeid}))
+            self.cut_shards += bool(payload.get("cut"))
+            self.shrink_checks += int(payload.get("shrink_checks", 0))
+            self.findings += [Finding.from_dict(f) for f in payload["findings"]]
+            if payload["findings"]:
                 return
         if report.failed and _is_shard_id(report.nodeid) and (
                 payload is None or report.when == "call"):
             # A worker that died mid-item (xdist reports when="???"), or the harness raised
-            # before any verdict: keep it, with what pytest knows.
-            kind = "crash" if report.when == "???" else "harness-error"
-            self.failures.append(Failure(report.nodeid, kind,
-                                         message=_tail(report.longreprtext)))
+            # outside any Case: keep it, with what pytest knows.
+            self.findings.append(_unattributed(report))
 
-    def header(self, exitstatus: int) -> dict[str, Any]:
+    def header(self) -> dict[str, Any]:
         """The run description at the top of the JSON report."""
         duration = time.monotonic() - self.started
         return {
-            "diagfuzz_report": 1,
             **self.plan.to_dict(),
-            "exit_status": int(exitstatus),
+            "exit_status": self.exitstatus,
             "duration_s": round(duration, 3),
+            "cut": self.cut_shards > 0,
+            "shrink_checks": self.shrink_checks,
             "pace": self.pace.to_dict(duration),
         }
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from diagfuzz.findings import merge_findings
+        from diagfuzz.report import report_data
+
+        if self._printer is not None:
+            self._printer.stop()
+        self.findings = merge_findings(self.findings)
+        if self.cut_shards and int(exitstatus) == 0:
+            session.exitstatus = planning.EXIT_CUT
+        self.exitstatus = int(session.exitstatus)
+        self._write_reproducers()
+        data = report_data(self.header(), self.tally, self.findings)
+        self.written = self._write_report(data)
+
+    def _repro_dir(self) -> Path:
+        """``<report>-repro/`` beside the report, else ``<run dir>/repro/``."""
+        if self.report_path is not None:
+            return self.report_path.with_name(self.report_path.stem + "-repro")
+        return Path(self.plan.run_dir) / "repro"
+
+    def _write_reproducers(self) -> None:
+        """A reproducer per finding with a Case, in a directory of this run's alone."""
+        from diagfuzz import repro
+
+        if not self.findings:
+            return
+        directory = self._repro_dir()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for old in directory.glob("repro_*.py"):
+                old.unlink()
+            for finding in self.findings:
+                verdict = finding.as_verdict()
+                if verdict is None:
+                    continue
+                finding.reproducer = str(repro.write_reproducer(
+                    verdict.case, directory, impl=self.plan.impl, device=_device(),
+                    timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
+                    impl_path=self.plan.impl_path, strict=self.plan.strict))
+        except OSError as exc:
+            self.write_error = f"could not write reproducers in {directory}: {exc}"
+
+    def _write_report(self, data: dict[str, Any]) -> Path | None:
+        """Write the JSON report; if its path fails now, a fallback that the summary names."""
         from diagfuzz.report import write_json
 
-        path = self.config.getoption("diagfuzz_report")
-        if path:
-            self.report_path = Path(path)
-            write_json(self.report_path, self.header(exitstatus), self.tally, self.failures)
+        target = self.report_path
+        if target is None:
+            return None
+        try:
+            write_json(target, data)
+            return target
+        except OSError as exc:
+            fallback = Path(self.plan.run_dir) / "report.json"
+            self.write_error = f"could not write the report to {target} ({exc})"
+            try:
+                write_json(fallback, data)
+            except OSError as again:
+                self.write_error += f"; nor to {fallback} ({again})"
+                return None
+            self.write_error += f"; written to {fallback} instead"
+            return fallback
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from diagfuzz.findings import block
         from diagfuzz.report import format_table
 
-        title = (f"diagfuzz: {self.tally.total} cases, {len(self.failures)} failures "
-                 f"(seed {self.plan.seed}, impl {self.plan.impl})")
+        write = terminalreporter.write_line
+        n = len(self.findings)
+        title = (f"diagfuzz: {n} finding{'' if n == 1 else 's'} "
+                 f"({self.tally.failing} failing Cases of {self.tally.total}; "
+                 f"seed {self.plan.seed}, impl {self.plan.impl})")
         terminalreporter.write_sep("=", title)
-        for line in format_table(self.tally, self.failures):
-            terminalreporter.write_line(line)
-        terminalreporter.write_line(self.pace.summary(time.monotonic() - self.started))
-        terminalreporter.write_line(f"rerun: --diagfuzz-seed {self.plan.seed}")
-        if self.report_path is not None:
-            terminalreporter.write_line(f"report: {self.report_path}")
+        for i, finding in enumerate(self.findings, 1):
+            command = f"python {finding.reproducer}" if finding.reproducer else None
+            for line in block(finding, i, n, command):
+                write(line)
+            write("")
+        for line in format_table(self.tally):
+            write(line)
+        write(self.pace.summary(time.monotonic() - self.started))
+        if self.cut_shards:
+            write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended "
+                  f"{self.cut_shards} shard(s) before their budget (exit "
+                  f"{planning.EXIT_CUT} when nothing failed)")
+        write(f"rerun: --diagfuzz-seed {self.plan.seed}")
+        if self.written is not None:
+            write(f"report: {self.written}")
+        if self.write_error:
+            write(f"diagfuzz: {self.write_error}")
+
+
+def _device() -> str:
+    import diagfuzz.ops as ops
+
+    return ops.DEVICE
+
+
+def _default_timeout() -> float:
+    from diagfuzz.executor import default_timeout
+
+    return default_timeout()
+
+
+def _unattributed(report: pytest.TestReport) -> Finding:
+    """A failed shard item with no finding of its own: a dead worker or a harness fault."""
+    from diagfuzz.findings import Finding
+    from diagfuzz.signature import Signature
+
+    kind = "crash" if report.when == "???" else "harness-error"
+    data = {"kind": kind, "check": "worker" if kind == "crash" else "harness",
+            "message": _tail(report.longreprtext), "case": None, "details": {}}
+    return Finding(Signature("", kind, data["check"]), data, test_ids=[report.nodeid])
 
 
 def _is_shard_id(nodeid: str) -> bool:
@@ -364,11 +430,14 @@ class ShardSession:
     """One worker's part of the run: isolation, shard parametrization, the per-case loop."""
 
     def __init__(self, config: pytest.Config, plan: RunPlan) -> None:
+        from diagfuzz.progress import WorkerProgress
+
         self.config = config
         self.plan = plan
         self.worker_id = workers.worker_id(os.environ)
         self.worker_dir = plan.worker_dir(self.worker_id)
         self.database_dir = workers.isolate(self.worker_dir, os.environ)
+        self.progress = WorkerProgress(self.worker_dir)
         self._runner: Any = None
         self._warned = False
         self._profiler = Profiler("worker")  # DIAGFUZZ_PROFILE only
@@ -391,17 +460,18 @@ class ShardSession:
     @pytest.fixture
     def diagfuzz_shard(self, request: pytest.FixtureRequest) -> Shard:
         """The shard this item fuzzes (its stream is the test function's name)."""
-        from diagfuzz.report import Tally
+        from diagfuzz.shard import Shard
 
         item = request.node
-        item.stash[_TALLY] = Tally()
-        item.stash[_FAILURE] = None
-        self.runner.test_id = item.nodeid  # what the journal names for this item's Cases
-        # Executor start-up in the set-up, not in the shard's time (the report's pace). If it
-        # fails, the first Case starts it again and reports why, as it always has.
-        with contextlib.suppress(Exception):
-            self.runner.start()
-        return Shard(self, item, request.function.__name__, request.param)
+        shard = Shard(self, item, request.function.__name__, request.param)
+        item.stash[_SHARD] = shard
+        if request.function.__name__ not in self.plan.skipped:
+            self.runner.test_id = item.nodeid  # what the journal names for its Cases
+            # Executor start-up in the set-up, not in the shard's time (the report's pace).
+            # If it fails, the first Case starts it again and reports why.
+            with contextlib.suppress(Exception):
+                self.runner.start()
+        return shard
 
     # --- the per-case loop --------------------------------------------------------------
     @property
@@ -411,21 +481,26 @@ class ShardSession:
             self._runner = make_runner(self.plan, self.worker_id)
         return self._runner
 
-    def check(self, item: pytest.Item, case: Any) -> None:
-        """Run one Case; a non-pass verdict raises AssertionError so Hypothesis shrinks."""
+    def run_one(self, shard: Shard, case: Any) -> Any:
+        """One Case's verdict (journaled first); a runner that raises stops the shard."""
+        from diagfuzz.shard import HarnessStop
+
         try:
-            verdict = self.runner.run(case)  # journaled, flushed, before it runs
+            return self.runner.run(case)
         except Exception as exc:
-            item.stash[_FAILURE] = harness_failure(item, case, exc)
-            raise
-        item.stash[_TALLY].add(case, failed=not verdict.ok)
-        if not verdict.ok:
-            # The last failure of an item is Hypothesis' final, shrunk example.
-            item.stash[_FAILURE] = _failure_of(item, verdict)
-            raise AssertionError(str(verdict))
+            self.harness_error(shard, case, exc)
+            raise HarnessStop from exc
+
+    def harness_error(self, shard: Shard, case: Any, exc: BaseException) -> None:
+        """The runner raised on ``case``: a finding of the harness, not of the impl."""
+        from diagfuzz.findings import Finding
+
+        if case is not None:
+            shard.tally.add(case, failed=True)
+        shard.findings.append(Finding.harness(shard.item.nodeid, case, exc))
 
     def pipeline_refusal(self, shard_settings: Any) -> str:
-        """'' if this worker's shards may pipeline (see Shard.fuzz), else why not."""
+        """'' if this worker's shards may pipeline (see diagfuzz.shard), else why not."""
         from diagfuzz import pipeline
 
         plan = self.plan
@@ -434,7 +509,7 @@ class ShardSession:
         if plan.isolation != "process":
             return "in-process isolation checks in the drawing process"
         if shard_settings.derandomize:
-            return "a derandomized profile runs as it always did"
+            return "a derandomized profile checks each Case as it is drawn"
         if not self.runner.pipelines:
             return "the runner cannot keep Cases in flight"
         missing = pipeline.unavailable()
@@ -449,7 +524,7 @@ class ShardSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
         """Shard items run under the worker's profiler when DIAGFUZZ_PROFILE asks for one."""
-        profiled = self._profiler.active and _TALLY in item.stash
+        profiled = self._profiler.active and _SHARD in item.stash
         if profiled:
             self._profiler.enable()
         try:
@@ -463,220 +538,33 @@ class ShardSession:
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> Iterator[None]:
         report = yield
-        if call.when == "call" and _TALLY in item.stash:
-            failure = item.stash.get(_FAILURE, None) if report.failed else None
-            report.diagfuzz = {  # type: ignore[attr-defined]  (xdist ships it)
-                "tally": item.stash[_TALLY].to_dict(),
-                "failure": None if failure is None else asdict(failure),
+        shard = item.stash.get(_SHARD, None)
+        if call.when == "call" and shard is not None:
+            # JSON text: a Case's integers (offsets to ±2**63, raw arguments beyond int64)
+            # cross xdist's execnet channel, whose serialiser refuses some of them.
+            report.diagfuzz = json.dumps({  # type: ignore[attr-defined]
+                "tally": shard.tally.to_dict(),
+                "findings": [f.to_dict() for f in shard.findings],
+                "cut": shard.cut,
+                "shrink_checks": shard.shrink_checks,
                 "worker": workers.worker_id(os.environ),
                 "shard_s": report.duration,
-            }
+            })
+            if report.failed and shard.findings and not self.plan_tracebacks:
+                report.longrepr = shard.summary()
+                report.sections = []
         return report
 
+    @property
+    def plan_tracebacks(self) -> bool:
+        return bool(self.config.getoption("diagfuzz_tracebacks", False))
+
     def pytest_sessionfinish(self) -> None:
+        self.progress.write()
         if self._runner is not None:
             self._runner.close()  # an executor writes its profile as it exits
             self._runner = None
         self._profiler.dump()
-
-
-class Shard:
-    """One collected shard: a Hypothesis run with a fixed seed over one stream's strategy."""
-
-    def __init__(self, session: ShardSession, item: pytest.Item, stream: str,
-                 index: int) -> None:
-        self.session = session
-        self.item = item
-        self.stream = stream
-        self.index = index
-        self.seed = session.plan.shard_seed(stream, index)
-
-    def fuzz(self, family_factory: Callable[..., Any]) -> None:
-        """Draw Case families from ``family_factory(max_elements=..., max_members=...)`` and
-        check every member.
-
-        Members are checked in order, each journaled, run and tallied; the first failing
-        one raises, so Hypothesis shrinks the family and the item's last Failure (the final
-        shrunk example's) names that member alone. ``max_examples`` counts families: the
-        shard's Case budget divided by the mean family size (``strategies.mean_members``).
-
-        Pipelined (process isolation, ``--diagfuzz-pipeline on``, not a derandomized
-        profile, no remembered failures in the database): phase 1 submits each family to
-        the executor and draws the next while it is checked (same seed, same Cases);
-        verdicts are tallied as they arrive and the first failure stops submission. Phase
-        2 replays that family through the database (``diagfuzz.pipeline``) in the
-        synchronous test, which fails, shrinks and reports as above; if the replay passes
-        (flaky), the unshrunk Case phase 1 saw fail is reported. Every Case checked is
-        counted once per check: the failing family's members count in both phases.
-        """
-        from hypothesis import given, seed, settings
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
-        from diagfuzz import pipeline, profiles
-        from diagfuzz.strategies import mean_members
-
-        plan = self.session.plan
-        strategy = family_factory(max_elements=plan.max_elements,
-                                  max_members=plan.max_members)
-        check, item = self.session.check, self.item
-
-        def fuzz_shard(family: tuple[Any, ...]) -> None:
-            for case in family:
-                check(item, case)
-
-        # Each shard saves and replays its failures under its own database key.
-        fuzz_shard._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
-            f"{self.stream}:{self.index}".encode())
-        shard_settings = profiles.shard_settings(
-            plan.profile,
-            max_examples=families_per_shard(plan.cases_per_shard,
-                                            mean_members(plan.max_members)),
-            database=DirectoryBasedExampleDatabase(self.session.database_dir))
-
-        def run(test: Callable[..., None], how: settings) -> None:
-            how(seed(self.seed)(given(strategy)(test)))()
-
-        if (self.session.pipeline_refusal(shard_settings)
-                or pipeline.remembers(shard_settings.database, fuzz_shard)):
-            run(fuzz_shard, shard_settings)  # synchronous: draw, check, draw ...
-            return
-        # Phase 1: draw and submit; verdicts are collected as they arrive.
-        phase = PipelinedPhase(self.session, item)
-        try:
-            run(phase.submit_family, settings(shard_settings, database=None))
-        finally:
-            phase.finish()
-        if phase.failed is None:
-            return
-        # Phase 2: the first failing family, replayed synchronously, fails, shrinks, reports.
-        failed = phase.failed
-        database = shard_settings.database or _in_memory_database()
-        pipeline.save_for_replay(database, fuzz_shard, failed.choices)
-        item.stash[_FAILURE] = None
-        try:
-            run(fuzz_shard, settings(shard_settings, database=database,
-                                     phases=pipeline.replay_phases(shard_settings.phases)))
-        except BaseException:
-            if item.stash[_FAILURE] is None:  # Hypothesis' own error before any check
-                item.stash[_FAILURE] = failed.failure
-            raise
-        # The replay passed: a flaky failure. Never lose it: report the unshrunk Case.
-        item.stash[_FAILURE] = failed.failure
-        raise AssertionError(f"flaky: failed when first checked (pipelined), passed when "
-                             f"replayed, so not shrunk: {failed.message}")
-
-
-class _FailedFamily:
-    """Phase 1's first failing family: its choice sequence and the failure to report."""
-
-    def __init__(self, choices: bytes, failure: Failure, message: str) -> None:
-        self.choices = choices
-        self.failure = failure
-        self.message = message
-
-
-class PipelinedPhase:
-    """Phase 1 of a pipelined shard: each example submits its family and returns.
-
-    Verdicts are collected (tallied, like ``ShardSession.check``) at the start of each
-    example and at the end; the first failing one stops submission (later examples return
-    at once) and names its family, whose choice sequence phase 2 replays.
-    """
-
-    def __init__(self, session: ShardSession, item: pytest.Item) -> None:
-        self.session = session
-        self.item = item
-        self.runner = session.runner
-        self.failed: _FailedFamily | None = None
-        self._choices: list[bytes] = []  # per submitted family
-        self._in_flight: dict[int, tuple[Any, int]] = {}  # ticket -> (Case, family)
-
-    def submit_family(self, family: tuple[Any, ...]) -> None:
-        """The phase's ``@given`` test function."""
-        from diagfuzz import pipeline
-
-        if self.failed is None:
-            self._collect(self.runner.poll)
-        if self.failed is not None:
-            return
-        index = len(self._choices)
-        self._choices.append(pipeline.current_choices())
-        for case in family:
-            try:
-                ticket = self.runner.submit(case)  # journaled first
-            except Exception as exc:
-                self._harness_error(exc, case, index)
-                return
-            self._in_flight[ticket] = (case, index)
-
-    def finish(self) -> None:
-        """Wait for every Case still in flight and tally it."""
-        while self._in_flight:
-            before = len(self._in_flight)
-            self._collect(self.runner.drain)
-            if len(self._in_flight) == before:  # the runner holds none of them any more
-                self._in_flight.clear()
-
-    def _collect(self, collect: Callable[[], list[tuple[int, Any]]]) -> None:
-        try:
-            done = collect()
-        except Exception as exc:
-            # Verdicts settled before the runner gave up come first: a crash whose
-            # replacement executor could not start is that Case's failure, not the next's.
-            self._tally(self._settled_before_error())
-            self._harness_error(exc, None, None)
-            return
-        self._tally(done)
-
-    def _settled_before_error(self) -> list[tuple[int, Any]]:
-        """What the runner holds settled after raising (nothing left in flight to run)."""
-        try:
-            return self.runner.poll()
-        except Exception:
-            return []
-
-    def _tally(self, done: list[tuple[int, Any]]) -> None:
-        for ticket, verdict in done:
-            case, index = self._in_flight.pop(ticket)
-            self.item.stash[_TALLY].add(case, failed=not verdict.ok)
-            if not verdict.ok and self.failed is None:
-                self.failed = _FailedFamily(self._choices[index],
-                                            _failure_of(self.item, verdict), str(verdict))
-
-    def _harness_error(self, exc: Exception, case: Any, index: int | None) -> None:
-        """The runner raised: the first Case it gave up on (``exc.tickets``: the one whose
-        oracle raised, or the queue no executor could start for) or ``case`` failed."""
-        lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
-                if t in self._in_flight]
-        if lost:
-            case, index = lost[0]
-        if case is None or index is None:
-            raise exc
-        failure = harness_failure(self.item, case, exc)
-        if self.failed is None:
-            self.failed = _FailedFamily(self._choices[index], failure, failure.message)
-
-
-def harness_failure(item: pytest.Item, case: Any, exc: BaseException) -> Failure:
-    """Count ``case`` as failed by the harness (the runner raised on it), and say so."""
-    from diagfuzz.report import Failure
-
-    item.stash[_TALLY].add(case, failed=True)
-    return Failure(item.nodeid, "harness-error", "", f"{type(exc).__name__}: {exc}",
-                   json.loads(case.to_json()))
-
-
-def _failure_of(item: pytest.Item, verdict: Any) -> Failure:
-    from diagfuzz.report import Failure
-
-    return Failure.from_verdict(item.nodeid, verdict)
-
-
-def _in_memory_database() -> Any:
-    """Phase 2's database when the profile keeps none: the replay needs one."""
-    from hypothesis.database import InMemoryExampleDatabase
-
-    return InMemoryExampleDatabase()
 
 
 def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
@@ -698,14 +586,15 @@ def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
             inner = _fanout(plan, worker_id, executor.ProcessRunner, ops.DEVICE)
         else:
             inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
-                                           workdir=plan.worker_dir(worker_id))
+                                           workdir=plan.worker_dir(worker_id),
+                                           strict=plan.strict)
         from diagfuzz.runner import settle_heap
 
         settle_heap()  # this process still draws the Cases: keep its collections short
     else:
         from diagfuzz.runner import InProcessRunner
 
-        inner = InProcessRunner(plan.impl, ops.DEVICE)
+        inner = InProcessRunner(plan.impl, ops.DEVICE, strict=plan.strict)
     journal = Journal(journal_path(plan.journal_dir, worker_id), run_seed=plan.seed,
                       worker_id=worker_id, impl=plan.impl)
     return JournaledRunner(inner, journal)
@@ -719,7 +608,8 @@ def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> 
     workdir = plan.worker_dir(worker_id)
     runners = []
     for index in range(plan.executors):
-        runner = process_runner(plan.impl, device, plan.timeout, workdir=workdir)
+        runner = process_runner(plan.impl, device, plan.timeout, workdir=workdir,
+                                strict=plan.strict)
         runner.log = workdir / f"executor-{index}.log"
         runners.append(runner)
     return FanoutRunner(runners)

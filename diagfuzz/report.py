@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from diagfuzz.case import DTYPE_NAMES, Case
-from diagfuzz.verdict import Verdict
 
 #: Report columns: the two ops, and error-parity Cases of either op.
 GROUPS = ("diagonal", "diagonal_backward", "invalid")
@@ -77,17 +76,24 @@ def group_of(case: Case) -> str:
 
 @dataclass
 class Tally:
-    """Cases and failures per group, and cases per (group, axis, class)."""
+    """Explored Cases per group: how many, how many failed, how many the impl declared
+    unsupported (per dtype), and the coverage classes of the judged ones."""
 
     cases: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
+    unsupported: Counter[str] = field(default_factory=Counter)
+    unsupported_dtypes: Counter[str] = field(default_factory=Counter)
     classes: dict[str, dict[str, Counter[str]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
 
-    def add(self, case: Case, failed: bool) -> None:
-        """Count one executed Case."""
+    def add(self, case: Case, failed: bool, unsupported: bool = False) -> None:
+        """Count one explored Case (an unsupported one is counted apart, not classified)."""
         group = group_of(case)
         self.cases[group] += 1
+        if unsupported:
+            self.unsupported[group] += 1
+            self.unsupported_dtypes[case.dtype] += 1
+            return
         if failed:
             self.failures[group] += 1
         for axis, values in classify(case).items():
@@ -98,6 +104,8 @@ class Tally:
         """Add ``other``'s counts to this tally."""
         self.cases.update(other.cases)
         self.failures.update(other.failures)
+        self.unsupported.update(other.unsupported)
+        self.unsupported_dtypes.update(other.unsupported_dtypes)
         for group, axes in other.classes.items():
             for axis, values in axes.items():
                 self.classes[group][axis].update(values)
@@ -106,6 +114,11 @@ class Tally:
     def total(self) -> int:
         """Cases over all groups."""
         return sum(self.cases.values())
+
+    @property
+    def failing(self) -> int:
+        """Failing Cases over all groups."""
+        return sum(self.failures.values())
 
     def coverage(self) -> dict[str, dict[str, int]]:
         """Cases per (axis, class) over all groups together."""
@@ -117,20 +130,30 @@ class Tally:
                 for a in sorted(merged, key=_axis_order)}
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data: ``{group: {cases, failures, classes: {axis: {class: n}}}}``."""
+        """Plain JSON data: ``{group: {cases, failures, unsupported, classes: {axis:
+        {class: n}}}}`` and, under ``"unsupported_dtypes"``, unsupported Cases per dtype."""
         groups = sorted(set(self.cases) | set(self.failures), key=_group_order)
-        return {g: {"cases": self.cases[g], "failures": self.failures[g],
-                    "classes": {a: dict(sorted(v.items())) for a, v in
-                                sorted(self.classes[g].items(), key=lambda av: _axis_order(av[0]))}}
-                for g in groups}
+        data: dict[str, Any] = {
+            g: {"cases": self.cases[g], "failures": self.failures[g],
+                "unsupported": self.unsupported[g],
+                "classes": {a: dict(sorted(v.items())) for a, v in
+                            sorted(self.classes[g].items(), key=lambda av: _axis_order(av[0]))}}
+            for g in groups}
+        if self.unsupported_dtypes:
+            data["unsupported_dtypes"] = dict(sorted(self.unsupported_dtypes.items()))
+        return data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Tally:
         """The inverse of ``to_dict``."""
         tally = Tally()
         for group, entry in data.items():
+            if group == "unsupported_dtypes":
+                tally.unsupported_dtypes.update(entry)
+                continue
             tally.cases[group] += entry["cases"]
             tally.failures[group] += entry["failures"]
+            tally.unsupported[group] += entry.get("unsupported", 0)
             for axis, values in entry["classes"].items():
                 tally.classes[group][axis].update(values)
         return tally
@@ -152,47 +175,18 @@ def _class_order(axis: str, value: str) -> tuple[int, int, str]:
     return (1, 0, value)
 
 
-@dataclass(frozen=True)
-class Failure:
-    """One failing shard item: its test id, the (shrunk) Case and the Verdict.
-
-    ``kind`` is the Verdict's kind (a worker that died mid-item is a ``crash`` Verdict
-    attributed from the journal), or ``harness-error`` when the harness itself raised:
-    then ``verdict`` is None. ``reproducer`` is a standalone script's path, once written.
-    """
-
-    test_id: str
-    kind: str
-    check: str = ""
-    message: str = ""
-    case: dict[str, Any] | None = None
-    verdict: dict[str, Any] | None = None
-    reproducer: str | None = None
-
-    @staticmethod
-    def from_verdict(test_id: str, verdict: Verdict) -> Failure:
-        """The failure a non-pass Verdict stands for."""
-        data = json.loads(verdict.to_json())
-        return Failure(test_id, verdict.kind, verdict.check, verdict.message, data["case"],
-                       data)
-
-    def describe(self) -> str:
-        """One line for the terminal."""
-        case = Case.from_json(self.case).describe() if self.case else "case unknown"
-        where = f" [{self.check}]" if self.check else ""
-        return f"{self.kind}{where} {self.test_id}: {case}"
-
-
-def format_table(tally: Tally, failures: list[Failure]) -> list[str]:
-    """The end-of-run coverage table: a column per group, a row per (axis, class)."""
+def format_table(tally: Tally) -> list[str]:
+    """The coverage table: a column per group, a row per (axis, class)."""
     groups = [g for g in GROUPS if tally.cases[g]] + sorted(
         g for g in tally.cases if g not in GROUPS)
     if not groups:
         return ["no diagfuzz cases ran"]
     rows: list[tuple[str, str, list[int]]] = [
         ("cases", "", [tally.cases[g] for g in groups]),
-        ("failures", "", [tally.failures[g] for g in groups]),
+        ("failing", "", [tally.failures[g] for g in groups]),
     ]
+    if tally.unsupported:
+        rows.append(("unsupported", "", [tally.unsupported[g] for g in groups]))
     axes = sorted({a for g in groups for a in tally.classes[g]}, key=_axis_order)
     for axis in axes:
         values = sorted({v for g in groups for v in tally.classes[g][axis]},
@@ -209,7 +203,9 @@ def format_table(tally: Tally, failures: list[Failure]) -> list[str]:
         cells = "  ".join((str(n) if n else ".").rjust(w)
                           for n, w in zip(counts, widths, strict=True))
         lines.append(f"{axis.ljust(head)}  {value.ljust(sub)}{cells}")
-    lines.extend(f"FAILED {f.describe()}" for f in failures)
+    if tally.unsupported_dtypes:
+        lines.append("unsupported by dtype: " + ", ".join(
+            f"{d} {n}" for d, n in sorted(tally.unsupported_dtypes.items())))
     return lines
 
 
@@ -265,15 +261,27 @@ class Pace:
                 f"{duration_s:.1f} s run outside them (start-up, collection)")
 
 
-def write_json(path: Path, header: dict[str, Any], tally: Tally,
-               failures: list[Failure]) -> None:
-    """Write the JSON report: run header (seed, impl, ...), counts, and every failure."""
-    data = {
+#: The JSON report's format version (``diagfuzz_report``).
+REPORT_VERSION = 2
+
+
+def report_data(header: dict[str, Any], tally: Tally, findings: list[Any]) -> dict[str, Any]:
+    """The JSON report: run header (seed, impl, ...), counts, and every finding."""
+    return {
+        "diagfuzz_report": REPORT_VERSION,
         **header,
         "cases": tally.total,
+        "failing_cases": tally.failing,
+        "unsupported_cases": sum(tally.unsupported.values()),
         "counts": tally.to_dict(),
         "coverage": tally.coverage(),
-        "failures": [asdict(f) for f in failures],
+        "findings": [f.to_dict() for f in findings],
     }
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write the report atomically (a reader never sees half of it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from diagfuzz import corpus
@@ -41,29 +42,29 @@ import sys
 
 CASE_JSON = @CASE_JSON@
 IMPL = @IMPL@
+#: Where IMPL is imported from (the directories the run imported it from), after sys.path.
+IMPL_PATH = @IMPL_PATH@
 DEVICE = @DEVICE@
 TIMEOUT = @TIMEOUT@
 ORACLE = @ORACLE@
+STRICT = @STRICT@
 
 
 def run_in_this_process(case, impl_spec, device):
     """Rebuild the tensor the op reads, then let the oracle run the impl and compare bits."""
     from diagfuzz import oracles
-    from diagfuzz.case import materialise
     from diagfuzz.impl import load_impl
 
     impl = load_impl(impl_spec)
-    x = materialise(case, device)
-    print(f"  input: shape {tuple(x.shape)}, strides {x.stride()}, storage offset "
-          f"{x.storage_offset()}, {x.dtype} on {x.device}")
-    return getattr(oracles, ORACLE)(case, impl, device)
+    return getattr(oracles, ORACLE)(case, impl, device, strict=STRICT)
 
 
 def run_isolated(case, impl_spec, device, timeout):
     """The same, in a fresh executor process: a crash or hang becomes a verdict."""
     from diagfuzz.executor import ProcessRunner
 
-    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=ORACLE) as runner:
+    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=ORACLE,
+                       strict=STRICT) as runner:
         return runner.run(case)
 
 
@@ -76,15 +77,21 @@ def main(argv=None):
                         help=f"seconds per repetition before it is a hang (default {TIMEOUT})")
     parser.add_argument("--in-process", action="store_true",
                         help="run in this process (for a debugger; a crash kills the script)")
+    parser.add_argument("--details", action="store_true",
+                        help="also print the verdict's whole evidence as JSON")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be >= 1, got {args.repeat}")
-    sys.path.insert(0, os.getcwd())  # --impl may name a module of the current directory
+    for root in (os.getcwd(), *IMPL_PATH):  # where --impl and IMPL are imported from
+        if root not in sys.path:
+            sys.path.append(root)
     from diagfuzz.case import Case
+    from diagfuzz.findings import evidence_lines
     from diagfuzz.impl import ImplError
 
     case = Case.from_json(CASE_JSON)
-    print(f"case: {case.describe()}\\nimpl: {args.impl} on {args.device}")
+    print("case:  " + "\\n       ".join(case.describe_full()))
+    print(f"impl:  {args.impl} on {args.device}")
     failed = 0
     for i in range(args.repeat):
         try:
@@ -98,7 +105,9 @@ def main(argv=None):
         failed += not verdict.ok
         where = f" [{verdict.check}]" if verdict.check else ""
         print(f"[{i + 1}/{args.repeat}] {verdict.kind}{where}: {verdict.message}")
-        if verdict.details:
+        for line in evidence_lines(verdict.details):
+            print(line)
+        if args.details and verdict.details:
             print(json.dumps(verdict.details, indent=2, sort_keys=True, default=repr))
     print(f"{failed}/{args.repeat} repetitions failed: "
           f"{'the bug is there' if failed else 'no failure (fixed?)'}")
@@ -125,7 +134,8 @@ def script_name(case: Case) -> str:
 def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cpu",
                       timeout: float = DEFAULT_TIMEOUT, oracle: str = "check",
                       verdict: Verdict | None = None, reproducibility: str = "",
-                      name: str = "") -> str:
+                      name: str = "", impl_path: Sequence[str] = (),
+                      strict: bool = False) -> str:
     """The text of a reproducer script for ``case``."""
     pretty = corpus.pretty_case(case)
     if verdict is not None:
@@ -142,7 +152,8 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
         "@TITLE@": title.replace('"""', "'''"), "@FOUND@": found.replace('"""', "'''"),
         "@NAME@": name or script_name(case), "@CASE_JSON@": _literal(pretty),
         "@IMPL@": repr(impl), "@DEVICE@": repr(device), "@TIMEOUT@": repr(float(timeout)),
-        "@ORACLE@": repr(oracle),
+        "@ORACLE@": repr(oracle), "@IMPL_PATH@": repr(tuple(str(p) for p in impl_path)),
+        "@STRICT@": repr(bool(strict)),
     }
     text = _TEMPLATE
     for key, value in replacements.items():
@@ -154,7 +165,7 @@ def write_reproducer(case: Case, path: str | os.PathLike[str], **kwargs: object)
     """Write the reproducer of ``case`` to ``path`` (a directory: ``script_name(case)`` in it).
 
     Keyword arguments are ``reproducer_source``'s (impl, device, timeout, oracle, verdict,
-    reproducibility).
+    reproducibility, impl_path, strict).
     """
     path = Path(path)
     if path.is_dir() or not path.suffix:

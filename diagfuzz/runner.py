@@ -48,14 +48,15 @@ class Runner(Protocol):
 class InProcessRunner:
     """Runs the oracles in this process: fastest, but a crash takes the process down."""
 
-    def __init__(self, impl_spec: str, device: str) -> None:
+    def __init__(self, impl_spec: str, device: str, *, strict: bool = False) -> None:
         self.impl_spec = impl_spec
+        self.strict = strict
         self.impl: Any = load_impl(impl_spec)
         self.device = device
         settle_heap()  # the impl is loaded: what is alive now lives as long as the worker
 
     def run(self, case: Case) -> Verdict:
-        return oracles.check(case, self.impl, self.device)
+        return oracles.check(case, self.impl, self.device, strict=self.strict)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -12,12 +12,16 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 #: Test functions of diagfuzz.suite, one stream of cases each.
 STREAMS = ("test_diagonal", "test_diagonal_backward", "test_invalid")
+#: The op each valid stream draws (the invalid stream draws every op the run fuzzes).
+STREAM_OPS = {"test_diagonal": "diagonal", "test_diagonal_backward": "diagonal_backward"}
+#: What ``--diagfuzz-streams`` names: valid Cases of the ops, invalid Cases of the ops.
+STREAM_KINDS = ("valid", "invalid")
 
 
 def new_run_seed() -> int:
@@ -71,8 +75,28 @@ class RunPlan:
     max_members: int = 12
     #: Pipeline draws with checks (process isolation only; diagfuzz.pipeline).
     pipeline: bool = True
-    #: Executor processes one pipelined worker feeds (diagfuzz.fanout; 1: one, as before).
+    #: Executor processes one pipelined worker feeds (diagfuzz.fanout; 1: a single one).
     executors: int = 1
+    #: The ops fuzzed (requested and provided by the impl), and the stream kinds.
+    ops: tuple[str, ...] = ("diagonal", "diagonal_backward")
+    streams: tuple[str, ...] = STREAM_KINDS
+    #: Narrowing of every stream's draws (None: the strategies' defaults), per op for dtypes
+    #: (what was asked, within what the impl declares).
+    dtypes: dict[str, tuple[str, ...]] | None = None
+    ranks: tuple[int, int] | None = None
+    layouts: tuple[str, ...] | None = None
+    #: --diagfuzz-strict: declarations ignored, binding-level errors of the bindings' types.
+    strict: bool = False
+    #: Wall-clock time (time.time()) after which shards draw no new Cases; None: no cap.
+    deadline: float | None = None
+    #: The cap the deadline came from (--diagfuzz-max-seconds): shrinking gets a quarter
+    #: of it (at least diagfuzz.shard.SHRINK_GRACE) beyond the deadline.
+    max_seconds: float | None = None
+    #: Directories the impl is imported from (sys.path entries the controller added).
+    impl_path: tuple[str, ...] = ()
+    #: Why a stream is skipped (an op the impl does not provide, a narrowing that leaves
+    #: nothing to draw); streams not named here run.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def pipelines(self) -> bool:
@@ -94,9 +118,15 @@ class RunPlan:
         return derive_seed(self.seed, stream, shard)
 
     @property
+    def active_streams(self) -> tuple[str, ...]:
+        """The streams that run (the others are skipped, with why)."""
+        return tuple(s for s in STREAMS if s not in self.skipped)
+
+    @property
     def total(self) -> int:
-        """The Case budget over all shards of all streams (about: families vary in size)."""
-        return self.cases_per_shard * self.shards * len(STREAMS)
+        """The Case budget over all shards of the streams that run (about: families vary
+        in size)."""
+        return self.cases_per_shard * self.shards * len(self.active_streams)
 
     def worker_dir(self, worker_id: str) -> Path:
         """The private directory of one worker (``main`` without xdist)."""
@@ -113,15 +143,66 @@ class RunPlan:
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> RunPlan:
-        """The inverse of ``to_dict``."""
+        """The inverse of ``to_dict`` (JSON lists back to tuples)."""
+        data = dict(data)
+        for name in ("ops", "streams", "layouts", "ranks", "impl_path"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
+        if data.get("dtypes") is not None:
+            data["dtypes"] = {op: tuple(names) for op, names in data["dtypes"].items()}
         return RunPlan(**data)
 
+    def stream_ops(self, stream: str) -> tuple[str, ...]:
+        """The ops a stream draws."""
+        return (STREAM_OPS[stream],) if stream in STREAM_OPS else self.ops
+
+    def strategy_args(self, stream: str) -> dict[str, Any]:
+        """Keyword arguments of the stream's family strategy: the run's narrowing."""
+        args: dict[str, Any] = {"max_elements": self.max_elements,
+                                "max_members": self.max_members}
+        if self.ranks is not None:
+            args["ranks"] = self.ranks
+        if self.layouts is not None:
+            args["layout_kinds"] = self.layouts
+        if self.dtypes is not None:
+            names: list[str] = []
+            for op in self.stream_ops(stream):
+                names += [d for d in self.dtypes.get(op, ()) if d not in names]
+            args["dtypes"] = tuple(names)
+        if stream not in STREAM_OPS and len(self.ops) == 1:
+            args["op"] = self.ops[0]
+        return args
+
     def describe(self) -> str:
-        """One line for the run header: how to rerun, and how big the run is."""
+        """The run header: how to rerun, how big the run is, what it leaves out."""
+        lines = [self._headline()]
+        if self.dtypes is not None or self.ranks or self.layouts or self.strict:
+            lines.append("diagfuzz: narrowed to " + self._narrowing())
+        lines += [f"diagfuzz: skipped {stream.removeprefix('test_')}: {why}"
+                  for stream, why in self.skipped.items()]
+        if self.deadline is not None:
+            lines.append("diagfuzz: shards draw no new Case after the time cap "
+                         "(--diagfuzz-max-seconds); a cut run is reported as cut")
+        return "\n".join(lines)
+
+    def _narrowing(self) -> str:
+        parts = []
+        if self.dtypes is not None:
+            parts += [f"{op} dtypes {', '.join(names) or '(none)'}"
+                      for op, names in self.dtypes.items()]
+        if self.ranks:
+            parts.append(f"ranks {self.ranks[0]}..{self.ranks[1]}")
+        if self.layouts:
+            parts.append(f"layouts {', '.join(self.layouts)}")
+        if self.strict:
+            parts.append("strict (declarations ignored, binding error types checked)")
+        return "; ".join(parts)
+
+    def _headline(self) -> str:
         return (f"diagfuzz: seed {self.seed} (rerun: --diagfuzz-seed {self.seed}), "
                 f"impl {self.impl}, profile {self.profile}: {self.shards} shards x "
-                f"{len(STREAMS)} streams x about {self.cases_per_shard} Cases (families of up "
-                f"to {self.max_members}), max "
+                f"{len(self.active_streams)} streams x about {self.cases_per_shard} Cases "
+                f"(families of up to {self.max_members}), max "
                 f"{self.max_elements} elements, isolation {self.isolation}"
                 f"{self._pipelined()}, "
                 f"run dir {self.run_dir}")

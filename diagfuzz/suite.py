@@ -7,9 +7,9 @@ the implementation under test::
 
 Each test is one shard (a separate item, so xdist spreads the budget over workers). A shard
 draws Case families (``diagfuzz.strategies.*_case_families``: a base Case and siblings that
-share its sizes, dims and layout, so one Hypothesis example yields about four Cases for a
-few extra choices) and checks every member; a non-pass Verdict fails the item with that
-member's message after Hypothesis has shrunk the family.
+share its sizes, dims and layout, so one Hypothesis example yields several Cases for a few
+extra choices) and checks every member over its whole budget; it then fails with one shrunk
+finding per failure signature (``diagfuzz.shard``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from diagfuzz import strategies
-from diagfuzz.plugin import Shard
+from diagfuzz.shard import Shard
 
 pytestmark = pytest.mark.fuzz
 

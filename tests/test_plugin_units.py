@@ -9,7 +9,8 @@ from hypothesis import settings
 
 from diagfuzz import profiles, sharding, workers
 from diagfuzz.case import Case, Layout
-from diagfuzz.report import Failure, Tally, classify, diagonal_length, format_table, write_json
+from diagfuzz.findings import Finding, block
+from diagfuzz.report import Tally, classify, diagonal_length, format_table, report_data, write_json
 from diagfuzz.verdict import Verdict
 
 
@@ -47,6 +48,20 @@ def test_run_plan_round_trips_through_workerinput() -> None:
     assert plan.worker_dir("gw1").as_posix() == "/tmp/r/gw1"
     assert plan.total == 4 * 10 * 3
     assert "--diagfuzz-seed 1" in plan.describe()
+    narrowed = sharding.RunPlan(
+        1, "m:a", "dev", 4, 10, 64, "process", 9.0, "/tmp/r", 2, ops=("diagonal_backward",),
+        dtypes={"diagonal_backward": ("float32", "float16")}, ranks=(2, 3),
+        layouts=("contiguous",), strict=True, deadline=123.5, max_seconds=60.0,
+        impl_path=("/x",), skipped={"test_diagonal": "the impl provides no diagonal"})
+    assert sharding.RunPlan.from_dict(json.loads(json.dumps(narrowed.to_dict()))) == narrowed
+    assert narrowed.total == 4 * 10 * 2  # two streams run
+    assert narrowed.strategy_args("test_invalid") == {
+        "max_elements": 64, "max_members": 12, "ranks": (2, 3),
+        "layout_kinds": ("contiguous",), "dtypes": ("float32", "float16"),
+        "op": "diagonal_backward"}
+    text = narrowed.describe()
+    assert "skipped diagonal: the impl provides no diagonal" in text
+    assert "diagonal_backward dtypes float32, float16" in text
 
 
 # --- GPU pinning ------------------------------------------------------------------------
@@ -136,12 +151,16 @@ def test_tally_merges_and_round_trips() -> None:
     a.add(_case(), failed=False)
     b.add(_case(op="diagonal_backward", dtype="int8"), failed=True)
     b.add(_case((3,), invalid="rank1"), failed=False)
+    b.add(_case(dtype="complex64"), failed=False, unsupported=True)
     a.merge(Tally.from_dict(json.loads(json.dumps(b.to_dict()))))
-    assert a.total == 3
+    assert a.total == 4 and a.failing == 1
     data = a.to_dict()
-    assert list(data) == ["diagonal", "diagonal_backward", "invalid"]
+    assert list(data) == ["diagonal", "diagonal_backward", "invalid", "unsupported_dtypes"]
     assert data["diagonal_backward"]["failures"] == 1
     assert data["diagonal_backward"]["classes"]["dtype"] == {"int8": 1}
+    assert data["diagonal"]["unsupported"] == 1 and data["unsupported_dtypes"] == {
+        "complex64": 1}
+    # An unsupported Case is counted, not classified: coverage is of judged Cases.
     assert a.coverage()["rank"] == {"1": 1, "2": 2}
 
 
@@ -149,24 +168,31 @@ def test_table_and_json_report(tmp_path) -> None:
     tally = Tally()
     case = _case((4, 4))
     tally.add(case, failed=True)
-    failure = Failure.from_verdict("suite.py::test_diagonal[shard0]",
-                                   Verdict("mismatch", "reference", "bits differ", case))
-    lines = format_table(tally, [failure])
+    finding = Finding.of(Verdict("mismatch", "bitwise:aten", "bits differ", case,
+                                 {"symptom": "values"}), "suite.py::test_diagonal[shard0]")
+    lines = format_table(tally)
     assert "diagonal" in lines[0] and any(line.startswith("dtype") for line in lines)
-    assert lines[-1].startswith("FAILED mismatch [reference] suite.py::test_diagonal[shard0]")
+    assert any(line.startswith("failing") for line in lines)
     path = tmp_path / "r.json"
-    write_json(path, {"seed": 5}, tally, [failure])
+    write_json(path, report_data({"seed": 5}, tally, [finding]))
     data = json.loads(path.read_text())
-    assert data["seed"] == 5 and data["cases"] == 1
-    (entry,) = data["failures"]
+    assert data["seed"] == 5 and data["cases"] == 1 and data["failing_cases"] == 1
+    (entry,) = data["findings"]
     assert entry["kind"] == "mismatch" and entry["reproducer"] is None
+    assert entry["describe"] == "diagonal · mismatch · bitwise · values · float"
     assert Case.from_json(entry["case"]) == case
     assert Verdict.from_json(entry["verdict"]).case == case
+    assert Finding.from_dict(entry).to_dict() == entry
 
 
 @pytest.mark.parametrize("kind", ["crash", "harness-error"])
-def test_failure_without_case_describes_itself(kind: str) -> None:
-    assert "case unknown" in Failure("t::x[shard0]", kind).describe()
+def test_finding_without_case_describes_itself(kind: str) -> None:
+    from diagfuzz.signature import Signature
+
+    finding = Finding(Signature("", kind, "worker"),
+                      {"kind": kind, "check": "worker", "message": "it died", "case": None})
+    text = "\n".join(block(finding, 1, 1))
+    assert text.startswith(f"[1/1] {kind} · worker") and "it died" in text
 
 
 def test_pace_is_cases_per_second_inside_shards_averaged_over_workers() -> None:
