@@ -40,15 +40,25 @@ import torch
 INSTALL = ("pip install flag-gems==5.0.2 --no-deps && "
            "pip install PyYAML==6.0.3 sqlalchemy==2.0.48 --no-deps")
 
+
+def _forget_partial_import() -> None:
+    """Drop the modules a failed ``import flag_gems`` left behind, so that importing again
+    fails the same way instead of on half-initialised singletons."""
+    for name in [n for n in sys.modules if n == "flag_gems" or n.startswith("flag_gems.")]:
+        del sys.modules[name]
+
+
 try:
     import flag_gems
 except ModuleNotFoundError as exc:
+    _forget_partial_import()
     if exc.name == "flag_gems":
         raise ImportError(f"examples.flaggems needs FlagGems 5.0.2, which is not installed: "
                           f"{INSTALL}") from exc
     raise ImportError(f"FlagGems is installed but its dependency {exc.name!r} is not: "
                       f"{INSTALL}") from exc
 except Exception as exc:  # FlagGems' import itself fails: no GPU, Triton's interpreter
+    _forget_partial_import()
     raise ImportError(
         f"FlagGems is installed but does not import here ({type(exc).__name__}: "
         f"{' '.join(str(exc).split())}). "
