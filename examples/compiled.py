@@ -13,8 +13,11 @@ reaches the limit raises instead of passing as eager code.
 
 No ``.out`` forms (the oracle skips ``.out`` Cases for this implementation).
 
-Slow: almost every Case compiles (about a second each on a CPU core). Fuzz it with a small
-budget, and gate it, from the repository root::
+``docs/findings.md`` says what the oracle's sentinel allocations do to compiling inside
+them, and what runs found.
+
+Slow: almost every Case compiles, for seconds on a CPU. Fuzz it with a small budget, and
+gate it, from the repository root::
 
     tools/dev fuzz --impl=examples.compiled:impl --diagfuzz-budget=200
     tools/dev gate --impl=examples.compiled:impl --budget 100
