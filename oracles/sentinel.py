@@ -151,11 +151,13 @@ class SentinelAllocations:
 
     def _guarded(self, ks: Any, real: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
         """``real``'s shape and strides, placed inside a sentinel-filled guarded buffer."""
+        if _machinery_request():
+            return real  # torch's own bookkeeping, not the implementation's result
         if (real.numel() == 0 or real.layout != torch.strided or kwargs.get("pin_memory")
-                or real.device.type == "meta" or _rng_state_request()):
+                or real.device.type == "meta"):
             # Nothing to guard, and torch often grows an empty result in place by resize_.
             if real.numel() and real.layout == torch.strided and real.device.type != "meta":
-                real.view(torch.uint8).fill_(self.byte)
+                real.untyped_storage().fill_(self.byte)
             return real
         span = 0
         if real.numel():
@@ -210,17 +212,21 @@ class SentinelAllocations:
         return found
 
 
-#: Modules whose ``get_rng_state`` allocates a generator's state: torch reads a state back
-#: from its storage's first byte, so a state placed after guard bytes is refused ("Invalid
-#: mt19937 state"). torch.compile saves and restores the state around every compile.
-_RNG_MODULES = frozenset({"torch.random", "torch.cuda.random"})
+#: Modules of torch's own machinery whose allocations are no result of the implementation:
+#: generator states (torch reads a state back from its storage's first byte, so a state
+#: placed after guard bytes is refused: "Invalid mt19937 state"; torch.compile saves and
+#: restores them around every compile) and the compilers' bookkeeping. Code inductor
+#: generates runs from modules of its own, so what it allocates stays guarded.
+_UNGUARDED_CALLERS = ("torch.random", "torch.cuda.random", "torch._dynamo", "torch._functorch",
+                      "torch._inductor", "torch._subclasses", "torch.fx", "torch._guards")
 
 
-def _rng_state_request() -> bool:
-    """Whether the allocation is a generator's state (the caller's frame is a
-    ``get_rng_state``): it is no result of the implementation, and is not guarded."""
-    frame = sys._getframe(3)  # _rng_state_request < _guarded < _empty* < the Python caller
-    return frame.f_globals.get("__name__") in _RNG_MODULES
+def _machinery_request() -> bool:
+    """Whether the Python code that asked for the allocation is torch's machinery
+    (``_UNGUARDED_CALLERS``) rather than the implementation."""
+    frame = sys._getframe(3)  # _machinery_request < _guarded < _empty* < the Python caller
+    name = frame.f_globals.get("__name__") or ""
+    return name.startswith(_UNGUARDED_CALLERS)
 
 
 def _raw(t: torch.Tensor) -> bytes:
