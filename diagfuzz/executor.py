@@ -145,7 +145,9 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 
         impl = load_impl(impl_spec)
         health_check(device)
-        warmed = warm_up(device)  # start-up, not the first Cases' time (diagfuzz.warmup)
+        # Start-up, not the first Cases' time (diagfuzz.warmup). A replacement after a crash
+        # starts inside a shard's time anyway: it goes straight to work.
+        warmed = 0 if os.environ.get(WARM_UP_ENV) == "0" else warm_up(device)
         settle_heap()  # full collections would walk every import's objects (runner.py)
     except ImplError as exc:
         conn.send(json.dumps({"status": "impl-error", "message": str(exc)}))
@@ -240,6 +242,8 @@ def _exit_description(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+#: "0" in a replacement executor's environment: no warm-up (diagfuzz.warmup).
+WARM_UP_ENV = "DIAGFUZZ_WARM_UP"
 #: Written to the executor's stderr before each Case it runs (0-based within the executor),
 #: when its stderr is the runner's log (``MARKERS_ENV`` set), never onto a terminal.
 CASE_MARKER = "[diagfuzz-executor: case {}]\n"
@@ -386,7 +390,9 @@ class ProcessRunner:
         self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
             # Case markers only into a log (the runner cuts tails there), not a terminal.
-            env = {**os.environ, MARKERS_ENV: "1"} if stderr is not None else None
+            env = {**os.environ, MARKERS_ENV: "1"} if stderr is not None else dict(os.environ)
+            if self.starts:  # a replacement: it starts inside a shard's time
+                env[WARM_UP_ENV] = "0"
             proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
                                     stdin=subprocess.DEVNULL, stderr=stderr, env=env)
         finally:

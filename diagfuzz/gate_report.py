@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz import corpus
+from diagfuzz.findings import evidence_lines
 from diagfuzz.gate import (
     EXIT_CLEAN,
+    EXIT_CUT,
     EXIT_ERROR,
     EXIT_FAILURE,
     EXIT_FLAKY,
@@ -25,6 +27,7 @@ _HEADLINE = {
     EXIT_FAILURE: "FAILED (deterministic failure)",
     EXIT_FLAKY: "FLAKY (only flaky failures)",
     EXIT_ERROR: "COULD NOT RUN",
+    EXIT_CUT: "CUT SHORT (--max-seconds; no failure in what ran)",
 }
 
 
@@ -37,17 +40,29 @@ def coverage(result: Result) -> dict[str, Counter[str]]:
     return total
 
 
-def _finding_line(n: int, f: Finding) -> list[str]:
+def _seen(f: Finding) -> str:
+    dtypes = ", ".join(f"{d} {n}" for d, n in sorted(f.dtypes.items(),
+                                                     key=lambda kv: (-kv[1], kv[0])))
+    return f"{f.count} failing Case{'' if f.count == 1 else 's'}" + (
+        f" ({dtypes})" if dtypes else "")
+
+
+def _finding_lines(n: int, f: Finding) -> list[str]:
     v, c = f.verdict, f.classification
-    assert v.case is not None
-    how = f"{c.label} {c.ratio}" if c else "not classified (over --max-classify)"
+    assert v.case is not None and f.signature is not None
+    how = f"{c.label} {c.ratio}" if c else "not classified"
     extra = ""
     if c and set(c.kinds) - {f.verdict.kind}:
         extra = " (re-runs: " + ", ".join(f"{k} {n}" for k, n in c.kinds.items()) + ")"
-    check = f" `{v.check}`" if v.check else ""
-    return [f"{n}. **{v.kind}**{check} — {how}{extra} — {f.stage}: `{v.case.describe()}`",
-            f"   {v.message}" if v.message else "",
-            f"   reproduce: `{reproduce_command(f)}`"]
+    where = f" [{v.check}]" if v.check else ""
+    lines = [f"{n}. **{f.signature.describe()}** — {how}{extra} — {f.stage}, {_seen(f)}",
+             "   ```text"]
+    lines += [f"   case     {line}" if i == 0 else f"   {'':8} {line}"
+              for i, line in enumerate(v.case.describe_full())]
+    lines.append(f"   found    {v.kind}{where}: {v.message}")
+    lines += ["   " + line[2:] for line in evidence_lines(v.details)]
+    lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
+    return lines
 
 
 def markdown(result: Result) -> str:
@@ -58,19 +73,13 @@ def markdown(result: Result) -> str:
     if result.error:
         lines += [f"**The gate could not run:** {result.error}", ""]
     if result.stages:
-        lines += ["| stage | cases | failed | time | note |", "|---|---:|---:|---:|---|"]
+        lines += ["| stage | cases | failed | unsupported | time | note |",
+                  "|---|---:|---:|---:|---:|---|"]
         for s in result.stages:
             note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped or s.note
             note = note.replace("|", "\\|")
-            lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.seconds:.1f} s | "
-                         f"{note} |")
-        lines.append("")
-    cov = coverage(result)
-    if cov:
-        lines.append("**Coverage by class**")
-        for cls in sorted(cov):
-            parts = ", ".join(f"{k} {n}" for k, n in sorted(cov[cls].items()))
-            lines.append(f"- {cls}: {parts}")
+            lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.unsupported} | "
+                         f"{s.seconds:.1f} s | {note} |")
         lines.append("")
     errors = [s for s in result.stages if s.error]
     for s in errors:
@@ -78,17 +87,33 @@ def markdown(result: Result) -> str:
     if result.findings:
         det = sum(1 for f in result.findings
                   if f.classification and f.classification.deterministic)
-        lines.append(f"**Failures** ({len(result.findings)} distinct: {det} deterministic, "
-                     f"{len(result.findings) - det} flaky or unclassified)")
+        lines.append(f"**Findings** ({len(result.findings)} distinct: {det} deterministic, "
+                     f"{len(result.findings) - det} flaky or not classified)")
         for n, f in enumerate(result.findings, 1):
-            lines += [line for line in _finding_line(n, f) if line]
+            lines += _finding_lines(n, f)
         lines.append("")
+    if result.repro_dir is not None and result.findings:
+        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (a new run replaces "
+                     "them).")
+    if result.corpus_dir is not None and result.saved:
+        lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, "
+                     "which every gate replays first (`--no-save` turns saving off).")
+    cov = coverage(result)
+    if cov:
+        lines += ["", "<details><summary>Coverage by class</summary>", ""]
+        for cls in sorted(cov):
+            parts = ", ".join(f"{k} {n}" for k, n in sorted(cov[cls].items()))
+            lines.append(f"- {cls}: {parts}")
+        lines += ["", "</details>"]
     return "\n".join(lines)
 
 
 def _finding_dict(f: Finding) -> dict[str, Any]:
-    assert f.verdict.case is not None
+    assert f.verdict.case is not None and f.signature is not None
     return {"stage": f.stage, "oracle": f.oracle, "test_id": f.test_id,
+            "signature": f.signature.to_dict(), "describe": f.signature.describe(),
+            "count": f.count, "dtypes": dict(sorted(f.dtypes.items())),
+            "shrunk": f.shrunk, "flaky_in_suite": f.flaky,
             "case_id": corpus.case_id(f.verdict.case),
             "verdict": json.loads(f.verdict.to_json()),
             "classification": f.classification.to_dict() if f.classification else None,
@@ -102,9 +127,12 @@ def to_json(result: Result) -> dict[str, Any]:
         "exit_code": result.code, "outcome": _HEADLINE[result.code], "impl": result.impl,
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
-                    "error": s.error, "skipped": s.skipped, "note": s.note,
-                    "seconds": round(s.seconds, 3)}
+                    "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
+                    "note": s.note, "cut": s.cut, "seconds": round(s.seconds, 3)}
                    for s in result.stages],
+        "cut": result.cut,
+        "repro_dir": str(result.repro_dir) if result.repro_dir else None,
+        "saved_to_corpus": [str(p) for p in result.saved],
         "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},
         "findings": [_finding_dict(f) for f in result.findings],
         "unclassified": result.unclassified,
@@ -136,8 +164,8 @@ def junit(result: Result) -> ET.ElementTree:
         if s.note:
             ET.SubElement(case, "system-out").text = s.note
         for f in found:
-            assert f.verdict.case is not None
-            name = f"{corpus.case_id(f.verdict.case)} {f.verdict.case.describe()}"
+            assert f.verdict.case is not None and f.signature is not None
+            name = f.signature.describe()
             tc = ET.SubElement(suite, "testcase", classname=s.name, name=name)
             how = f.classification.label + " " + f.classification.ratio \
                 if f.classification else "unclassified"

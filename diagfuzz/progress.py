@@ -19,9 +19,11 @@ from typing import Any, TextIO
 
 #: Seconds between a worker's writes of its counts.
 WRITE_EVERY = 1.0
-#: Seconds between the controller's lines: on a terminal, and in a log.
+#: Seconds between the controller's lines: on a terminal, and in a log
+#: (``DIAGFUZZ_PROGRESS_EVERY`` sets both).
 SHOW_EVERY_TTY = 2.0
 SHOW_EVERY_LOG = 15.0
+EVERY_ENV = "DIAGFUZZ_PROGRESS_EVERY"
 FILE_NAME = "progress.json"
 
 
@@ -114,7 +116,8 @@ class Printer:
             self.stream.flush()
 
     def _loop(self) -> None:
-        every = SHOW_EVERY_TTY if self.tty else SHOW_EVERY_LOG
+        every = float(os.environ.get(EVERY_ENV) or
+                      (SHOW_EVERY_TTY if self.tty else SHOW_EVERY_LOG))
         while not self._stop.wait(every):
             counts = read_all(self.run_dir)
             if not counts["cases"]:

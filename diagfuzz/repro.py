@@ -31,7 +31,7 @@ _TEMPLATE = '''#!/usr/bin/env python3
 Run it:  python @NAME@ [--repeat N] [--device cpu|cuda] [--impl MODULE:ATTR]
                       [--timeout SECONDS] [--in-process]
 Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
-         3 if the implementation cannot be loaded.
+         3 if the implementation cannot be loaded, 4 on a usage error.
 Needs:   torch, triton and diagfuzz (not Hypothesis).
 """
 
@@ -68,8 +68,14 @@ def run_isolated(case, impl_spec, device, timeout):
         return runner.run(case)
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(4, f"{self.prog}: error: {message}\\n")  # a usage error: exit 4
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="repetitions (default 1)")
     parser.add_argument("--device", default=DEVICE, help=f"cpu or cuda (default {DEVICE})")
     parser.add_argument("--impl", default=IMPL, help=f"MODULE:ATTR (default {IMPL})")

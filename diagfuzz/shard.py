@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 #: Signatures a shard shrinks at most; the others are reported with their first Case.
 MAX_SHRUNK = 8
 #: Cases one signature's shrinking may check (Hypothesis stops earlier when it converges;
-#: most shrinks of a family take 30 to 150): the best Case so far is kept.
+#: most shrinks of a family take 30 to 150): the best Case so far is kept. A crash or a hang
+#: costs a fresh executor (seconds) per check, so those get fewer.
 MAX_SHRINK_CHECKS = 150
+MAX_SHRINK_CHECKS_RESTARTING = 20
 #: Seconds of shrinking a capped run allows after its deadline, at least (the cap's
 #: quarter if larger): shrinking still runs, but a slow implementation cannot stretch it.
 SHRINK_GRACE = 10.0
@@ -209,13 +211,15 @@ class Shard:
         from diagfuzz import pipeline
 
         checks = [0]
+        budget = (MAX_SHRINK_CHECKS_RESTARTING if signature.kind in ("crash", "hang")
+                  else MAX_SHRINK_CHECKS)
         # Shrink candidates keep many members as they were: each Case is checked once.
         known: dict[str, Any] = {}
 
         def replay(family: tuple[Any, ...]) -> None:
             if self._shrink_deadline is not None and time.time() >= self._shrink_deadline:
                 raise TimeUp
-            if checks[0] >= MAX_SHRINK_CHECKS and signature in self._last:
+            if checks[0] >= budget and signature in self._last:
                 raise ShrinkBudget
             for case in family:
                 verdict = known.get(case.to_json())

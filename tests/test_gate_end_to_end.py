@@ -40,10 +40,10 @@ def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
     assert code == 0, output
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["corpus replay", "fuzz suite", "error parity",
-                            "torch.compile parity"]
+                            "torch.compile parity", "classification"]
     assert stages["corpus replay"]["cases"] == 1
     assert stages["fuzz suite"]["cases"] >= 24
-    assert stages["error parity"]["cases"] == 16
+    assert stages["error parity"]["cases"] == 22
     assert stages["torch.compile parity"]["cases"] == 4
     assert all(s["failures"] == 0 and not s["error"] for s in stages.values())
     assert report["findings"] == [] and "PASSED" in output
@@ -66,7 +66,9 @@ def test_deterministic_bug_exits_1_with_a_failing_reproducer(tmp_path: Path) -> 
     # Each failure went to the corpus, and its reproducer fails while the bug is there.
     assert len(corpus.load(tmp_path / "corpus")) == len(findings)
     script = Path(findings[0]["reproducer"])
-    assert script.parent == out
+    assert script.parent == out / "repro"
+    assert f"Reproducers of this run: `{out / 'repro'}/`" in output
+    assert "new Case(s) to" in output and "--no-save" in output
     broken = subprocess.run([sys.executable, str(script), "--in-process"],
                             capture_output=True, text=True, check=False)
     assert broken.returncode == 1 and "mismatch" in broken.stdout

@@ -26,18 +26,43 @@ def test_exit_codes() -> None:
     unclassified = Finding("fuzz suite", Verdict("crash", case=square(0)))
     assert exit_code(clean, [unclassified]) == gate.EXIT_FAILURE
     assert exit_code([Stage("a", error="pytest exited 4")], [_finding(5)]) == gate.EXIT_ERROR
+    cut = [Stage("a", ran=3, cut=True)]
+    assert exit_code(cut, []) == gate.EXIT_CUT == 6
+    assert exit_code(cut, [_finding(5)]) == gate.EXIT_FAILURE  # what was found still counts
+    assert exit_code(cut, [_finding(2)]) == gate.EXIT_FLAKY
 
 
 def test_suite_findings_reads_the_plugin_report() -> None:
-    report = {"cases": 30, "failures": [
-        {"test_id": "suite.py::test_diagonal[shard0]", "kind": "mismatch",
-         "check": "bitwise:aten", "message": "m", "case": {**_case_dict()}, "details": {}},
-        {"test_id": "suite.py::test_invalid[shard1]", "kind": "harness-error", "case": None},
-    ]}
+    from diagfuzz.findings import Finding as SuiteFinding
+
+    found = SuiteFinding.of(Verdict("mismatch", "bitwise:aten", "m", square(1),
+                                    {"symptom": "values"}),
+                            "suite.py::test_diagonal[shard0]", count=4)
+    found.shrunk = True
+    dead = SuiteFinding.from_dict({**found.to_dict(), "kind": "harness-error",
+                                   "verdict": {"kind": "harness-error", "case": None},
+                                   "case": None, "test_ids": ["suite.py::test_invalid[shard1]"]})
+    report = {"cases": 30, "findings": [found.to_dict(), dead.to_dict()]}
     ran, findings, unattributed = gate.suite_findings(report)
     assert ran == 30 and len(findings) == 1 and findings[0].verdict.case == square(1)
-    assert findings[0].test_id.endswith("[shard0]")
+    assert findings[0].test_id.endswith("[shard0]") and findings[0].count == 4
+    assert findings[0].shrunk and findings[0].key == found.signature
     assert unattributed == ["harness-error in suite.py::test_invalid[shard1]: "]
+
+
+def test_distinct_findings_are_one_per_signature_over_every_stage() -> None:
+    suite = Finding("fuzz suite", Verdict("mismatch", "bitwise:aten", "", square(1),
+                                          {"symptom": "values"}), count=3)
+    again = Finding("corpus replay", Verdict("mismatch", "bitwise:autograd", "", square(2),
+                                             {"symptom": "values"}))
+    other = Finding("fuzz suite", Verdict("mismatch", "bitwise:aten", "", square(1),
+                                          {"symptom": "signed-zero"}))
+    compiled = Finding("torch.compile parity", Verdict(
+        "mismatch", "compile:grad:bitwise:eager-grad", "", square(1), {"symptom": "values"}),
+        oracle="check_compile")
+    found = gate.distinct([suite, again, other, compiled])
+    assert [f.stage for f in found] == ["fuzz suite", "fuzz suite", "torch.compile parity"]
+    assert found[0].count == 4
     coverage = gate.report_coverage({"diagonal": {"cases": 3, "classes": {"dtype": {
         "float32": 3}}}, "invalid": {"cases": 2, "classes": {"dtype": {"float32": 1}}}})
     assert coverage["group"] == Counter(diagonal=3, invalid=2)
@@ -56,10 +81,16 @@ def test_suite_command_uses_the_plugin_options(tmp_path) -> None:
     joined = " ".join(command)
     for part in ("-p diagfuzz", "--pyargs diagfuzz.suite", "--hypothesis-profile gate",
                  "-n 3", "--impl m:a", "--diagfuzz-budget 60", "--diagfuzz-timeout 9.0",
-                 f"--diagfuzz-report {tmp_path / 'r.json'}", "--diagfuzz-isolation process"):
+                 f"--diagfuzz-report={tmp_path / 'r.json'}", "--diagfuzz-isolation process"):
         assert part in joined
     assert "--diagfuzz-budget" not in gate.suite_command(
         gate.Options(budget=None, out_dir=tmp_path), tmp_path / "r.json")
+    narrowed = gate.suite_command(gate.Options(out_dir=tmp_path, dtypes="float32,int8",
+                                               ops="diagonal", ranks="2-3", strict=True),
+                                  tmp_path / "r.json", max_seconds=12.5)
+    for part in ("--diagfuzz-dtypes=float32,int8", "--diagfuzz-ops=diagonal",
+                 "--diagfuzz-ranks=2-3", "--diagfuzz-strict", "--diagfuzz-max-seconds=12.5"):
+        assert part in narrowed
 
 
 def test_suite_environment_drops_the_xdist_worker_identity(tmp_path, monkeypatch) -> None:
@@ -75,7 +106,8 @@ def test_fixed_case_sets_cover_every_invalid_class() -> None:
     from diagfuzz.strategies._invalid import INVALID_CLASSES
 
     cases = gate.error_parity_cases()
-    assert {c.invalid for c in cases} == set(INVALID_CLASSES)
+    assert {(c.op, c.invalid) for c in cases} == {
+        (op, cls) for cls, ops in INVALID_CLASSES.items() for op in ops}
     assert all(not c.invalid for c in gate.compile_cases())
 
 
@@ -86,5 +118,6 @@ def test_markdown_lists_each_failure_with_its_command(tmp_path) -> None:
                     [finding], "m:a", "cpu", 1.5)
     text = gate_report.markdown(result)
     assert "FLAKY" in text and "flaky 2/5" in text and "(re-runs: mismatch 2, pass 3)" in text
-    assert f"diagfuzz repro {tmp_path / 'repro_x.py'}" in text
+    assert f"python {tmp_path / 'repro_x.py'}" in text
+    assert "diagonal · mismatch · bitwise:aten" in text or "diagonal · mismatch" in text
     assert gate_report.to_json(result)["findings"][0]["classification"]["ratio"] == "2/5"

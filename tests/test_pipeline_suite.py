@@ -52,21 +52,22 @@ def test_phase_one_finds_phase_two_shrinks_as_the_synchronous_mode(tmp_path: Pat
     assert "pipelined" in out  # the run header says how it ran
     code, out, sync = fuzz(tmp_path, *args, "--diagfuzz-pipeline=off", root="sync")
     assert code == 1, out
-    assert len(piped["failures"]) == len(sync["failures"]) == 1
-    (failure,) = piped["failures"]
-    assert failure["kind"] == "mismatch"
-    # The same seed draws the same families, so phase 1 finds the family the synchronous
-    # run finds first, and phase 2 shrinks it to the same Case.
-    assert failure["case"] == sync["failures"][0]["case"], (failure, sync["failures"])
+    assert piped["findings"] and len(piped["findings"]) == len(sync["findings"])
+    # The same seed draws the same families, so phase 1 finds each signature in the family
+    # the synchronous run finds it in first, and phase 2 shrinks it to the same Case.
+    assert [f["case"] for f in piped["findings"]] == [f["case"] for f in sync["findings"]]
+    assert piped["counts"] == sync["counts"]
+    failure = piped["findings"][0]
+    assert failure["kind"] == "mismatch" and failure["shrunk"]
     records = journal_records(piped)
     cases = {r["seq"]: r["case"] for r in records if r["type"] == "case"}
     failing = [cases[r["seq"]] for r in records if r["type"] == "verdict" and r["kind"] != "pass"]
     first = failing[0]
     # Phase 2 replays the failing family: its failing member runs (and fails) again.
     assert failing.count(first) >= 2, "the first failure was never replayed"
-    # The last Case checked is the reported, shrunk one; every Case is counted once.
-    assert Case.from_json(list(cases.values())[-1]) == Case.from_json(failure["case"])
-    assert piped["cases"] == len(cases)
+    # The reported, shrunk Case was checked and failed; every Case checked is journaled.
+    assert any(Case.from_json(c) == Case.from_json(failure["case"]) for c in failing)
+    assert piped["cases"] + piped["shrink_checks"] == len(cases)
     assert all(r["type"] != "abandoned" for r in records)
     assert journal.last_unfinished(journal.journal_path(
         Path(piped["run_dir"]) / "journal", "main")) is None
@@ -74,16 +75,18 @@ def test_phase_one_finds_phase_two_shrinks_as_the_synchronous_mode(tmp_path: Pat
 
 def test_crash_while_pipelining_is_its_cases_and_nothing_is_lost(tmp_path: Path) -> None:
     code, out, report = fuzz(tmp_path, "--impl", "tests.faulty.abort:impl",
-                             "--diagfuzz-seed", "4", "--diagfuzz-budget", "300",
-                             *ONE_SHARD, *SMALL)
+                             "--diagfuzz-seed", "4", "--diagfuzz-budget", "100",
+                             "--diagfuzz-dtypes=float32", *ONE_SHARD, *SMALL)
     assert code == 1, out
-    (crash,) = report["failures"]
-    assert crash["kind"] == "crash" and crash["verdict"]["check"] == "executor:died"
-    assert Case.from_json(crash["case"]).offset == 1  # abort.py dies on offset == 1
+    assert report["findings"]
+    for crash in report["findings"]:
+        assert crash["kind"] == "crash" and crash["verdict"]["check"] == "executor:died"
+        assert Case.from_json(crash["case"]).offset == 1  # abort.py dies on offset == 1
     records = journal_records(report)
     verdicts = {r["seq"]: r for r in records if r["type"] == "verdict"}
     cases = [r for r in records if r["type"] == "case"]
-    assert len(verdicts) == len(cases) == report["cases"]  # every Case got its verdict
+    # Every Case got its verdict: explored and shrink checks alike.
+    assert len(verdicts) == len(cases) == report["cases"] + report["shrink_checks"]
     for record in cases:  # and each crash verdict is its own Case's
         verdict = verdicts[record["seq"]]
         assert verdict["verdict"]["case"] == record["case"]
@@ -101,9 +104,9 @@ def test_a_failure_that_does_not_come_back_is_still_reported(tmp_path: Path,
                              "--diagfuzz-seed", "1", "--diagfuzz-budget", "120", *ONE_SHARD,
                              *SMALL)
     assert code == 1, out
-    (failure,) = report["failures"]
-    assert failure["kind"] == "mismatch"
-    assert "flaky" in out
+    (failure,) = report["findings"]
+    assert failure["kind"] == "mismatch" and failure["flaky"] and not failure["shrunk"]
+    assert "flaky: passed when replayed" in out
     records = journal_records(report)
     cases = {r["seq"]: r["case"] for r in records if r["type"] == "case"}
     (wrong,) = [r for r in records if r["type"] == "verdict" and r["kind"] != "pass"]

@@ -58,7 +58,7 @@ def test_mismatch_reproducer_in_process_prints_the_bit_diff(tmp_path: Path) -> N
     result = _run(script, "--in-process", "--device", "cpu", block_hypothesis=True)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mismatch" in result.stdout
-    assert "input: shape (4, 4), strides (4, 1)" in result.stdout
+    assert "input: float32, shape [4, 4], strides [4, 1], storage offset 0" in result.stdout
     assert "0x" in result.stdout  # the verdict's details carry hex bit patterns
 
 
@@ -80,7 +80,7 @@ def test_bad_impl_exits_3(tmp_path: Path) -> None:
 
 def test_repeat_must_be_positive(tmp_path: Path) -> None:
     result = _run(write_reproducer(square(0), tmp_path), "--repeat", "0")
-    assert result.returncode == 2 and "--repeat" in result.stderr
+    assert result.returncode == 4 and "--repeat" in result.stderr  # a usage error
 
 
 def test_source_is_stable_and_embeds_the_case() -> None:

@@ -65,7 +65,7 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
         assert any(name == function for (_, _, name) in stats), role
     assert report["seed"] == 5 and report["impl"] == "diagfuzz.impl:triton_aten"
     assert report["isolation"] == "process" and report["workers"] == 2
-    assert report["failures"] == []
+    assert report["findings"] == [] and report["diagfuzz_report"] == 2
     counts = report["counts"]
     assert set(counts) == {"diagonal", "diagonal_backward", "invalid"}
     assert all(group["cases"] > 0 for group in counts.values())
@@ -84,40 +84,48 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
     assert 0 <= pace["outside_shards_s"] < report["duration_s"]
     assert "Cases/s per worker inside shards (2 worker id(s))" in out
     assert "diagfuzz: seed 5 (rerun: --diagfuzz-seed 5)" in out
-    assert f"diagfuzz: {report['cases']} cases, 0 failures" in out
+    assert f"diagfuzz: 0 findings (0 failing Cases of {report['cases']};" in out
 
 
 def test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run(tmp_path: Path) -> None:
     from diagfuzz import oracles
 
-    impl = "tests.faulty.wrong:impl"  # flips a result bit when offset == 1
+    impl = "tests.faulty.wrong:impl"  # flips a result bit when offset > 0
     args = ("--impl", impl, "--diagfuzz-isolation", "inprocess", "--diagfuzz-seed", "4",
             "--diagfuzz-budget", "300", *SMALL)
     code, out, report = fuzz(tmp_path, *args)
     assert code == 1, out
-    failures = report["failures"]
-    assert {f["test_id"].split("[")[0] for f in failures} == {
+    findings = report["findings"]
+    assert {t.split("[")[0] for f in findings for t in f["test_ids"]} == {
         "diagfuzz/suite.py::test_diagonal", "diagfuzz/suite.py::test_diagonal_backward"}, out
-    for failure in failures:
-        assert failure["kind"] == "mismatch", failure
-        case = Case.from_json(failure["case"])
-        assert case.offset == 1 and not case.invalid
-        # Shrunk to a handful of elements. The exact minimum, (1, 2), is not always reached:
-        # sizes and dims are encoded numbers, and seeds stop at e.g. (1, 5) or
-        # (1, 1, 1, 1, 2, 1); tests/test_strategies_shrink.py checks shrink targets exactly.
+    assert {f["signature"]["op"] for f in findings} == {"diagonal", "diagonal_backward"}
+    for finding in findings:
+        assert finding["kind"] == "mismatch" and finding["shrunk"], finding
+        case = Case.from_json(finding["case"])
+        assert case.offset > 0 and not case.invalid
+        # Shrunk to a handful of elements (tests/test_strategies_shrink.py checks shrink
+        # targets exactly; a signature's shrinking stops after MAX_SHRINK_CHECKS).
         assert math.prod(case.sizes) <= 8, case
         assert oracles.check(case, load_impl(impl), "cpu").kind == "mismatch"
+        # Its reproducer is written beside the report, and fails while the bug is there.
+        script = Path(finding["reproducer"])
+        assert script.parent == tmp_path / "report-repro", script
+        assert f"repro    python {script}" in out
+    assert sum(f["count"] for f in findings) == report["failing_cases"] > len(findings)
+    # Every explored Case and every shrink check is in the journal; the report counts the
+    # explored ones, and each failing one once.
+    journaled = sum(r["type"] == "case" for r in journal.read(journal.journal_path(
+        Path(report["run_dir"]) / "journal", "main")))
+    assert journaled == report["cases"] + report["shrink_checks"]
     assert report["counts"]["diagonal"]["failures"] >= 1
-    assert report["counts"]["diagonal_backward"]["failures"] >= 1
-    assert "FAILED mismatch" in out
-    # Same seed, fresh example database: the same Cases and the same shrunk failures.
+    assert f"diagfuzz: {len(findings)} finding" in out and "[1/" in out
+    # Same seed, fresh example database: the same Cases and the same shrunk findings.
     again = fuzz(tmp_path, *args, root="fresh")[2]
     assert again["counts"] == report["counts"]
-    assert again["failures"] == report["failures"]
-    # Same seed, same database: the saved failures replay first, so fewer Cases run.
+    assert [f["case"] for f in again["findings"]] == [f["case"] for f in findings]
+    # Same seed, same database: the shrunk examples replay first; the findings agree.
     replay = fuzz(tmp_path, *args)[2]
-    assert [f["case"] for f in replay["failures"]] == [f["case"] for f in failures]
-    assert replay["cases"] < report["cases"]
+    assert [f["case"] for f in replay["findings"]] == [f["case"] for f in findings]
 
 
 def test_dead_worker_is_attributed_to_its_case(tmp_path: Path) -> None:
@@ -127,13 +135,13 @@ def test_dead_worker_is_attributed_to_its_case(tmp_path: Path) -> None:
                              "--diagfuzz-shards", "1", "--diagfuzz-budget", "300",
                              "-k", "test_diagonal and not backward", *SMALL)
     assert code == 1, out
-    crashes = [f for f in report["failures"] if f["kind"] == "crash"]
+    crashes = [f for f in report["findings"] if f["kind"] == "crash"]
     assert crashes, out
     (crash,) = crashes
-    assert crash["test_id"] == "diagfuzz/suite.py::test_diagonal[shard0]"
+    assert crash["test_ids"] == ["diagfuzz/suite.py::test_diagonal[shard0]"]
     assert Case.from_json(crash["case"]).offset == 1  # abort.py dies on offset == 1
     assert crash["verdict"]["kind"] == "crash"
-    assert "the process died running this Case" in out
+    assert "died running this Case" in out
 
 
 def test_unusable_impl_is_a_usage_error(tmp_path: Path) -> None:
