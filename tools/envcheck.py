@@ -240,6 +240,11 @@ def make_venv(venv: Path, plan: Plan, dry_run: bool) -> None:
     add = [d for d in plan.site_dirs if os.path.normcase(d) not in seen]
     if add:
         (Path(child["purelib"]) / PTH).write_text(pth_text(add))
+    own = Path(child["purelib"]) / "setuptools"
+    if own.is_dir() and any(Path(d, "setuptools").is_dir() for d in plan.site_dirs):
+        # Python < 3.12 seeds a venv with an old setuptools that would shadow the parent's
+        # (--no-build-isolation builds with it; 65.x lacks bdist_wheel without `wheel`).
+        run([str(py), "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"])
     assert plan.torch is not None
     want = os.path.realpath(os.path.join(plan.torch.entry, "torch"))
     got = child_torch(py)
