@@ -204,19 +204,26 @@ print(json.dumps({"path": sys.path, "purelib": sysconfig.get_paths()["purelib"],
 
 
 def child_probe(py: Path, modules=DEPS) -> dict:
-    out = subprocess.run([str(py), "-c", _CHILD_PROBE, ",".join(modules)],
-                         capture_output=True, text=True)
-    if out.returncode:
-        raise EnvError(f"{py} does not run ({out.stderr.strip()}); remove it and run again")
+    try:
+        out = subprocess.run([str(py), "-c", _CHILD_PROBE, ",".join(modules)],
+                             capture_output=True, text=True)
+        err = out.stderr.strip() if out.returncode else ""
+    except OSError as e:
+        err = str(e)
+    if err:
+        raise EnvError(f"{py} does not run ({err}); remove {py.parent.parent} and run again")
     return json.loads(out.stdout)
 
 
 def child_torch(py: Path) -> tuple[str, str] | None:
     """(version, realpath of the torch package) that the venv imports, or None."""
-    out = subprocess.run(
-        [str(py), "-c", "import os, torch; print(torch.__version__); "
-                        "print(os.path.realpath(os.path.dirname(torch.__file__)))"],
-        capture_output=True, text=True)
+    try:
+        out = subprocess.run(
+            [str(py), "-c", "import os, torch; print(torch.__version__); "
+                            "print(os.path.realpath(os.path.dirname(torch.__file__)))"],
+            capture_output=True, text=True)
+    except OSError:
+        return None
     if out.returncode:
         return None
     version, where = out.stdout.strip().splitlines()[-2:]
@@ -272,6 +279,9 @@ def ensure_venv(venv: Path, plan: Plan, python: str, dry_run: bool) -> bool:
     """Make venv for the plan unless it already fits; True when it was made."""
     key = plan.key(python, dry_run)
     marker = venv / MARKER
+    if venv.exists() and not (venv / "pyvenv.cfg").is_file():
+        raise EnvError(f"{venv} exists and is not a virtual environment; move it away or "
+                       f"set DIAGFUZZ_VENV to another directory")
     if (venv / "bin" / "python").exists():
         if marker.is_file():
             try:
@@ -289,9 +299,6 @@ def ensure_venv(venv: Path, plan: Plan, python: str, dry_run: bool) -> bool:
             why = "it does not hold the torch planned"
         say(f"making {venv} again: {why}")
     if venv.exists():
-        if not (venv / "pyvenv.cfg").is_file():
-            raise EnvError(f"{venv} exists and is not a virtual environment; move it away or "
-                           f"set DIAGFUZZ_VENV to another directory")
         shutil.rmtree(venv)
     make_venv(venv, plan, dry_run)
     marker.write_text(json.dumps(key, indent=1) + "\n")
