@@ -25,7 +25,16 @@ step() {  # step NAME COMMAND...: run, log, time, keep going
   tail -n "${TAIL:-${tail_default:-6}}" "$out/$name.log"
   pack
 }
-install_here() {  # the source tree in the current directory, editable, offline
+install_dev() {  # the repository in the current directory, installed as the README's
+                 # `tools/dev fuzz|test` install it (its .venv, reusing python3's torch); the
+                 # venv's bin then leads PATH, so python3 and diagfuzz in later steps are its
+  local venv
+  venv=$(tools/dev env 2>"$out/install.log") || { cat "$out/install.log"; exit 3; }
+  cat "$out/install.log"
+  export PATH="$venv/bin:$PATH"
+}
+install_here() {  # the source tree in the current directory into python3, editable, offline
+                  # (tools/gpu_ab: each snapshot in turn)
   python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
     || { cat "$out/install.log"; exit 3; }
 }
