@@ -90,7 +90,7 @@ def register() -> None:
             max_examples=budget.examples,
             deadline=None,
             suppress_health_check=_QUIET,
-            print_blob=True,
+            print_blob=False,  # its advice names a test inside diagfuzz; reproducers do it
             report_multiple_bugs=False,
             **extra,
         )

@@ -37,11 +37,11 @@ if TYPE_CHECKING:
 
 #: Signatures a shard shrinks at most; the others are reported with their first Case.
 MAX_SHRUNK = 8
-#: Cases one signature's shrinking may check (Hypothesis stops earlier when it converges;
-#: most shrinks of a family take 30 to 150): the best Case so far is kept. A crash or a hang
-#: costs a fresh executor (seconds) per check, so those get fewer.
-MAX_SHRINK_CHECKS = 150
-MAX_SHRINK_CHECKS_RESTARTING = 20
+#: Shrink candidates (replayed families) one signature's shrinking may try; Hypothesis
+#: stops earlier when it converges. The best Case so far is kept. A crash or a hang costs a
+#: fresh executor (seconds) per check, so those get fewer.
+MAX_SHRINK_STEPS = 120
+MAX_SHRINK_STEPS_RESTARTING = 15
 #: Seconds of shrinking a capped run allows after its deadline, at least (the cap's
 #: quarter if larger): shrinking still runs, but a slow implementation cannot stretch it.
 SHRINK_GRACE = 10.0
@@ -53,7 +53,7 @@ class TimeUp(BaseException):
 
 
 class ShrinkBudget(BaseException):
-    """A signature's shrinking checked MAX_SHRINK_CHECKS Cases: keep the best so far."""
+    """A signature's shrinking tried MAX_SHRINK_STEPS candidates: keep the best so far."""
 
 
 class HarnessStop(BaseException):
@@ -210,23 +210,23 @@ class Shard:
 
         from diagfuzz import pipeline
 
-        checks = [0]
-        budget = (MAX_SHRINK_CHECKS_RESTARTING if signature.kind in ("crash", "hang")
-                  else MAX_SHRINK_CHECKS)
+        steps = [0]
+        budget = (MAX_SHRINK_STEPS_RESTARTING if signature.kind in ("crash", "hang")
+                  else MAX_SHRINK_STEPS)
         # Shrink candidates keep many members as they were: each Case is checked once.
         known: dict[str, Any] = {}
 
         def replay(family: tuple[Any, ...]) -> None:
             if self._shrink_deadline is not None and time.time() >= self._shrink_deadline:
                 raise TimeUp
-            if checks[0] >= budget and signature in self._last:
+            if steps[0] >= budget and signature in self._last:
                 raise ShrinkBudget
+            steps[0] += 1
             for case in family:
                 verdict = known.get(case.to_json())
                 if verdict is None:
                     verdict = known[case.to_json()] = self.session.run_one(self, case)
                     self.shrink_checks += 1
-                    checks[0] += 1
                 if not verdict.ok and signature_of(verdict) == signature:
                     self._last[signature] = verdict
                     raise AssertionError(signature.describe())
