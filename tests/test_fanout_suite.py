@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from diagfuzz import workers
-from diagfuzz.case import Case
 from tests.test_pipeline_suite import ONE_SHARD, journal_records
 from tests.test_suite_run import SMALL, fuzz
 

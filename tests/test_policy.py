@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import ClassVar
 
 import pytest
 import torch
@@ -185,7 +186,7 @@ def test_declared_dtypes_make_other_cases_unsupported_and_strict_judges_them() -
 
 def test_per_op_declarations_and_the_supports_hook() -> None:
     class Picky(Correct):
-        dtypes = {"diagonal": ("float32",)}
+        dtypes: ClassVar = {"diagonal": ("float32",)}
 
         def supports(self, case: Case) -> bool:
             return len(case.sizes) == 2
