@@ -39,8 +39,8 @@ from triton.testing import do_bench
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
-from diagfuzz.ops._geometry import diagonal_of
-from diagfuzz.ops._words import as_words
+from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.core.words import as_words
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int8": torch.int8, "bool": torch.bool}

@@ -29,7 +29,7 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from diagfuzz.case import Case, materialise
+from diagfuzz.core.case import Case, materialise
 from diagfuzz.strategies import (
     DEFAULT_MAX_ELEMENTS,
     diagonal_backward_cases,

@@ -16,7 +16,7 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             (``pipelined/s``): the same families drawn again while the executor checks
             earlier ones (``ProcessRunner.submit``/``poll``, as a pipelined shard does), so
             the rate is about min(draw, check) instead of 1/(1/draw + 1/check).
-            ``--executors N`` feeds N executors (``diagfuzz.fanout``, as
+            ``--executors N`` feeds N executors (``diagfuzz.execution.fanout``, as
             ``--diagfuzz-executors`` does): only ``pipelined/s`` can gain (``run/s`` checks
             one Case at a time), and only with a core per executor.
 ``suite``   The real suite under pytest-xdist with 1, then 2 ... workers, each worker given
@@ -52,7 +52,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.profiling import PROFILE_ENV
+from diagfuzz.execution.profiling import PROFILE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 #: stream -> (Case strategy, Case family strategy) of diagfuzz.strategies.
@@ -131,14 +131,14 @@ def make_runner(isolation: str, impl: str, executors: int = 1) -> Any:
     import diagfuzz.ops as ops
 
     if isolation == "process":
-        from diagfuzz.executor import ProcessRunner
+        from diagfuzz.execution.parent import ProcessRunner
 
         if executors > 1:
-            from diagfuzz.fanout import FanoutRunner
+            from diagfuzz.execution.fanout import FanoutRunner
 
             return FanoutRunner([ProcessRunner(impl, ops.DEVICE) for _ in range(executors)])
         return ProcessRunner(impl, ops.DEVICE)
-    from diagfuzz.runner import InProcessRunner
+    from diagfuzz.execution.runner import InProcessRunner
 
     return InProcessRunner(impl, ops.DEVICE)
 
@@ -278,7 +278,7 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-report={report}"]
             env = dict(os.environ)
             profiles = Path(tmp) / f"profile-{n}"
-            if args.profile:  # each worker and executor writes its own (diagfuzz.profiling)
+            if args.profile:  # each worker and executor writes its own (diagfuzz.execution.profiling)
                 env[PROFILE_ENV] = str(profiles)
             t0 = time.perf_counter()
             proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,

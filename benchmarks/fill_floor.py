@@ -42,7 +42,7 @@ from bench_diagonal import (
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.geometry import diagonal_of
 
 #: The module (the package re-exports its function under the same name).
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")

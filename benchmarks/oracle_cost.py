@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     _import_oracles(args.oracles_from)
     from bench_throughput import draw  # Cases as a shard draws them (this directory)
 
-    from diagfuzz.runner import settle_heap
+    from diagfuzz.execution.runner import settle_heap
 
     drawn = {s: draw(s, args.cases, args.seed, args.max_elements)[0] for s in args.streams}
     impls = {spec: load_impl(spec) for spec in args.impl}

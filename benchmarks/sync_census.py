@@ -27,7 +27,7 @@ import torch
 from bench_throughput import STREAMS, draw
 
 import diagfuzz.ops as ops
-from diagfuzz.runner import InProcessRunner
+from diagfuzz.execution.runner import InProcessRunner
 
 
 def _count_event_waits(lines: Counter[str]) -> Callable[[], None]:

@@ -1,38 +1,77 @@
-"""Implementations under test, what they declare, and how ``--impl MODULE:ATTR`` finds one.
+"""diagfuzz's built-in implementations, and where ``--impl`` is loaded from.
 
-An implementation is any object (a module works) providing any of the ops:
-``diagonal(x, offset=0, dim1=0, dim2=1) -> new Tensor`` and
-``diagonal_backward(grad_output, input_sizes, offset, dim1, dim2) -> Tensor``. Optional:
-``diagonal_out(..., out=)`` and ``diagonal_backward_out(..., out=)`` for ``.out`` Cases, and
-``uses_triton_registration = True`` when calls go through aten with diagfuzz's kernels (the
-oracles then prove the kernel ran and switch the registration off for the reference).
-
-Capability declarations (optional): ``dtypes``, the dtype names (or torch dtypes) the
-implementation supports, or a dict of them per op; ``supports(case) -> bool`` for anything
-finer. A Case outside them is "unsupported": counted, not judged. An implementation that
-declares nothing supports everything it provides.
+``diagfuzz.impl:triton_aten`` (the default) reaches diagfuzz's Triton kernels through aten
+with the registration on; ``diagfuzz.impl:aten`` is aten itself with the registration off
+(a reference and a sanity target). Both provide every op of ``diagfuzz.specs``: each method
+calls the op's aten overloads, so a new spec needs nothing here.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-import sys
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-import diagfuzz.ops as ops
-from diagfuzz.case import OPS, Case
+from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.impl import (
+    Impl,
+    ImplError,
+    declared_dtypes,
+    import_roots,
+    load_impl,
+    provided_ops,
+    provides,
+    unsupported,
+    use_roots,
+)
+from diagfuzz.specs import all_specs
 
 DEFAULT_IMPL = "diagfuzz.impl:triton_aten"
 
 
-class ImplError(Exception):
-    """The implementation named by ``--impl`` cannot be used (a usage error, not a failure)."""
+def _overload(name: str) -> Any:
+    """``torch.ops.aten.<name>`` for a name like ``diagonal_copy.out``."""
+    packet, _, overload = name.partition(".")
+    found = getattr(torch.ops.aten, packet)
+    return getattr(found, overload) if overload else found
+
+
+def _through_aten(functional: str, out_overload: str, enable: bool
+                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The functional and ``.out`` methods of one op: aten's overloads, with diagfuzz's
+    kernels registered (``enable``) or switched off."""
+
+    def call(self: Any, *args: Any) -> Any:
+        if enable:
+            import diagfuzz.ops as ops
+
+            ops.enable()
+            return _overload(functional)(*args)
+        with registration_off(args):
+            return _overload(functional)(*args)
+
+    def call_out(self: Any, *args: Any, out: torch.Tensor) -> Any:
+        if enable:
+            import diagfuzz.ops as ops
+
+            ops.enable()
+            return _overload(out_overload)(*args, out=out)
+        with registration_off((*args, out)):
+            return _overload(out_overload)(*args, out=out)
+
+    return call, call_out
+
+
+def _with_every_op(cls: type, enable: bool, out: bool) -> type:
+    for spec in all_specs():
+        call, call_out = _through_aten(spec.aten[0], spec.aten[1], enable)
+        call.__name__, call.__doc__ = spec.name, f"aten::{spec.aten[0]}"
+        setattr(cls, spec.name, call)
+        if out:
+            call_out.__name__, call_out.__doc__ = spec.out_method, f"aten::{spec.aten[1]}"
+            setattr(cls, spec.out_method, call_out)
+    return cls
 
 
 class TritonViaAten:
@@ -40,145 +79,34 @@ class TritonViaAten:
 
     uses_triton_registration = True
 
-    def diagonal(self, x: torch.Tensor, offset: int = 0, dim1: int = 0,
-                 dim2: int = 1) -> torch.Tensor:
-        ops.enable()
-        return torch.ops.aten.diagonal_copy(x, offset, dim1, dim2)
+    @staticmethod
+    def registration() -> Any:
+        """A context in which aten's ops reach diagfuzz's kernels (torch.compile parity
+        compiles with it)."""
+        import diagfuzz.ops as ops
 
-    def diagonal_backward(self, grad_output: torch.Tensor, input_sizes: list[int],
-                          offset: int, dim1: int, dim2: int) -> torch.Tensor:
-        ops.enable()
-        return torch.ops.aten.diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)
-
-    def diagonal_out(self, x: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1,
-                     *, out: torch.Tensor) -> torch.Tensor:
-        ops.enable()
-        return torch.ops.aten.diagonal_copy.out(x, offset, dim1, dim2, out=out)
-
-    def diagonal_backward_out(self, grad_output: torch.Tensor, input_sizes: list[int],
-                              offset: int, dim1: int, dim2: int, *,
-                              out: torch.Tensor) -> torch.Tensor:
-        ops.enable()
-        return torch.ops.aten.diagonal_backward.out(grad_output, input_sizes, offset, dim1,
-                                                    dim2, out=out)
+        return ops.use_triton(True)
 
 
 class AtenReference:
-    """aten itself, with diagfuzz's registration off: the reference, and a sanity impl."""
+    """aten itself, with diagfuzz's registration off: the reference, and a sanity impl
+    (without ``.out`` methods: the oracle skips ``.out`` Cases for it)."""
 
     uses_triton_registration = False
 
-    def diagonal(self, x, offset=0, dim1=0, dim2=1):
-        with ops.use_triton(False, tensors=(x,)):
-            return torch.ops.aten.diagonal_copy(x, offset, dim1, dim2)
 
-    def diagonal_backward(self, grad_output, input_sizes, offset, dim1, dim2):
-        with ops.use_triton(False, tensors=(grad_output,)):
-            return torch.ops.aten.diagonal_backward(grad_output, input_sizes, offset, dim1,
-                                                    dim2)
+class AtenWithOut(AtenReference):
+    """aten with the ``.out`` overloads too: the reference of error parity."""
 
 
+_with_every_op(TritonViaAten, enable=True, out=True)
+_with_every_op(AtenReference, enable=False, out=False)
+_with_every_op(AtenWithOut, enable=False, out=True)
 triton_aten = TritonViaAten()
 aten = AtenReference()
+aten_with_out = AtenWithOut()
 
-
-def provides(impl: Any, op: str) -> bool:
-    """Whether ``impl`` provides ``op`` (a callable of that name)."""
-    return callable(getattr(impl, op, None))
-
-
-def provided_ops(impl: Any) -> tuple[str, ...]:
-    """The ops of diagfuzz that ``impl`` provides, in OPS order."""
-    return tuple(op for op in OPS if provides(impl, op))
-
-
-def _dtype_name(value: Any, where: str) -> str:
-    if isinstance(value, torch.dtype):
-        return str(value).removeprefix("torch.")
-    if isinstance(value, str) and isinstance(getattr(torch, value, None), torch.dtype):
-        return value
-    raise ImplError(f"{where}: {value!r} is not a dtype name of this torch")
-
-
-def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
-    """The dtype names ``impl`` declares for ``op``; None when it declares none."""
-    dtypes = getattr(impl, "dtypes", None)
-    if dtypes is None:
-        return None
-    if isinstance(dtypes, dict):
-        if op not in dtypes:
-            return None
-        dtypes = dtypes[op]
-    if isinstance(dtypes, (str, torch.dtype)):
-        dtypes = (dtypes,)
-    return tuple(_dtype_name(d, f"{type(impl).__name__}.dtypes") for d in dtypes)
-
-
-def unsupported(impl: Any, case: Case) -> str:
-    """Why ``impl`` declares ``case`` unsupported, or '' when it supports it."""
-    if not provides(impl, case.op):
-        return f"the impl provides no {case.op}"
-    declared = declared_dtypes(impl, case.op)
-    if declared is not None and case.dtype not in declared:
-        return (f"dtype {case.dtype} is not among the dtypes the impl declares for "
-                f"{case.op} ({', '.join(declared)})")
-    hook = getattr(impl, "supports", None)
-    if callable(hook) and not hook(case):
-        return "the impl's supports(case) is False"
-    return ""
-
-
-def import_roots(*extra: str | os.PathLike[str]) -> list[str]:
-    """Where ``--impl`` modules are looked for beyond ``sys.path``: the current directory,
-    then ``extra`` (the pytest root), as absolute paths without duplicates."""
-    roots = [str(Path.cwd()), *(str(Path(e).resolve()) for e in extra)]
-    return list(dict.fromkeys(roots))
-
-
-def use_roots(roots: Sequence[str]) -> None:
-    """Put ``roots`` on ``sys.path`` (after what is there): processes this one starts
-    (executors) inherit ``sys.path``, so they import the impl the same way."""
-    for root in roots:
-        if root not in sys.path:
-            sys.path.append(root)
-
-
-def _import(module_name: str, spec: str) -> Any:
-    """Import ``module_name``, or a module file ``path/to/mod.py``."""
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
-        use_roots([str(path.resolve().parent)])
-        module_name = path.stem
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
-            searched = "\n  ".join(p or "." for p in sys.path)
-            raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: no such module "
-                            f"on the path searched:\n  {searched}") from exc
-        raise ImplError(f"--impl {spec!r}: importing {module_name!r} failed: {exc!r}") from exc
-    except Exception as exc:  # any import failure is a usage error naming the module
-        raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
-
-
-def load_impl(spec: str) -> Any:
-    """Import ``MODULE:ATTR`` (or ``MODULE``, or ``path/to/file.py:ATTR``) and check it
-    provides at least one op (with a valid declaration, if it makes one)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name:
-        raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
-    obj: Any = _import(module_name, spec)
-    for part in filter(None, attr.split(".")):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            raise ImplError(f"--impl {spec!r}: {module_name!r} has no attribute "
-                            f"{attr!r}") from exc
-    if not provided_ops(obj):
-        raise ImplError(f"--impl {spec!r}: {obj!r} provides none of the ops "
-                        f"{', '.join(OPS)} (callables of those names)")
-    for op in provided_ops(obj):
-        declared_dtypes(obj, op)  # a bad declaration is a usage error now, not mid-run
-    return obj
+__all__ = ["DEFAULT_IMPL", "AtenReference", "AtenWithOut", "Impl", "ImplError",
+           "TritonViaAten", "aten", "aten_with_out",
+           "declared_dtypes", "import_roots", "load_impl", "provided_ops", "provides",
+           "triton_aten", "unsupported", "use_roots"]

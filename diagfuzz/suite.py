@@ -1,4 +1,5 @@
-"""The diagfuzz fuzz suite: three streams of Cases, each split into seeded shards.
+"""The diagfuzz fuzz suite: a stream of Cases per op, one of invalid Cases, each split into
+seeded shards.
 
 Run it with the plugin, which parametrizes ``diagfuzz_shard`` and runs every Case through
 the implementation under test::
@@ -6,32 +7,42 @@ the implementation under test::
     pytest -n auto -p diagfuzz --pyargs diagfuzz.suite [--impl MODULE:ATTR]
 
 Each test is one shard (a separate item, so xdist spreads the budget over workers). A shard
-draws Case families (``diagfuzz.strategies.*_case_families``: a base Case and siblings that
-share its sizes, dims and layout, so one Hypothesis example yields several Cases for a few
+draws Case families (``diagfuzz.strategies.case_families``: a base Case and siblings that
+share its sizes, dims and layouts, so one Hypothesis example yields several Cases for a few
 extra choices) and checks every member over its whole budget; it then fails with one shrunk
-finding per failure signature (``diagfuzz.shard``).
+finding per failure signature (``diagfuzz.harness.shard``). The streams come from the op
+specs (``diagfuzz.specs``): ``test_<op>`` for each op, then ``test_invalid``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 
 from diagfuzz import strategies
-from diagfuzz.shard import Shard
+from diagfuzz.harness.shard import Shard
+from diagfuzz.specs import SPECS
 
 pytestmark = pytest.mark.fuzz
 
 
-def test_diagonal(diagfuzz_shard: Shard) -> None:
-    """Valid diagonal (diagonal_copy) Cases: every bit, stride and alias checked."""
-    diagfuzz_shard.fuzz(strategies.diagonal_case_families)
+def _valid_stream(op: str) -> Callable[[Shard], None]:
+    """The test function of op ``op``'s stream of valid Cases."""
+
+    def test(diagfuzz_shard: Shard) -> None:
+        diagfuzz_shard.fuzz(partial(strategies.case_families, op))
+
+    test.__name__ = test.__qualname__ = f"test_{op}"
+    test.__doc__ = f"Valid {op} Cases: every bit, stride and alias checked."
+    return test
 
 
-def test_diagonal_backward(diagfuzz_shard: Shard) -> None:
-    """Valid diagonal_backward Cases."""
-    diagfuzz_shard.fuzz(strategies.diagonal_backward_case_families)
+for _op in SPECS:
+    globals()[f"test_{_op}"] = _valid_stream(_op)
 
 
 def test_invalid(diagfuzz_shard: Shard) -> None:
-    """Invalid Cases of either op: the impl must raise what aten raises (error parity)."""
+    """Invalid Cases of every op: the impl must refuse each as aten does (error parity)."""
     diagfuzz_shard.fuzz(strategies.invalid_case_families)

@@ -1,29 +1,16 @@
-"""Launch counters and the ``out=`` convention shared by both ops.
-
-The counters are how a test proves that a result came from a Triton kernel and not from a
-silent fallback to aten (the dispatch proof).
+"""Launch counting (``diagfuzz.core.counters``) and the ``out=`` convention every op shares.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 import torch
 
-#: Triton launches per op since import (or since ``reset``).
-LAUNCHES: Counter[str] = Counter()
+from diagfuzz.core.counters import LAUNCHES, count, launches
 
-
-def count(op: str) -> None:
-    """Record one launch of ``op``'s kernel."""
-    LAUNCHES[op] += 1
-
-
-def launches(op: str) -> int:
-    """How many kernel launches ``op`` has made."""
-    return LAUNCHES[op]
+__all__ = ["LAUNCHES", "count", "launches", "write_out"]
 
 
 def write_out(

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from diagfuzz.ops import _runtime, _tiling
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.ops._tiling import LaunchPlan, fits_int32
 
 #: The H200's compute capability and warp size.
@@ -84,9 +84,7 @@ def compile_plan(kernel: Any, plan: LaunchPlan, word_bytes: int, *, aligned: boo
     Integers are typed as Triton's binder types them (i32 when they fit); ``aligned`` marks
     the result pointer 16-byte aligned, as the launcher's variant key does.
     """
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from diagfuzz.adapters.triton import compile_for
 
     names = kernel.arg_names
     constexprs = dict(plan.constexprs)
@@ -100,15 +98,13 @@ def compile_plan(kernel: Any, plan: LaunchPlan, word_bytes: int, *, aligned: boo
     for name, value in zip(runtime[2:], plan.ints, strict=True):
         signature[name] = "i32" if fits_int32((value,)) else "i64"
     attrs = {(0,): [["tt.divisibility", 16]]} if aligned else {}
-    source = ASTSource(kernel, signature, constexprs, attrs)
-    return triton.compile(source, target=GPUTarget(*target),
-                          options={"num_warps": plan.num_warps})
+    return compile_for(kernel, signature, constexprs, attrs, target, plan.num_warps)
 
 
 def compile_all(geometries: list[tuple] = GEOMETRIES,
                 dtypes: tuple[torch.dtype, ...] = DTYPES) -> list[dict[str, Any]]:
     """Plan every geometry for every dtype; compile each distinct variant once."""
-    from diagfuzz.ops._words import words_per_element
+    from diagfuzz.core.words import words_per_element
 
     rows: dict[tuple, dict[str, Any]] = {}
     for op, sizes, offset, dim1, dim2 in geometries:

@@ -1,32 +1,14 @@
-"""Choose where kernels run before Triton is imported.
-
-With no CUDA GPU, kernels run on CPU tensors through Triton's interpreter. The interpreter is
-selected when ``triton.jit`` decorates a kernel, so this module must run before any kernel
-module is imported; ``diagfuzz.ops`` imports it first. The user never sets TRITON_INTERPRET.
-"""
+"""Where the kernels run (decided in ``diagfuzz.core.runtime``, before Triton is imported),
+and the check that refuses a tensor they cannot read."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-#: Set to 1 to plan and compile kernels for a CUDA GPU on a machine without one
-#: (``python -m diagfuzz.ops._gpu_compile``): nothing is interpreted, nothing launched.
-COMPILE_ONLY_ENV = "DIAGFUZZ_COMPILE_ONLY"
-COMPILE_ONLY: bool = os.environ.get(COMPILE_ONLY_ENV, "0") not in ("", "0")
+from diagfuzz.core.runtime import COMPILE_ONLY, COMPILE_ONLY_ENV, DEVICE, DISPATCH_KEY, INTERPRET
 
-if COMPILE_ONLY:
-    os.environ["TRITON_INTERPRET"] = "0"  # the interpreter's patches break the compiler
-elif not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-#: True when kernels run through Triton's interpreter (CPU tensors), False on a CUDA GPU.
-INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-#: The device the kernels run on, and the dispatch key they are registered under.
-DEVICE: str = "cpu" if INTERPRET else "cuda"
-DISPATCH_KEY: str = "CPU" if INTERPRET else "CUDA"
+__all__ = ["COMPILE_ONLY", "COMPILE_ONLY_ENV", "DEVICE", "DISPATCH_KEY", "INTERPRET",
+           "check_device"]
 
 
 def check_device(tensor: torch.Tensor, argument: str) -> None:

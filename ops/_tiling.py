@@ -29,8 +29,9 @@ from typing import Any
 import torch
 import triton
 
+from diagfuzz.adapters.triton import Direct, direct_handles, launch_direct
+from diagfuzz.core.words import as_words
 from diagfuzz.ops._runtime import INTERPRET
-from diagfuzz.ops._words import as_words
 
 #: Row dims a kernel peels; after coalescing, any tensor of rank <= MAX_ROW_DIMS + 1 fits.
 MAX_ROW_DIMS = 8
@@ -345,14 +346,14 @@ class Launcher:
     serves every later call of that variant, with raw pointers. Those calls go to the
     compiled kernel's launcher itself (``CompiledKernel.run``) on torch's current stream,
     minus the closure and device lookups ``CompiledKernel[grid]`` builds per call, and
-    without launch metadata and hooks when no hook listens (``_listening``; diagonal_copy's
+    without launch metadata and hooks when no hook listens (``adapters.triton``; diagonal_copy's
     host time was 1.5x aten's). Any failure of that path switches it off for good: Triton's
     own path is always right, only slower.
     """
 
     def __init__(self, kernel: Any) -> None:
         self.kernel = kernel
-        self._direct: dict[tuple, tuple[Any, Any, Any, Any]] = {}
+        self._direct: dict[tuple, Direct] = {}
         self.direct = not INTERPRET
 
     @property
@@ -392,32 +393,15 @@ class Launcher:
             num_warps=plan.num_warps)
         if key is not None and self.direct:
             try:
-                compiled._init_handles()  # what CompiledKernel[grid] does first
-                self._direct[key] = (compiled, compiled.run, compiled.function,
-                                     compiled.packed_metadata)
+                self._direct[key] = direct_handles(compiled)
             except Exception:  # a Triton whose CompiledKernel differs: use its own path
                 self.direct = False
 
     @staticmethod
-    def _run(direct: tuple[Any, Any, Any, Any], device: int, plan: LaunchPlan,
+    def _run(direct: Direct, device: int, plan: LaunchPlan,
              tensors: Sequence[torch.Tensor]) -> None:
-        """``CompiledKernel[grid](*args)`` for grid ``(n_programs, 1, 1)`` on torch's current
-        stream of ``device``; launch metadata and hooks as Triton passes them whenever a hook
-        listens (a profiler still sees every launch)."""
-        compiled, run, function, packed = direct
+        """The variant's compiled kernel on torch's current stream of ``device``
+        (``adapters.triton.launch_direct``)."""
         args = (*(t.data_ptr() for t in tensors), *plan.ints, *plan.constexprs.values())
-        stream = torch._C._cuda_getCurrentRawStream(device)
-        hooks = triton.knobs.runtime
-        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
-        if _listening(enter) or _listening(leave):
-            grid = (plan.n_programs, 1, 1)
-            run(grid[0], 1, 1, stream, function, packed,
-                compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
-        else:  # nobody listens: no metadata to build, no hooks to call (H200: 11.4 -> 6.8 us)
-            run(plan.n_programs, 1, 1, stream, function, packed, None, None, None, *args)
-
-
-def _listening(hook: Any) -> bool:
-    """Whether a Triton launch hook would do anything: set, and (Triton >= 3.5 keeps an
-    always-present chain of hooks) not an empty chain."""
-    return hook is not None and bool(getattr(hook, "calls", True))
+        launch_direct(direct, plan.n_programs, torch._C._cuda_getCurrentRawStream(device),
+                      args)

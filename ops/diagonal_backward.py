@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from diagfuzz.ops import _counters, _tiling
-from diagfuzz.ops._geometry import Diagonal, check_sizes, diagonal_of
+from diagfuzz.core.geometry import Diagonal, check_sizes, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
@@ -40,7 +40,7 @@ from diagfuzz.ops._tiling import (
     remember,
     row_args,
 )
-from diagfuzz.ops._words import words_per_element
+from diagfuzz.core.words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
               "first_size", "second_inner", "second_size", "first_pos", "second_pos",

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from diagfuzz.ops import _counters, _tiling
-from diagfuzz.ops._geometry import Diagonal, diagonal_of
+from diagfuzz.core.geometry import Diagonal, diagonal_of
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
@@ -35,7 +35,7 @@ from diagfuzz.ops._tiling import (
     remember,
     row_args,
 )
-from diagfuzz.ops._words import words_per_element
+from diagfuzz.core.words import words_per_element
 
 _COPY_ARGS = ["base", "col_stride", "segments", "group_words", "block_words", "n_iblocks",
               "n_cblocks"]

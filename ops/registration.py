@@ -9,22 +9,29 @@ torch.compile sees plain aten ops. Dropping the library restores aten's kernels 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
 
 from diagfuzz.ops._runtime import DEVICE, DISPATCH_KEY
-from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_out
-from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out
+from diagfuzz.specs import all_specs
 
-#: (aten overload name, implementation): everything this package registers.
-KERNELS = (
-    ("diagonal_backward", diagonal_backward),
-    ("diagonal_backward.out", diagonal_backward_out),
-    ("diagonal_copy", diagonal_copy),
-    ("diagonal_copy.out", diagonal_copy_out),
-)
+
+def _entry(path: str) -> Any:
+    """The function ``module:name`` names (a spec's kernel entry point)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+#: (aten overload name, implementation): everything this package registers, from the op
+#: specs' kernel entry points (functional and ``.out``).
+KERNELS = tuple(
+    (overload, _entry(entry))
+    for spec in all_specs() if spec.kernel
+    for overload, entry in zip(spec.aten, spec.entry_points, strict=True))
 
 _library: torch.library.Library | None = None
 
@@ -69,7 +76,7 @@ def use_triton(on: bool = True, *, tensors: Iterable[object] | None = None) -> I
 
     ``tensors``: every tensor the block's ops take, when the caller knows them. If the
     registration serves none of them (``serves``), nothing is switched: a switch
-    re-registers four kernels, ~25 us on a CPU machine and ~240 us on the H200 hosts, where
+    re-registers every kernel, ~25 us on a CPU machine and ~240 us on the H200 hosts, where
     the oracle's switch for its host references cost a third of a fuzz Case and changed
     nothing (a CUDA registration never serves CPU tensors).
     """

@@ -1,7 +1,7 @@
 """Raw bits of tensors and bit-level diffs: the only notion of equality the oracles use.
 
 Every element is viewed as a same-width integer word (complex128 as a pair of int64, by
-``diagfuzz.ops._words.as_words``, the one such view in the project), so NaN payloads, signed
+``diagfuzz.core.words.as_words``, the one such view in the project), so NaN payloads, signed
 zeros and the byte value of a bool all count. ``diff`` turns two word
 tensors into JSON-serialisable evidence: how many elements differ and the first few, with
 their indices, values and hex bits.
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from diagfuzz.ops._words import as_words, words_per_element
+from diagfuzz.core.words import as_words, words_per_element
 
 #: How many differing elements a Verdict lists.
 FIRST_FEW = 5

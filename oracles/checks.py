@@ -32,10 +32,12 @@ from typing import Any
 
 import torch
 
-import diagfuzz.ops as ops
-from diagfuzz.case import Case, call_arguments, contiguous_strides, dtype_of
-from diagfuzz.impl import provides, unsupported
-from diagfuzz.oracles import index_reference, metamorphic, reference
+from diagfuzz.core import counters
+from diagfuzz.core.case import Case, dtype_of
+from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.impl import provides, unsupported
+from diagfuzz.core.runtime import DEVICE
+from diagfuzz.oracles import reference
 from diagfuzz.oracles._bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.oracles.policy import (
     addressing_strides,
@@ -45,10 +47,8 @@ from diagfuzz.oracles.policy import (
 )
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations, choose_sentinel
 from diagfuzz.oracles.transfer import storage_bytes, to_device, to_host
-from diagfuzz.verdict import Verdict
-
-#: The Triton kernel (launch counter name) behind each op.
-KERNEL = {"diagonal": "diagonal_copy", "diagonal_backward": "diagonal_backward"}
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.specs import arguments, read_tensors, spec_of
 
 
 def _fail(kind: str, check: str, message: str, case: Case,
@@ -70,16 +70,7 @@ def _raised_details(exc: BaseException, expected: BaseException | None = None
 
 
 def _has_out(impl: Any, case: Case) -> bool:
-    name = "diagonal_out" if case.op == "diagonal" else "diagonal_backward_out"
-    return callable(getattr(impl, name, None))
-
-
-#: The argument holding the tensor each op reads.
-READ = {"diagonal": "input", "diagonal_backward": "grad_output"}
-
-
-def _read_tensor(case: Case, args: dict[str, Any]) -> torch.Tensor:
-    return args[READ[case.op]]
+    return callable(getattr(impl, spec_of(case.op).out_method, None))
 
 
 # --- error parity -----------------------------------------------------------------------
@@ -98,7 +89,7 @@ def check_error_parity(case: Case, impl: Any, device: str, *,
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "error-parity", "skipped: impl has no .out method", case,
                        {"skipped": "out"})
-    ref_args = call_arguments(case, device)
+    ref_args = arguments(case, device)
     impl_args = _twin_arguments(case, ref_args)  # made before aten sees ref_args
     try:
         ref_result = reference.call_op(reference.ATEN, case, ref_args)
@@ -145,21 +136,22 @@ def _parity_of_raise(case: Case, exc: BaseException, ref_exc: BaseException,
 
 
 def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
-    """``call_arguments(case, device)`` again, from ``args`` (its first result), cheaper.
+    """``arguments(case, device)`` again, from ``args`` (its first result), cheaper.
 
-    The tensor read is a copy of ``args``' one (its whole storage, bit for bit, viewed
+    Each tensor read is a copy of ``args``' one (its whole storage, bit for bit, viewed
     alike), ``out`` a new empty tensor like ``args``' one; the other arguments (ints and
     the ``input_sizes`` list, which no op changes) are shared. What ``materialise`` would
     make again, without the seeded random fill (about 15 us a Case of the invalid stream):
     the reference and the implementation still never share a buffer.
     """
     twin = dict(args)
-    name = READ[case.op]
-    tensor = args.get(name)
-    if isinstance(tensor, torch.Tensor):
-        storage = storage_bytes(tensor).clone()
-        twin[name] = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
-            storage.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
+    for name in read_tensors(case, args):
+        tensor = args.get(name)
+        if isinstance(tensor, torch.Tensor):
+            storage = storage_bytes(tensor).clone()
+            twin[name] = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(
+                storage.untyped_storage(), tensor.storage_offset(), tensor.shape,
+                tensor.stride())
     out = args.get("out")
     if isinstance(out, torch.Tensor):
         twin["out"] = torch.empty(0, dtype=out.dtype, device=out.device)
@@ -170,14 +162,16 @@ def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
 
 def _metadata(case: Case, expected: torch.Tensor, actual: Any,
               device: torch.device | None = None, offset: int = 0) -> Verdict | None:
-    """Device (``device``; default ``expected``'s), dtype, shape, contiguous strides where
-    they address anything, the storage offset a fresh allocation has (``offset``: 0, or
-    what the sentinel allocator handed out), no lazy conj/neg bit."""
+    """Device (``device``; default ``expected``'s), dtype, shape, the reference's strides
+    where they address anything (aten's layout: contiguous, or the input's for an op that
+    clones it), the reference's storage offset past where a fresh allocation starts
+    (``offset``: 0, or what the sentinel allocator handed out), no lazy conj/neg bit."""
     if not isinstance(actual, torch.Tensor):
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
     device = expected.device if device is None else device
-    want = contiguous_strides(tuple(expected.shape))
+    want = tuple(expected.stride())
+    offset += expected.storage_offset()
     if not (device == actual.device and expected.dtype == actual.dtype
             and expected.shape == actual.shape and _same_addressing(want, actual)
             and actual.storage_offset() == offset):
@@ -244,16 +238,7 @@ def _compare(case: Case, expected: torch.Tensor, actual: Any, source: str,
 def _references_agree(case: Case, args: dict[str, Any], expected: torch.Tensor,
                       source: str) -> Verdict | None:
     """The host references must agree with each other before they can judge anything."""
-    tensor = _read_tensor(case, args)
-    others: list[tuple[str, torch.Tensor]] = []
-    if case.op == "diagonal":
-        others.append(("index", index_reference.diagonal(tensor, case)))
-    else:
-        others.append(("index", index_reference.diagonal_backward(tensor, case)))
-        if source == "autograd":
-            others.append(("aten", reference.ATEN.diagonal_backward(
-                tensor, list(case.sizes), case.offset, case.dim1, case.dim2)))
-    for name, other in others:
+    for name, other in spec_of(case.op).others(case, args, source):
         found = _compare(case, expected, other, source)
         if found:
             return _disagree(case, name, source, found)
@@ -272,38 +257,51 @@ def _disagree(case: Case, name: str, source: str, found: Verdict) -> Verdict:
 class DeviceRun:
     """One call of the implementation on the device, and host copies of what it left.
 
-    The device tensors (``tensor``, ``result``, ``out``, ``reference``) are kept for what
-    the host knows without reading memory: metadata, data pointers, storage overlap. Their
-    bytes are read only through the host copies (``*_host``, ``guards``).
+    The device tensors (``tensors``: what the op reads, by name; ``result``, ``out``,
+    ``reference``) are kept for what the host knows without reading memory: metadata, data
+    pointers, storage overlap. Their bytes are read only through the host copies
+    (``*_host``, ``guards``).
     """
 
-    tensor: torch.Tensor
+    tensors: dict[str, torch.Tensor]
     alloc: SentinelAllocations
     result: Any = None
     out: torch.Tensor | None = None
     raised: BaseException | None = None
     reference: torch.Tensor | None = None
     reference_raised: BaseException | None = None
-    input_host: torch.Tensor | None = None
+    inputs_host: dict[str, torch.Tensor] = field(default_factory=dict)
     result_host: torch.Tensor | None = None
     reference_host: torch.Tensor | None = None
     guards: list[torch.Tensor | None] = field(default_factory=list)
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.tensors.values())).device
+
+
+def _on_device(case: Case, host_args: dict[str, Any], device: str) -> dict[str, Any]:
+    """``host_args`` with every tensor the op reads copied to ``device`` (whole storages)."""
+    args = dict(host_args)
+    for name, tensor in read_tensors(case, host_args).items():
+        args[name] = to_device(tensor, device)
+    return args
 
 
 def device_side(impl: Any, case: Case, host_args: dict[str, Any], shape: torch.Size,
                 byte: int, device: str, with_reference: bool) -> DeviceRun:
     """Everything the oracle does on the device for one run of the implementation.
 
-    The input's storage goes to the device (one copy); aten's own kernel runs on it (the
-    device reference, ``with_reference``); the implementation runs on it with sentinel-filled
-    guarded allocations; then every storage the judgement reads comes back in one copy.
+    The storages the op reads go to the device (one copy each); aten's own kernel runs on
+    them (the device reference, ``with_reference``); the implementation runs on them with
+    sentinel-filled guarded allocations; then every storage the judgement reads comes back
+    in one copy.
     """
-    tensor = to_device(_read_tensor(case, host_args), device)
-    args = {**host_args, READ[case.op]: tensor}
-    run = DeviceRun(tensor, SentinelAllocations(byte))
+    args = _on_device(case, host_args, device)
+    run = DeviceRun(read_tensors(case, args), SentinelAllocations(byte))
     if with_reference:
         try:
-            run.reference = reference.aten_kernel(case, tensor)
+            run.reference = spec_of(case.op).aten_kernel(case, args)
         except Exception as exc:  # aten refuses on this device: error parity decides
             run.reference_raised = exc
             return run
@@ -312,7 +310,7 @@ def device_side(impl: Any, case: Case, host_args: dict[str, Any], shape: torch.S
             if "out" in args:
                 run.out = args["out"] = torch.empty(
                     shape, dtype=dtype_of(case.out_dtype or case.dtype),
-                    device=case.out_device or tensor.device)
+                    device=case.out_device or run.device)
             run.result = reference.call_op(impl, case, args)
         except Exception as exc:
             run.raised = exc
@@ -324,9 +322,11 @@ def _bring_back(run: DeviceRun) -> None:
     """Host copies of every storage the judgement reads, in one copy (``to_host``)."""
     def on_device(t: Any) -> bool:
         return (isinstance(t, torch.Tensor) and t.layout == torch.strided
-                and t.device == run.tensor.device)
+                and t.device == run.device)
 
-    wanted = [storage_bytes(run.tensor)]  # the input's storage, for the input-unchanged check
+    names = list(run.tensors)
+    # The inputs' storages, for the inputs-unchanged check.
+    wanted = [storage_bytes(run.tensors[name]) for name in names]
     result = len(wanted) if on_device(run.result) else None
     wanted += [run.result] if result is not None else []
     ref = len(wanted) if on_device(run.reference) else None
@@ -336,7 +336,7 @@ def _bring_back(run: DeviceRun) -> None:
         buffers.append(None if a.regrown() else len(wanted))
         wanted += [] if a.regrown() else [a.buffer]
     host = to_host(wanted)
-    run.input_host = host[0]
+    run.inputs_host = dict(zip(names, host[:len(names)], strict=True))
     run.result_host = None if result is None else host[result]
     run.reference_host = None if ref is None else host[ref]
     run.guards = [None if i is None else host[i] for i in buffers]
@@ -351,33 +351,36 @@ def _changed_words(now: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) 
     return changed.unique().tolist()
 
 
-def _judge(case: Case, tensor: torch.Tensor, snapshot: torch.Tensor, expected: torch.Tensor,
-           source: str, run: DeviceRun) -> Verdict | None:
+def _judge(case: Case, tensors: dict[str, torch.Tensor], snapshots: dict[str, torch.Tensor],
+           expected: torch.Tensor, source: str, run: DeviceRun) -> Verdict | None:
     """The implementation's run, judged on host copies (see the module docstring)."""
     violations = run.alloc.guard_violations(run.guards)
     if violations:
         return _fail("mismatch", "out-of-bounds",
                      f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
                      "changed)", case, {"buffers": violations})
-    if not torch.equal(run.input_host, snapshot):
-        changed = _changed_words(run.input_host, snapshot, tensor.dtype)
-        return _fail("mismatch", "input-unchanged",
-                     f"the implementation wrote {len(changed)} word(s) of its input's storage",
-                     case, {"storage_words": changed[:8]})
+    for name, snapshot in snapshots.items():
+        if not torch.equal(run.inputs_host[name], snapshot):
+            changed = _changed_words(run.inputs_host[name], snapshot, tensors[name].dtype)
+            return _fail("mismatch", "input-unchanged",
+                         f"the implementation wrote {len(changed)} word(s) of {name}'s "
+                         "storage", case, {"tensor": name, "storage_words": changed[:8]})
     result = run.result
-    if isinstance(result, torch.Tensor) and storages_overlap(result, run.tensor):
-        return _fail("alias", "alias",
-                     "result shares storage with the input: a materialising op must return "
-                     "a new tensor", case)
+    if isinstance(result, torch.Tensor):
+        for name, tensor in run.tensors.items():
+            if storages_overlap(result, tensor):
+                return _fail("alias", "alias",
+                             f"result shares storage with {name}: the op returns a new "
+                             "tensor", case, {"tensor": name})
     handed = run.alloc.handed_out_offset(result) if isinstance(result, torch.Tensor) else None
-    found = _metadata(case, expected, result, run.tensor.device, handed or 0)
+    found = _metadata(case, expected, result, run.device, handed or 0)
     if found:
         return found
     if run.out is not None and result.data_ptr() != run.out.data_ptr():
         return _fail("mismatch", "out-returned", "the .out overload did not return out",
                      case)
     found = _bits(case, expected, run.result_host, source, run.alloc.byte)
-    broken = metamorphic.relations(case, tensor, run.result_host)
+    broken = _relations(case, tensors, run.result_host)
     if found:
         if broken:
             found.details["also_breaks"] = broken[0]
@@ -387,10 +390,20 @@ def _judge(case: Case, tensor: torch.Tensor, snapshot: torch.Tensor, expected: t
     return None
 
 
+def _relations(case: Case, tensors: dict[str, torch.Tensor],
+               result: torch.Tensor) -> tuple[str, str, dict[str, Any]] | None:
+    """The first metamorphic relation of the op's spec that ``result`` breaks."""
+    for relation in spec_of(case.op).relations:
+        broken = relation.check(case, tensors, result)
+        if broken:
+            return relation.name, broken[0], broken[1]
+    return None
+
+
 def _device_reference_agrees(case: Case, expected: torch.Tensor, source: str,
                              run: DeviceRun) -> Verdict | None:
     """aten's kernel on the device gives the CPU reference's metadata and bits."""
-    found = (_metadata(case, expected, run.reference, run.tensor.device)
+    found = (_metadata(case, expected, run.reference, run.device)
              or _bits(case, expected, run.reference_host, source))
     return _disagree(case, "device", source, found) if found else None
 
@@ -401,17 +414,18 @@ def _reference_changed_by_impl(case: Case, host: dict[str, Any], expected: torch
 
     The device reference is computed before the implementation runs and read back after
     it; a write outside the impl's own buffers (beyond the guard bytes) can land in it.
-    Only on disagreement (the failure path), aten's kernel runs again on a fresh copy of
-    the input, alone: if that agrees, the implementation changed memory it did not own.
+    Only on disagreement (the failure path), aten's kernel runs again on fresh copies of
+    the inputs, alone: if that agrees, the implementation changed memory it did not own.
     """
-    tensor = to_device(_read_tensor(case, host), device)
+    args = _on_device(case, host, device)
     try:
-        alone = reference.aten_kernel(case, tensor)
+        alone = spec_of(case.op).aten_kernel(case, args)
     except Exception:
         return found
     (alone_host,) = to_host([alone])
-    if _metadata(case, expected, alone, tensor.device) or _bits(case, expected, alone_host,
-                                                                 source):
+    device_of = next(iter(read_tensors(case, args).values())).device
+    if _metadata(case, expected, alone, device_of) or _bits(case, expected, alone_host,
+                                                             source):
         return found  # aten's device kernel itself disagrees: a reference problem
     return _fail("mismatch", "out-of-bounds",
                  "the implementation wrote outside its buffers: aten's device result, "
@@ -431,14 +445,15 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "out", "skipped: impl has no .out method", case,
                        {"skipped": "out"})
-    host = call_arguments(case, "cpu")  # the one materialisation; the device gets a copy
+    spec = spec_of(case.op)
+    host = arguments(case, "cpu")  # the one materialisation; the device gets a copy
     # One switch for all host references (each would otherwise switch the registration off
     # and on again itself), and none on a GPU, where the registration serves no host tensor;
     # the implementation then runs as the caller left it, and the device reference needs no
-    # switch (reference.aten_kernel).
-    with ops.use_triton(False, tensors=host.values()):
+    # switch (the spec's aten_kernel).
+    with registration_off(host.values()):
         try:
-            expected, source = reference.expected(case, host)
+            expected, source = spec.reference(case, host)
         except Exception:  # aten refuses a Case not marked invalid: parity decides
             refused = True
         else:
@@ -448,13 +463,13 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
         return check_error_parity(case, impl, device, strict=strict)
     if found:
         return found
-    tensor = _read_tensor(case, host)
-    snapshot = storage_bytes(tensor).clone()  # on the CPU the device input is this memory
+    tensors = read_tensors(case, host)
+    # On the CPU the device inputs are this memory.
+    snapshots = {name: storage_bytes(t).clone() for name, t in tensors.items()}
     byte = choose_sentinel(expected)
     # All 256 byte values occur: two runs with different sentinels (see sentinel.py).
     bytes_to_use = [byte] if byte is not None else list(PREFERRED[:2])
-    kernel = KERNEL[case.op]
-    before = ops.launches(kernel)
+    before = counters.launches(spec.kernel)
     for n, sentinel in enumerate(bytes_to_use):
         run = device_side(impl, case, host, expected.shape, sentinel, device,
                           with_reference=n == 0)
@@ -465,19 +480,19 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
             return _reference_changed_by_impl(case, host, expected, source, device, found)
         if run.raised is not None:
             return _raised(case, run.raised)
-        found = _judge(case, tensor, snapshot, expected, source, run)
+        found = _judge(case, tensors, snapshots, expected, source, run)
         if found:
             return found
-    if (getattr(impl, "uses_triton_registration", False) and expected.numel() > 0
-            and ops.launches(kernel) == before):
+    if (getattr(impl, "uses_triton_registration", False) and spec.kernel
+            and expected.numel() > 0 and counters.launches(spec.kernel) == before):
         return _fail("dispatch", "dispatch",
-                     f"the Triton {kernel} kernel did not run: aten served the call",
-                     case, {"kernel": kernel, "launches": before})
+                     f"the Triton {spec.kernel} kernel did not run: aten served the call",
+                     case, {"kernel": spec.kernel, "launches": before})
     return Verdict("pass", "all", "", case, {"reference": source,
                                              "sentinel": f"0x{bytes_to_use[0]:02x}"})
 
 
-def check(case: Case, impl: Any, device: str = ops.DEVICE, *, strict: bool = False) -> Verdict:
+def check(case: Case, impl: Any, device: str = DEVICE, *, strict: bool = False) -> Verdict:
     """Judge ``impl`` on ``case``: error parity for invalid Cases, the full check otherwise.
 
     A Case outside what the implementation declares it supports (``diagfuzz.impl.

@@ -1,13 +1,14 @@
 """torch.compile parity: a compiled forward + backward gives eager's bits.
 
-For a valid, differentiable Case, ``y = torch.diagonal(x, offset, dim1, dim2)`` is computed
-and back-propagated once eagerly (registration off: the reference) and once through
-``torch.compile(fullgraph=True)`` with the implementation's registration as it runs in the
-suite (on when ``impl.uses_triton_registration``). The forward values (a ``clone`` of the
-diagonal) and ``x.grad`` must match bit for bit, dtype and shape; strides are not compared,
-since inductor may lay out a tensor it produces differently from eager. Slow: each
-call compiles (dynamo is reset first, so a recompile limit can never make the compiled path
-silently fall back to eager). Has its own pytest marker, ``compile``.
+For a valid, differentiable Case, the op's differentiable function (its spec's
+``compile_function``: for ``diagonal`` and ``diagonal_backward``, ``torch.diagonal(x, ...)
+.clone()``) is computed and back-propagated once eagerly (registration off: the reference)
+and once through ``torch.compile(fullgraph=True)`` with the implementation's registration as
+it runs in the suite (on when ``impl.uses_triton_registration``). The forward values and
+``x.grad`` must match bit for bit, dtype and shape; strides are not compared, since inductor
+may lay out a tensor it produces differently from eager. Slow: each call compiles (dynamo is
+reset first, so a recompile limit can never make the compiled path silently fall back to
+eager). Has its own pytest marker, ``compile``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Any
 
 import torch
 
-import diagfuzz.ops as ops
-from diagfuzz.case import Case, call_arguments
+from diagfuzz.core.case import Case
+from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.runtime import DEVICE
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
 from diagfuzz.oracles.checks import _compare
-from diagfuzz.verdict import Verdict
+from diagfuzz.specs import arguments, spec_of
 
 
 def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor,
@@ -31,42 +34,33 @@ def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[tor
     return y.detach(), leaf.grad
 
 
-def check_compile(case: Case, impl: Any, device: str = ops.DEVICE,
+def check_compile(case: Case, impl: Any, device: str = DEVICE,
                   backend: str = "inductor", *, strict: bool = False) -> Verdict:
     """Compiled forward + backward vs eager, bitwise. Non-differentiable Cases pass as skipped.
 
     (``strict`` is accepted for the executor's one calling convention; nothing here
     depends on it.)"""
-    if case.invalid or case.out_dtype or case.out_device:
+    spec = spec_of(case.op)
+    if case.invalid or case.out_dtype or case.out_device or spec.compile_function is None:
         return Verdict("pass", "compile", "skipped: not a plain valid Case", case,
                        {"skipped": "case"})
-    args = call_arguments(case, device)
-    tensor = args["input"] if case.op == "diagonal" else args["grad_output"]
-    if not reference.differentiable(tensor.dtype):
+    args = arguments(case, device)
+    if not reference.differentiable(args[spec.first.name].dtype):
         return Verdict("pass", "compile", "skipped: dtype not differentiable", case,
                        {"skipped": "dtype"})
-    offset, dim1, dim2 = case.offset, case.dim1, case.dim2
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return torch.diagonal(x, offset, dim1, dim2).clone()  # materialised, bits kept
-
-    if case.op == "diagonal":
-        x = tensor
-        with ops.use_triton(False):
-            grad = torch.ones_like(torch.diagonal(x, offset, dim1, dim2))
-    else:
-        x = torch.zeros(case.sizes, dtype=tensor.dtype, device=tensor.device)
-        grad = tensor
-    with ops.use_triton(False):
+    fn, x, grad = spec.compile_function(case, args)
+    with registration_off():
         eager_y, eager_grad = _forward_backward(fn, x, grad)
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
-    with ops.use_triton(bool(getattr(impl, "uses_triton_registration", False))):
-        try:
+    # An impl that runs diagfuzz's kernels through aten says how to register them.
+    registration = getattr(impl, "registration", None)
+    try:
+        with registration() if callable(registration) else registration_off():
             y, x_grad = _forward_backward(compiled, x, grad)
-        except Exception as exc:
-            return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",
-                           case, {"type": type(exc).__name__, "message": str(exc)[:500]})
+    except Exception as exc:
+        return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",
+                       case, {"type": type(exc).__name__, "message": str(exc)[:500]})
     for what, expected, actual in (("forward", eager_y, y), ("grad", eager_grad, x_grad)):
         # Values, not layout: inductor may pick other strides for an intermediate it owns.
         if not isinstance(actual, torch.Tensor):

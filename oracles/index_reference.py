@@ -15,7 +15,7 @@ from math import prod
 
 import torch
 
-from diagfuzz.case import Case, contiguous_strides
+from diagfuzz.core.case import Case, contiguous_strides
 from diagfuzz.oracles._bits import words_per_element
 
 

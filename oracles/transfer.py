@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from diagfuzz.case import upload
+from diagfuzz.core.case import upload
 
 #: Every chunk of the copy back starts at a multiple of this (the widest element), so any
 #: dtype can be viewed in place at its offset.
@@ -71,7 +71,7 @@ def download(t: torch.Tensor) -> torch.Tensor:
     BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead; the copy
     lands in pinned memory. Measured side by side on one H200 host (tools/gpu_ab, two
     rounds), alone it did not move the pace beyond the runs' spread; with executors on one
-    intra-op thread (diagfuzz.executor) the executors used ~6 cores instead of ~8 while
+    intra-op thread (diagfuzz.execution.parent) the executors used ~6 cores instead of ~8 while
     fuzzing and the pace rose (BENCHMARKS.md, eighth session).
     """
     if t.device.type != "cuda":

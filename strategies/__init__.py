@@ -1,7 +1,7 @@
 """Hypothesis strategies for diagfuzz: valid and invalid Cases of the diagonal family.
 
 Strategies draw ``Case`` records, never tensors, so a failure shrinks as a Case and the Case
-alone reproduces it (``diagfuzz.case.materialise``). Use them in any ``@given`` test::
+alone reproduces it (``diagfuzz.core.case.materialise``). Use them in any ``@given`` test::
 
     from hypothesis import given
     from diagfuzz.strategies import diagonal_cases

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 import torch
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import available_dtypes
+from diagfuzz.core.case import available_dtypes
 
 #: Storage-element budget of the default (CPU) profile; a GPU profile passes a larger one.
 DEFAULT_MAX_ELEMENTS = 4096

@@ -18,8 +18,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import OPS, Case, Layout
-from diagfuzz.ops._geometry import Diagonal, diagonal_of
+from diagfuzz.core.case import OPS, Case, Layout
+from diagfuzz.core.geometry import Diagonal, diagonal_of
 from diagfuzz.strategies._args import (
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_RANKS,

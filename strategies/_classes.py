@@ -6,8 +6,8 @@ spelling and order of its dims, its offset, dtype, layout kinds, value mode and 
 
 from __future__ import annotations
 
-from diagfuzz.case import Case
-from diagfuzz.ops._geometry import wrap_dim
+from diagfuzz.core.case import Case
+from diagfuzz.core.geometry import wrap_dim
 from diagfuzz.strategies._values import classify_bits
 
 

@@ -20,8 +20,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import OPS, Case
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import OPS, Case
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
 from diagfuzz.strategies._cases import (
     INT64_MAX,
@@ -55,7 +55,7 @@ MAX_MEMBERS = 12
 #: chance of STOP_BELOW% a sibling alone gives. (It was 5.9 while every choice had its own
 #: span: Hypothesis' mutator copied stopping "one more?" draws over others; ``fast``.) A
 #: fuzz loop divides its Case budget by this to get Hypothesis' max_examples
-#: (diagfuzz.profiles).
+#: (diagfuzz.harness.profiles).
 MEAN_MEMBERS = 7.3
 #: The chance of one more sibling that ``mean_members`` assumes: the means measured at 2, 4,
 #: 8 and 12 members (1.87, 3.42, 5.74, 7.33) are within 3% of what it gives.

@@ -14,8 +14,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import OPS, Case, available_dtypes
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import OPS, Case, available_dtypes
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
 from diagfuzz.strategies._cases import (
     INT64_MAX,

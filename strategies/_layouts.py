@@ -15,7 +15,7 @@ from math import factorial, prod
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import Layout
+from diagfuzz.core.case import Layout
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, check_kinds, check_max_elements
 from diagfuzz.strategies._draws import below, choice, ints
 

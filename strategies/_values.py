@@ -15,7 +15,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.case import Values, available_dtypes, dtype_of
+from diagfuzz.core.case import Values, available_dtypes, dtype_of
 from diagfuzz.strategies._args import check_flag, check_kinds
 from diagfuzz.strategies._draws import ints
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagfuzz.determinism import pin_constant_pool
+from diagfuzz.adapters.hypothesis import pin_constant_pool
 
 
 def pytest_configure(config) -> None:

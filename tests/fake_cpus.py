@@ -3,6 +3,6 @@ machine, whatever this one has; so the CPU-dependent defaults can be tested on C
 
 from __future__ import annotations
 
-from diagfuzz import workers
+from diagfuzz.harness import workers
 
 workers.cpu_count = lambda: 16

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import itertools
 
-from diagfuzz.case import Case, Layout, Values, available_dtypes
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import Case, Layout, Values, available_dtypes
+from diagfuzz.core.geometry import diagonal_of
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.classify import classify
-from diagfuzz.executor import ProcessRunner
-from diagfuzz.verdict import Verdict
+from diagfuzz.gate.classification import classify
+from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 TIMEOUT = 3.0

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz import corpus
-from diagfuzz.cli import main, parser
+from diagfuzz.gate import corpus
+from diagfuzz.gate.cli import main, parser
 from tests.faulty.cases import square
 
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from diagfuzz.determinism import pin_constant_pool
+from diagfuzz.adapters.hypothesis import pin_constant_pool
 
 _DRAW = textwrap.dedent("""
     import hashlib
@@ -39,7 +39,7 @@ def _draw_hash(tmp_path: Path, *, pin: bool, extra: bool) -> str:
                                               63, 255, 4097, 1023, -129])
     (module_dir / "extra_literals.py").write_text(f"VALUES = [{literals}]\n")
     code = _DRAW.format(
-        pin="from diagfuzz.determinism import pin_constant_pool; pin_constant_pool()"
+        pin="from diagfuzz.adapters.hypothesis import pin_constant_pool; pin_constant_pool()"
         if pin else "", extra=str(module_dir) if extra else "")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=tmp_path)

@@ -15,7 +15,7 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values, call_arguments
+from diagfuzz.core.case import Case, Layout, Values, call_arguments
 from diagfuzz.gate import compile_cases
 from diagfuzz.impl import load_impl
 from diagfuzz.oracles import index_reference, reference

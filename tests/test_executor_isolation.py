@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import diagfuzz.ops as ops
-from diagfuzz.executor import ExecutorError, ProcessRunner, health_check
+from diagfuzz.execution.child import health_check
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.impl import ImplError
 from tests.faulty.cases import square
 
@@ -110,7 +111,8 @@ def test_stderr_tail_is_the_dying_cases_own_output(tmp_path) -> None:
     """The tail is cut at the executor's marker for the Case, not at a log size the runner
     took itself: under load a queued Case can abort before the runner looks (the tail of
     test_abort_costs_one_case_and_the_run_goes_on once came back empty)."""
-    from diagfuzz.executor import CASE_MARKER, _tail
+    from diagfuzz.execution.messages import CASE_MARKER
+    from diagfuzz.execution.parent import _tail
 
     log = tmp_path / "executor.log"
     earlier = b"an earlier executor's stack\n"

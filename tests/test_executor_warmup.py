@@ -2,7 +2,7 @@
 
 The first Cases of a run used to pay for lazy loading (CUDA modules of each aten op and
 dtype, torch modules on the first backward, Triton variants): start-up counted as fuzzing
-time. ``diagfuzz.warmup`` pays it before "ready", judging aten against itself only.
+time. ``diagfuzz.execution.warmup`` pays it before "ready", judging aten against itself only.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import DTYPE_NAMES
-from diagfuzz.executor import ProcessRunner
+from diagfuzz.core.case import DTYPE_NAMES
+from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.impl import aten
-from diagfuzz.warmup import warm_up, warm_up_cases
+from diagfuzz.execution.warmup import warm_up, warm_up_cases
 from tests.faulty.cases import square
 
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz import ops
-from diagfuzz.case import Case
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import Case
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies import (
     DEFAULT_MAX_ELEMENTS,
     INVALID_CLASSES,

@@ -9,8 +9,8 @@ from random import Random
 
 from hypothesis import HealthCheck, find, settings
 
-from diagfuzz.case import Case, Values
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import Case, Values
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies import (
     diagonal_backward_case_families,
     diagonal_case_families,

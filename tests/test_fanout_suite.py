@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz import workers
+from diagfuzz.harness import workers
 from tests.test_pipeline_suite import ONE_SHARD, journal_records
 from tests.test_suite_run import SMALL, fuzz
 

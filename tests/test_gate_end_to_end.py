@@ -13,8 +13,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from diagfuzz import corpus
-from diagfuzz.cli import main
+from diagfuzz.gate import corpus
+from diagfuzz.gate.cli import main
 from tests.faulty.cases import square
 
 
@@ -22,7 +22,7 @@ def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = N
           budget: int = 48) -> tuple[int, str, dict, Path]:
     """Run the gate as a user would (the console entry point, in a subprocess)."""
     out = tmp_path / "out"
-    args = [sys.executable, "-c", "import sys; from diagfuzz.cli import main; "
+    args = [sys.executable, "-c", "import sys; from diagfuzz.gate.cli import main; "
             "sys.exit(main())", "gate", "--impl", impl, "--budget", str(budget), "-n", "0",
             "--timeout", "20", "--repeats", "3", "--corpus", str(tmp_path / "corpus"),
             "--out", str(out), "--report", str(tmp_path / "report.json"),

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from diagfuzz import gate, gate_report
-from diagfuzz.classify import Classification
+from diagfuzz import gate
+from diagfuzz.gate import outputs as gate_report
+from diagfuzz.gate.classification import Classification
 from diagfuzz.gate import Finding, Result, Stage, exit_code
-from diagfuzz.verdict import Verdict
+from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 
@@ -33,7 +34,7 @@ def test_exit_codes() -> None:
 
 
 def test_suite_findings_reads_the_plugin_report() -> None:
-    from diagfuzz.findings import Finding as SuiteFinding
+    from diagfuzz.harness.findings import Finding as SuiteFinding
 
     found = SuiteFinding.of(Verdict("mismatch", "bitwise:aten", "m", square(1),
                                     {"symptom": "values"}),

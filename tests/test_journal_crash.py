@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz import corpus
-from diagfuzz.crash import attribute_crash
-from diagfuzz.journal import (
+from diagfuzz.gate import corpus
+from diagfuzz.execution.crash import attribute_crash
+from diagfuzz.execution.journal import (
     Journal,
     JournaledRunner,
     header,
@@ -20,8 +20,8 @@ from diagfuzz.journal import (
     last_unfinished,
     read,
 )
-from diagfuzz.runner import InProcessRunner
-from diagfuzz.verdict import Verdict
+from diagfuzz.execution.runner import InProcessRunner
+from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests
@@ -86,8 +86,8 @@ def test_a_process_killed_by_its_case_is_attributed(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path.cwd())!r})
-        from diagfuzz.journal import Journal, JournaledRunner, journal_path
-        from diagfuzz.runner import InProcessRunner
+        from diagfuzz.execution.journal import Journal, JournaledRunner, journal_path
+        from diagfuzz.execution.runner import InProcessRunner
         from tests.faulty.cases import square
         journal = Journal(journal_path({str(tmp_path)!r}, "gw5"), run_seed=9,
                           worker_id="gw5", impl="tests.faulty.abort:impl")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import diagfuzz.ops as ops
-from diagfuzz.case import Case, materialise
+from diagfuzz.core.case import Case, materialise
 from tests.bitwise import bitwise_difference
 from tests.kernel_table import case, dtype_rows, geometry_rows
 

@@ -2,7 +2,7 @@
 
 Each mutant is fuzzed the way the fuzz suite runs a profile: three streams (diagonal,
 diagonal_backward, invalid), each split into the profile's shards of ``examples`` Cases,
-shard seeds derived from one fixed run seed (``RUN_SEED``) exactly as ``diagfuzz.sharding``
+shard seeds derived from one fixed run seed (``RUN_SEED``) exactly as ``diagfuzz.harness.sharding``
 derives them, until ``oracles.check`` returns a failing Verdict. The correct
 implementations must pass the whole ``ci`` budget.
 
@@ -27,16 +27,16 @@ from hypothesis import strategies as st
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case
-from diagfuzz.profiles import Budget, budget_for
-from diagfuzz.sharding import derive_seed
+from diagfuzz.core.case import Case
+from diagfuzz.harness.profiles import Budget, budget_for
+from diagfuzz.harness.sharding import derive_seed
 from diagfuzz.strategies import (
     INVALID_CLASSES,
     diagonal_backward_cases,
     diagonal_cases,
     invalid_cases,
 )
-from diagfuzz.verdict import Verdict
+from diagfuzz.core.verdict import Verdict
 from tests.mutants import MUTANTS
 
 #: The one run seed every shard seed derives from (any fixed value: the test is reproducible).

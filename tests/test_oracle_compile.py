@@ -9,7 +9,7 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.impl import triton_aten
 
 CASES = [

@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from diagfuzz.case import Case, Layout, Values
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.oracles import _bits, index_reference, metamorphic
 
 

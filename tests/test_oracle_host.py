@@ -21,13 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values, upload
+from diagfuzz.core.case import Case, Layout, Values, upload
 from diagfuzz.impl import aten, triton_aten
-from diagfuzz.ops._words import as_words
+from diagfuzz.core.words import as_words
 from diagfuzz.oracles import checks, index_reference, reference, transfer
 from diagfuzz.oracles.sentinel import SentinelAllocations
 from diagfuzz.oracles.transfer import host_view, storage_bytes
-from diagfuzz.verdict import Verdict
+from diagfuzz.core.verdict import Verdict
 
 DEVICE = ops.DEVICE
 SCRIBBLE = 0x77

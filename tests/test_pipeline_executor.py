@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.executor import ExecutorError, ProcessRunner
-from diagfuzz.journal import Journal, JournaledRunner, last_unfinished, read
-from diagfuzz.verdict import Verdict
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished, read
+from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests
@@ -171,7 +171,7 @@ def test_journaled_verdicts_survive_a_later_harness_error(tmp_path: Path) -> Non
 def test_start_starts_one_executor_before_any_case_and_only_once(tmp_path: Path) -> None:
     """The plugin starts the executor while a shard is set up, so the report's pace does not
     count its start-up; a later Case uses that executor, and start() again is a no-op."""
-    from diagfuzz.fanout import FanoutRunner
+    from diagfuzz.execution.fanout import FanoutRunner
 
     with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60) as runner:
         journaled = JournaledRunner(runner, Journal(tmp_path / "j.jsonl", run_seed=1,

@@ -1,4 +1,4 @@
-"""diagfuzz.pipeline against this Hypothesis: the private API it leans on still behaves.
+"""diagfuzz.adapters.hypothesis against this Hypothesis: the private API it leans on still behaves.
 
 Phase 2 of a pipelined shard relies on three things: the choice sequence read inside the
 test replays the same example, Hypothesis saves a test's failures under
@@ -14,7 +14,7 @@ from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from diagfuzz import pipeline
+from diagfuzz.adapters import hypothesis as pipeline
 
 
 def test_this_hypothesis_has_what_pipelining_needs() -> None:

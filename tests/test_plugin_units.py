@@ -7,11 +7,13 @@ import json
 import pytest
 from hypothesis import settings
 
-from diagfuzz import profiles, sharding, workers
-from diagfuzz.case import Case, Layout
-from diagfuzz.findings import Finding, block
-from diagfuzz.report import Tally, classify, diagonal_length, format_table, report_data, write_json
-from diagfuzz.verdict import Verdict
+from diagfuzz.harness import profiles
+from diagfuzz.harness import sharding
+from diagfuzz.harness import workers
+from diagfuzz.core.case import Case, Layout
+from diagfuzz.harness.findings import Finding, block
+from diagfuzz.harness.report import Tally, classify, diagonal_length, format_table, report_data, write_json
+from diagfuzz.core.verdict import Verdict
 
 
 def _case(sizes=(3, 4), offset=0, dim1=0, dim2=1, dtype="float32", invalid="",
@@ -187,7 +189,7 @@ def test_table_and_json_report(tmp_path) -> None:
 
 @pytest.mark.parametrize("kind", ["crash", "harness-error"])
 def test_finding_without_case_describes_itself(kind: str) -> None:
-    from diagfuzz.signature import Signature
+    from diagfuzz.core.signature import Signature
 
     finding = Finding(Signature("", kind, "worker"),
                       {"kind": kind, "check": "worker", "message": "it died", "case": None})
@@ -196,7 +198,7 @@ def test_finding_without_case_describes_itself(kind: str) -> None:
 
 
 def test_pace_is_cases_per_second_inside_shards_averaged_over_workers() -> None:
-    from diagfuzz.report import Pace
+    from diagfuzz.harness.report import Pace
 
     pace = Pace()
     assert pace.per_worker() is None and pace.summary(3.0) == "pace: no shard ran"
@@ -215,7 +217,7 @@ def test_pace_is_cases_per_second_inside_shards_averaged_over_workers() -> None:
 def test_pace_weighs_each_shard_by_its_time() -> None:
     """A short shard counts for what it lasted: 1,000 Cases in 1 s and 10 in 1 s make 505/s,
     not the mean of two workers' rates; a replaced worker's new id changes nothing."""
-    from diagfuzz.report import Pace
+    from diagfuzz.harness.report import Pace
 
     pace = Pace()
     pace.add("gw0", 1000, 1.0)

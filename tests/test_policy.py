@@ -16,7 +16,7 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.gate import error_parity_cases
 from diagfuzz.impl import ImplError, load_impl, unsupported
 from diagfuzz.oracles.policy import BINDING_CLASSES, exception_chain, raised_as

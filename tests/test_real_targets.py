@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.case import Case
+from diagfuzz.core.case import Case
 from tests.test_suite_run import SMALL, fuzz
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def _signatures(report: dict) -> set[str]:
 
 
 def _gate(tmp_path: Path, impl: str, *extra: str) -> tuple[int, str, dict]:
-    args = [sys.executable, "-m", "diagfuzz.cli", "gate", "--impl", impl, "-n", "2",
+    args = [sys.executable, "-m", "diagfuzz.gate.cli", "gate", "--impl", impl, "-n", "2",
             "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "out"),
             "--report", str(tmp_path / "gate.json"), *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}

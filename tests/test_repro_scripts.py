@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz import corpus
-from diagfuzz.repro import reproducer_source, run_reproducer, script_name, write_reproducer
-from diagfuzz.verdict import Verdict
+from diagfuzz.gate import corpus
+from diagfuzz.gate.reproducers import reproducer_source, run_reproducer, script_name, write_reproducer
+from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 # Runs a script with Hypothesis made unimportable: a reproducer must not need it.
@@ -90,7 +90,7 @@ def test_source_is_stable_and_embeds_the_case() -> None:
     assert "IMPL = 'm:a'" in text and "DEVICE = 'cuda'" in text
     namespace: dict[str, object] = {}
     exec(compile(text, "repro", "exec"), namespace)  # defines, does not run (no __main__)
-    from diagfuzz.case import Case
+    from diagfuzz.core.case import Case
 
     assert Case.from_json(namespace["CASE_JSON"]) == square(2)
 

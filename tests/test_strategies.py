@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz import ops
-from diagfuzz.case import Case, Layout, Values, available_dtypes, materialise
-from diagfuzz.ops._geometry import diagonal_of
+from diagfuzz.core.case import Case, Layout, Values, available_dtypes, materialise
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies import (
     DEFAULT_MAX_ELEMENTS,
     LAYOUT_KINDS,

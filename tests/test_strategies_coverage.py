@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from diagfuzz.case import Case, available_dtypes
+from diagfuzz.core.case import Case, available_dtypes
 from diagfuzz.strategies import (
     DEFAULT_MAX_ELEMENTS,
     INVALID_CLASSES,

@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from diagfuzz import ops
-from diagfuzz.case import Case, call_arguments
+from diagfuzz.core.case import Case, call_arguments
 from diagfuzz.strategies import INVALID_CLASSES, broadcastable, invalid_cases
 
 _SCHEMA = (r"Expected a value of type|failed to match any schema|Overflow"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
 
-from diagfuzz.case import Case, Values
+from diagfuzz.core.case import Case, Values
 from diagfuzz.strategies import diagonal_backward_cases, diagonal_cases, invalid_cases
 
 FIND = settings(max_examples=300, database=None, derandomize=True, deadline=None,

@@ -21,12 +21,12 @@ import torch
 import diagfuzz.ops as ops
 import diagfuzz.ops.registration as registration
 from diagfuzz import oracles
-from diagfuzz.case import Case, Layout, Values, materialise
+from diagfuzz.core.case import Case, Layout, Values, materialise
 from diagfuzz.impl import aten, triton_aten
 from diagfuzz.oracles import index_reference, metamorphic
 from diagfuzz.oracles._bits import bits, differing, same_bits
 from diagfuzz.oracles.sentinel import PREFERRED, choose_sentinel
-from diagfuzz.runner import InProcessRunner
+from diagfuzz.execution.runner import InProcessRunner
 
 DEVICE = ops.DEVICE
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import diagfuzz.ops as ops
+from diagfuzz.adapters.triton import listening
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
 
@@ -195,13 +196,13 @@ def test_launch_hooks_count_only_when_someone_listens() -> None:
     import triton
 
     chain = triton.knobs.runtime.launch_enter_hook
-    assert not _tiling._listening(None)
-    assert _tiling._listening(lambda metadata: None)
+    assert not listening(None)
+    assert listening(lambda metadata: None)
     if hasattr(chain, "calls"):
-        assert not _tiling._listening(chain) or chain.calls
+        assert not listening(chain) or chain.calls
         hook = lambda metadata: None  # noqa: E731
         chain.add(hook)
         try:
-            assert _tiling._listening(chain)
+            assert listening(chain)
         finally:
             chain.remove(hook)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from diagfuzz.impl import aten
-from diagfuzz.ops._words import as_words
+from diagfuzz.core.words import as_words
 
 
 def flip_first_bit(result: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diagfuzz.case import Case, Layout
+from diagfuzz.core.case import Case, Layout
 
 
 def square(offset: int, n: int = 3, op: str = "diagonal") -> Case:

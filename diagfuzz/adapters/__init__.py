@@ -1,0 +1,1 @@
+"""Adapters around other libraries' private APIs: each in one module, checked by tests."""

@@ -1,0 +1,151 @@
+"""The implementation under test: its protocol, what it declares, how ``--impl`` finds it.
+
+An implementation is any object (a module works) providing any of the ops of
+``diagfuzz.specs``, each a callable named after the op (``Impl``'s docstring lists them).
+Optional: ``<op>_out(..., out=)`` for ``.out`` Cases; ``uses_triton_registration = True``
+when calls go through aten with diagfuzz's kernels (the oracle then proves the kernel ran).
+
+Capability declarations (optional): ``dtypes``, the dtype names (or torch dtypes) the
+implementation supports, or a dict of them per op; ``supports(case) -> bool`` for anything
+finer. A Case outside them is "unsupported": counted, not judged. An implementation that
+declares nothing supports everything it provides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from diagfuzz.core.case import Case
+
+
+class ImplError(Exception):
+    """The implementation named by ``--impl`` cannot be used (a usage error, not a failure)."""
+
+
+@runtime_checkable
+class Impl(Protocol):
+    """What ``--impl`` names: an object with a callable per op it provides, e.g.
+
+    ``diagonal(input, offset=0, dim1=0, dim2=1) -> Tensor`` (a new tensor, as
+    ``aten::diagonal_copy``), ``diagonal_backward(grad_output, input_sizes, offset, dim1,
+    dim2) -> Tensor``, and the other ops of ``diagfuzz.specs`` (their arguments in aten's
+    order). The protocol names no method: an implementation provides any subset of the ops,
+    declared by having them.
+    """
+
+
+def known_ops() -> tuple[str, ...]:
+    """The ops diagfuzz knows (``diagfuzz.specs.SPECS``), in report order."""
+    from diagfuzz.specs import SPECS
+
+    return SPECS
+
+
+def provides(impl: Any, op: str) -> bool:
+    """Whether ``impl`` provides ``op`` (a callable of that name)."""
+    return callable(getattr(impl, op, None))
+
+
+def provided_ops(impl: Any) -> tuple[str, ...]:
+    """The ops of diagfuzz that ``impl`` provides, in report order."""
+    return tuple(op for op in known_ops() if provides(impl, op))
+
+
+def _dtype_name(value: Any, where: str) -> str:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, str) and isinstance(getattr(torch, value, None), torch.dtype):
+        return value
+    raise ImplError(f"{where}: {value!r} is not a dtype name of this torch")
+
+
+def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
+    """The dtype names ``impl`` declares for ``op``; None when it declares none."""
+    dtypes = getattr(impl, "dtypes", None)
+    if dtypes is None:
+        return None
+    if isinstance(dtypes, dict):
+        if op not in dtypes:
+            return None
+        dtypes = dtypes[op]
+    if isinstance(dtypes, (str, torch.dtype)):
+        dtypes = (dtypes,)
+    return tuple(_dtype_name(d, f"{type(impl).__name__}.dtypes") for d in dtypes)
+
+
+def unsupported(impl: Any, case: Case) -> str:
+    """Why ``impl`` declares ``case`` unsupported, or '' when it supports it."""
+    if not provides(impl, case.op):
+        return f"the impl provides no {case.op}"
+    declared = declared_dtypes(impl, case.op)
+    if declared is not None and case.dtype not in declared:
+        return (f"dtype {case.dtype} is not among the dtypes the impl declares for "
+                f"{case.op} ({', '.join(declared)})")
+    hook = getattr(impl, "supports", None)
+    if callable(hook) and not hook(case):
+        return "the impl's supports(case) is False"
+    return ""
+
+
+def import_roots(*extra: str | os.PathLike[str]) -> list[str]:
+    """Where ``--impl`` modules are looked for beyond ``sys.path``: the current directory,
+    then ``extra`` (the pytest root), as absolute paths without duplicates."""
+    roots = [str(Path.cwd()), *(str(Path(e).resolve()) for e in extra)]
+    return list(dict.fromkeys(roots))
+
+
+def use_roots(roots: Sequence[str]) -> None:
+    """Put ``roots`` on ``sys.path`` (after what is there): processes this one starts
+    (executors) inherit ``sys.path``, so they import the impl the same way."""
+    for root in roots:
+        if root not in sys.path:
+            sys.path.append(root)
+
+
+def _import(module_name: str, spec: str) -> Any:
+    """Import ``module_name``, or a module file ``path/to/mod.py``."""
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
+        use_roots([str(path.resolve().parent)])
+        module_name = path.stem
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
+            searched = "\n  ".join(p or "." for p in sys.path)
+            raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: no such module "
+                            f"on the path searched:\n  {searched}") from exc
+        raise ImplError(f"--impl {spec!r}: importing {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:  # any import failure is a usage error naming the module
+        raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
+
+
+def load_impl(spec: str) -> Any:
+    """Import ``MODULE:ATTR`` (or ``MODULE``, or ``path/to/file.py:ATTR``) and check it
+    provides at least one op (with a valid declaration, if it makes one)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
+    obj: Any = _import(module_name, spec)
+    for part in filter(None, attr.split(".")):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ImplError(f"--impl {spec!r}: {module_name!r} has no attribute "
+                            f"{attr!r}") from exc
+    if not provided_ops(obj):
+        raise ImplError(f"--impl {spec!r}: {obj!r} provides none of the ops "
+                        f"{', '.join(known_ops())} (callables of those names)")
+    for op in provided_ops(obj):
+        declared_dtypes(obj, op)  # a bad declaration is a usage error now, not mid-run
+    return obj

@@ -1,0 +1,170 @@
+"""The executor: the spawned process that judges Cases for a runner (``parent``).
+
+It imports torch, Triton and the implementation, passes a health check, warms up
+(``diagfuzz.execution.warmup``) and says it is ready; then it answers requests one at a
+time, in order, until the runner closes the pipe. After a failing Case it runs the health
+check itself, before any queued Case, so a poisoned CUDA context never judges a Case: if
+the check fails, it reports so and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.impl import ImplError
+from diagfuzz.execution import messages as msg
+from diagfuzz.execution.profiling import Profiler
+
+
+def health_check(device: str) -> None:
+    """Raise unless ``device`` still runs a tiny known kernel correctly.
+
+    A sticky CUDA error surfaces at the synchronize; a broken runtime at the kernel.
+    """
+    import torch
+
+    import diagfuzz.ops as ops
+
+    cuda = str(device).startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    x = torch.arange(4, dtype=torch.float32, device=device).reshape(2, 2)
+    # diagfuzz's own kernel where it runs (it refuses other devices); aten elsewhere, e.g. a
+    # CPU executor on a GPU machine.
+    y = ops.diagonal_copy(x) if torch.device(device).type == ops.DEVICE else x.diagonal().clone()
+    if cuda:
+        torch.cuda.synchronize()
+    if y.cpu().tolist() != [0.0, 3.0]:
+        raise RuntimeError(f"health check: diagonal_copy of a 2x2 gave {y.cpu().tolist()}")
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent is gone, so a hung executor never outlives its runner."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def child_main(read_fd: int, write_fd: int, parent_pid: int, impl_spec: str,
+               device: str, strict: str = "") -> None:
+    """Entry point of the spawned executor (``parent.BOOTSTRAP``)."""
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    _serve(inbox, outbox, impl_spec, device, parent_pid, strict == "strict")
+
+
+def _send(conn: Connection, message: msg.Message) -> None:
+    conn.send(msg.encode(message))
+
+
+def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
+           parent_pid: int, strict: bool = False) -> None:
+    """Executor main loop: load the impl, then answer run/health requests until closed."""
+    import faulthandler
+    import resource
+
+    import torch
+
+    # One intra-op thread: the oracle's CPU work is on tensors of a few thousand elements
+    # (dev and ci profiles; nightly's reach 2**20, still small for a core, and the suite
+    # runs several executors side by side; in-process runners keep torch's default pool).
+    # With four workers and eight executors on a 16-core H200 host, executors on torch's
+    # default pool used ~8 cores while fuzzing, on one thread ~6, and the workers' pace rose
+    # from 855 to 902 Cases/s each in the round where both ran warm (tools/gpu_ab;
+    # BENCHMARKS.md, eighth session).
+    torch.set_num_threads(1)
+    faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hang's stack, on request
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files from expected aborts
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    try:
+        from diagfuzz import oracles
+        from diagfuzz.core.impl import load_impl
+        from diagfuzz.execution.runner import settle_heap
+        from diagfuzz.execution.warmup import warm_up
+
+        impl = load_impl(impl_spec)
+        health_check(device)
+        # Start-up, not the first Cases' time (diagfuzz.execution.warmup). A replacement after a crash
+        # starts inside a shard's time anyway: it goes straight to work.
+        warmed = 0 if os.environ.get(msg.WARM_UP_ENV) == "0" else warm_up(device)
+        settle_heap()  # full collections would walk every import's objects (runner.py)
+    except ImplError as exc:
+        _send(conn, msg.StartFailed(str(exc), impl_error=True))
+        return
+    except Exception:
+        _send(conn, msg.StartFailed(traceback.format_exc()))
+        return
+    _send(conn, msg.Ready(os.getpid(), warmed))
+    profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
+    try:
+        _answer(inbox, conn, impl, device, oracles, profiler, strict)
+    finally:
+        profiler.dump()
+
+
+def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
+            profiler: Profiler, strict: bool = False) -> None:
+    """Answer Run/Health requests until the runner closes the pipe or asks to close."""
+    runs = 0
+    markers = os.environ.get(msg.MARKERS_ENV) == "1"
+    while True:
+        try:
+            request = msg.decode(inbox.recv())
+        except EOFError:
+            return
+        if isinstance(request, msg.Close):
+            return
+        passed = True
+        reply: msg.Message
+        try:
+            if isinstance(request, msg.Health):
+                health_check(device)
+                reply = msg.Healthy()
+            else:
+                assert isinstance(request, msg.Run), request
+                # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
+                # here (a size it took itself could be taken after the Case began).
+                if markers:
+                    os.write(2, msg.CASE_MARKER.format(runs).encode())
+                runs += 1
+                oracle = getattr(oracles, request.oracle)
+                profiler.enable()
+                try:
+                    case = Case.from_json(request.case)
+                    verdict = oracle(case, impl, device, strict=strict)
+                finally:
+                    profiler.disable()
+                if verdict.case is case:  # the runner holds it: no need to send it back
+                    reply = msg.Judged(verdict.to_json_without_case(), same_case=True)
+                else:
+                    reply = msg.Judged(verdict.to_json())
+                passed = verdict.ok
+        except Exception as exc:
+            reply = msg.Raised(repr(exc), traceback.format_exc())
+            passed = False
+        _send(conn, reply)
+        if isinstance(request, msg.Run) and not passed:
+            # Health right after the failing Case, before any queued one runs: a Case that
+            # poisoned the context is found, and no later Case is judged in that context.
+            health = _health_reply(device)
+            _send(conn, health)
+            if not isinstance(health, msg.Healthy):
+                return
+
+
+def _health_reply(device: str) -> msg.Message:
+    """The health check's outcome as a message for the runner."""
+    try:
+        health_check(device)
+    except Exception as exc:
+        return msg.Raised(repr(exc), traceback.format_exc())
+    return msg.Healthy()

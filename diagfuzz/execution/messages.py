@@ -1,0 +1,99 @@
+"""What the runner and its executor say to each other: typed messages, one JSON line each.
+
+Requests go from the runner (``parent``) to the executor (``child``), replies back. The
+wire is a pipe pair carrying JSON text: every message has a ``type``; ``encode`` and
+``decode`` are the only places that know the field names, so neither side handles raw
+dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Run:
+    """Judge one Case (its JSON) with the oracle function of ``diagfuzz.oracles`` named."""
+
+    case: str
+    oracle: str = "check"
+
+
+@dataclass(frozen=True)
+class Health:
+    """Run the health check now."""
+
+
+@dataclass(frozen=True)
+class Close:
+    """Exit."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The executor started: the impl loaded, the health check passed, the warm-up ran."""
+
+    pid: int
+    warmed: int
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """The executor cannot start: the impl cannot be loaded (``impl_error``: a usage
+    error), or anything else (``message`` holds the traceback)."""
+
+    message: str
+    impl_error: bool = False
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A Case's Verdict as JSON; ``same_case``: without its Case (the runner has it)."""
+
+    verdict: str
+    same_case: bool = False
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The oracle (or the health check) raised: not a Case's verdict."""
+
+    message: str
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Healthy:
+    """The health check passed."""
+
+
+Message = Run | Health | Close | Ready | StartFailed | Judged | Raised | Healthy
+_TYPES: dict[str, type] = {cls.__name__: cls for cls in
+                           (Run, Health, Close, Ready, StartFailed, Judged, Raised, Healthy)}
+
+
+def encode(message: Message) -> str:
+    """One JSON line for ``message``."""
+    return json.dumps({"type": type(message).__name__, **asdict(message)})
+
+
+def decode(text: str) -> Message:
+    """The message ``encode`` wrote; ValueError for anything else."""
+    data: dict[str, Any] = json.loads(text)
+    cls = _TYPES.get(str(data.pop("type", "")))
+    if cls is None:
+        raise ValueError(f"not an executor message: {text[:200]}")
+    return cls(**data)
+
+
+# --- the protocol's side channels ---------------------------------------------------------
+
+#: Written to the executor's stderr before each Case it runs (0-based within the executor),
+#: when its stderr is the runner's log (``MARKERS_ENV`` set), never onto a terminal: the
+#: runner cuts a dying Case's stderr tail there.
+CASE_MARKER = "[diagfuzz-executor: case {}]\n"
+MARKERS_ENV = "DIAGFUZZ_CASE_MARKERS"
+#: "0" in a replacement executor's environment: no warm-up (diagfuzz.execution.warmup).
+WARM_UP_ENV = "DIAGFUZZ_WARM_UP"

@@ -1,0 +1,588 @@
+"""ProcessRunner: each Case runs in a spawned executor process, so a crash costs one Case.
+
+A segfault, an abort or a sticky CUDA error (illegal address, launch failure, device-side
+assert: the whole context is poisoned) kills or spoils only the executor. The runner
+reports that Case as ``crash``, starts a fresh executor on the next Case, and the run goes
+on. A Case that gives no answer within ``timeout`` seconds is killed and reported as
+``hang``. After any non-pass verdict a quick health check (synchronize, then
+``diagfuzz.ops.diagonal_copy`` of a known 2x2) decides whether the executor is still fit;
+if not, the Case that spoiled it is reported as ``crash``.
+
+Executors are spawned: a fresh interpreter (fork+exec, as multiprocessing's spawn context
+does, because forking a process that has initialised CUDA is undefined), given the parent's
+``sys.path`` but, unlike multiprocessing, never re-importing the caller's ``__main__`` (a
+reproducer script or a user's script without a ``__main__`` guard must still work). Requests
+and answers cross a pipe pair as JSON text (Cases and Verdicts).
+
+Hypothesis must never shrink against a poisoned context: a crash or hang seen in an
+executor that had already served other Cases is retried once in a fresh executor, and the
+fresh executor's verdict is the Case's verdict (the first attempt is kept in ``details``).
+
+Cases may also be pipelined: ``submit`` sends a Case without waiting, ``poll``/``drain``
+collect verdicts, so the caller draws the next Cases while the executor checks earlier
+ones. The executor serves requests one at a time, in order, so the Case it is running is
+always the oldest unanswered one: a crash or hang is that Case's, exactly as with ``run``,
+and the Cases queued behind it are sent again, in order, to the replacement executor. After
+a non-pass verdict the executor runs the health check itself, before the next queued Case,
+so a poisoned context never judges a Case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.impl import ImplError
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution import messages as msg
+
+#: Seconds a Case may run before it is a hang, unless the caller (or DIAGFUZZ_TIMEOUT) says
+#: otherwise. Generous: the first call of a kernel on a GPU compiles it.
+DEFAULT_TIMEOUT = 60.0
+
+
+def default_timeout() -> float:
+    """DIAGFUZZ_TIMEOUT if set, else DEFAULT_TIMEOUT: what a runner built without a timeout
+    uses (e.g. the fuzz plugin without --diagfuzz-timeout; the gate passes that option)."""
+    value = os.environ.get("DIAGFUZZ_TIMEOUT", "")
+    try:
+        return float(value) if value else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
+#: Seconds an executor may take to import torch, Triton and the impl, pass a health check and
+#: warm up (diagfuzz.execution.warmup).
+START_TIMEOUT = 300.0
+#: Cases ``submit`` keeps in flight at most: two and a half Case families of the average 6
+#: (two of the former most, 8; families now hold up to 12). Enough to keep the executor busy
+#: while the caller draws the next family; few enough that memory stays bounded, a failure is
+#: seen within about three families, and the requests (about 1 KB each) never fill the pipe
+#: (64 KB) while the executor is busy.
+MAX_IN_FLIGHT = 16
+
+
+class ExecutorError(RuntimeError):
+    """The executor itself failed (cannot start, or the oracle raised): not a Case verdict.
+
+    ``tickets`` names the Cases in flight the runner gave up on because of it (the one whose
+    oracle raised, or every queued one when no replacement executor could start), oldest
+    first: the caller attributes the failure to the first.
+    """
+
+    def __init__(self, message: str, tickets: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.tickets = tickets
+
+
+# --- runner side ------------------------------------------------------------------------
+
+#: The executor's command line: the parent's sys.path first, then ``_child_main``.
+BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+             "from diagfuzz.execution.child import child_main; "
+             "child_main(*map(int, sys.argv[2:5]), *sys.argv[5:8])")
+
+def _exit_description(exitcode: int | None) -> str:
+    """'killed by SIGABRT' / 'exit code 3' for a dead executor."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+#: The most of an executor's log a tail reads (its Cases' warnings, then the dying stack).
+_TAIL_READ = 1 << 20
+
+
+def _tail(log: Path, start: int, index: int, limit: int = 4000) -> str:
+    """What an executor that started writing ``log`` at byte ``start`` wrote while running
+    its Case number ``index``: the text after that Case's marker, its last ``limit`` bytes.
+
+    Why markers: the runner cannot know when a queued Case began (the executor starts it
+    as soon as the previous one is answered), and a log size taken after a fast abort
+    already includes the abort's stack (the tail came back empty under load).
+    """
+    with open(log, "rb") as f:
+        f.seek(max(start, log.stat().st_size - _TAIL_READ))
+        text = f.read()
+    marker = msg.CASE_MARKER.format(index).encode()
+    at = text.rfind(marker)
+    if at >= 0:
+        text = text[at + len(marker):]
+    return text[-limit:].decode("utf-8", "replace")
+
+
+#: The longest a hang's verdict waits for the executor's stack dump (seconds).
+DUMP_WAIT = 3.0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _await_quiet_growth(path: Path, before: int, quiet: float = 0.1,
+                        limit: float = DUMP_WAIT) -> None:
+    """Wait until ``path`` has grown past ``before`` and then not grown for ``quiet``
+    seconds (faulthandler's stack dump is written), or ``limit`` seconds have passed.
+
+    A fixed wait (0.5 s) read the log before a descheduled executor had written its stack.
+    """
+    deadline = time.monotonic() + limit
+    size, changed = before, None
+    while time.monotonic() < deadline:
+        now = _size(path)
+        if now != size:
+            size, changed = now, time.monotonic()
+        elif changed is not None and time.monotonic() - changed >= quiet:
+            return
+        time.sleep(0.02)
+
+
+class ProcessRunner:
+    """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
+
+    ``oracle`` names the function of ``diagfuzz.oracles`` to call (``check`` by default;
+    e.g. ``check_compile`` for torch.compile parity). The executor starts on the first Case
+    unless ``launch`` or ``start`` started it earlier; ``ImplError`` is raised if the impl
+    cannot be loaded there. With ``workdir``
+    the executor's stderr goes to ``workdir/executor.log`` and a crash verdict carries its
+    tail (faulthandler's Python stack of the dying process); otherwise stderr is inherited.
+    """
+
+    def __init__(self, impl_spec: str, device: str | None = None,
+                 timeout: float | None = None, *, oracle: str = "check",
+                 workdir: str | os.PathLike[str] | None = None,
+                 start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
+                 window: int = MAX_IN_FLIGHT, strict: bool = False) -> None:
+        timeout = default_timeout() if timeout is None else timeout
+        if timeout <= 0:
+            raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
+        if device is None:
+            import diagfuzz.ops as ops
+
+            device = ops.DEVICE
+        self.impl_spec = impl_spec
+        self.device = device
+        self.strict = strict  #: the oracle's --diagfuzz-strict (diagfuzz.oracles.policy)
+        self.timeout = float(timeout)
+        self.oracle = oracle
+        self.start_timeout = start_timeout
+        self.health_timeout = health_timeout
+        self.log: Path | None = None
+        if workdir is not None:
+            Path(workdir).mkdir(parents=True, exist_ok=True)
+            self.log = Path(workdir) / "executor.log"
+        self.starts = 0  #: executors started so far (1 + replacements)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None  # answers from the executor
+        self._out: Connection | None = None  # requests to the executor
+        self._served = 0  # Cases the current executor has answered
+        self.window = max(1, int(window))  #: Cases ``submit`` keeps in flight at most
+        self._queue: deque[_Request] = deque()  # in flight, oldest (running) first
+        self._ready: list[tuple[int, Verdict]] = []  # settled, not yet returned
+        self._tickets = itertools.count(1)
+        self._head_started = 0.0  # when the oldest Case in flight started running
+        self._log_start = 0  # executor.log's size when the current executor started
+        self._starting = False  # spawned by ``launch``, its "ready" not yet read
+        self.warmed = 0  #: warm-up Cases the current executor judged before "ready"
+
+    # -- lifecycle --
+    def launch(self) -> None:
+        """Spawn an executor without waiting for it (unless one is running): it imports
+        torch, initialises CUDA and warms up while the caller goes on (the plugin launches
+        at the end of collection). Anything that needs it waits for its "ready" then.
+        With Cases in flight nothing is done: their settling replaces a dead executor and
+        sends them again (``_next_head``)."""
+        if not self._alive() and not self._queue:
+            self._kill()
+            self._spawn()
+            self._starting = True
+
+    def start(self) -> None:
+        """Have a ready executor now (a Case would start it otherwise): the plugin starts
+        it while a shard is set up, so the report's pace does not count interpreter,
+        torch and CUDA start-up or the warm-up as fuzzing time. With Cases in flight
+        nothing is done (see ``launch``)."""
+        if not self._queue:
+            self._ensure_ready()
+
+    def _ensure_ready(self) -> None:
+        """A live executor whose "ready" has been read: wait for a launched one, start one
+        where none runs (or the last one died)."""
+        if not self._alive():
+            self._kill()
+            self._start()
+        elif self._starting:
+            self._await_ready()
+
+    def _start(self) -> None:
+        self._spawn()
+        self._await_ready()
+
+    def _spawn(self) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        argv = [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
+                str(from_child_w), str(os.getpid()), self.impl_spec, self.device,
+                "strict" if self.strict else ""]
+        stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
+        self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
+        try:
+            # Case markers only into a log (the runner cuts tails there), not a terminal.
+            env = ({**os.environ, msg.MARKERS_ENV: "1"} if stderr is not None
+                   else dict(os.environ))
+            if self.starts:  # a replacement: it starts inside a shard's time
+                env[msg.WARM_UP_ENV] = "0"
+            proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
+                                    stdin=subprocess.DEVNULL, stderr=stderr, env=env)
+        finally:
+            if stderr is not None:
+                stderr.close()
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self.starts += 1
+        self._proc = proc
+        self._out = Connection(to_child_w, readable=False)
+        self._conn = Connection(from_child_r, writable=False)
+        self._served = 0
+
+    def _await_ready(self) -> None:
+        """Read the spawned executor's first message: "ready", or why it cannot start."""
+        self._starting = False
+        assert self._conn is not None
+        if not self._conn.poll(self.start_timeout):
+            self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} on {self.device!r} did not "
+                                f"start within {self.start_timeout}s")
+        try:
+            reply = msg.decode(self._conn.recv())
+        except EOFError:
+            code = self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} died while starting "
+                                f"({_exit_description(code)})") from None
+        if isinstance(reply, msg.StartFailed):
+            self._kill()
+            if reply.impl_error:
+                raise ImplError(reply.message)
+            raise ExecutorError(f"executor for {self.impl_spec!r} failed to start:\n"
+                                f"{reply.message}")
+        if not isinstance(reply, msg.Ready):
+            self._kill()
+            raise ExecutorError(f"executor for {self.impl_spec!r} sent {reply!r} instead of "
+                                "ready")
+        self.warmed = reply.warmed
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _kill(self) -> int | None:
+        """Stop the executor for good; returns its exit code (negative: the signal)."""
+        proc, self._proc = self._proc, None
+        self._starting = False
+        for conn in (self._conn, self._out):
+            if conn is not None:
+                conn.close()
+        self._conn = self._out = None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            return proc.wait(10)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Ask the executor to exit, and make sure it has; Cases in flight are dropped. One
+        still starting (launched, never ready) reads no request yet: it is killed at once."""
+        self._queue.clear()
+        self._ready.clear()
+        if self._out is not None and self._alive() and not self._starting:
+            try:
+                self._out.send(msg.encode(msg.Close()))
+                self._proc.wait(2)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def __enter__(self) -> ProcessRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The current executor's pid (None before one is launched or started, or after a
+        crash)."""
+        return self._proc.pid if self._proc is not None else None
+
+    # -- running --
+    def run(self, case: Case) -> Verdict:
+        """The Case's verdict; crash/hang in a used executor are confirmed in a fresh one."""
+        return self.run_with(case, self.oracle)
+
+    def run_with(self, case: Case, oracle: str, timeout: float | None = None) -> Verdict:
+        """``run`` with another function of diagfuzz.oracles (and timeout), same executor.
+
+        Submit, then wait: verdicts of Cases submitted earlier stay for ``poll``/``drain``.
+        """
+        ticket = self.submit(case, oracle, timeout)
+        done = self.wait(0)
+        mine = [verdict for t, verdict in done if t == ticket]
+        self._ready.extend((t, verdict) for t, verdict in done if t != ticket)
+        return mine[0]
+
+    def submit(self, case: Case, oracle: str | None = None,
+               timeout: float | None = None) -> int:
+        """Send ``case`` to the executor without waiting; returns its ticket for ``poll``.
+
+        Waits first while ``window`` Cases are in flight (their verdicts are kept for
+        ``poll``). Raises what starting an executor raises (ImplError, ExecutorError), and
+        ExecutorError when the oracle raised on an earlier Case (its ``tickets`` name it).
+        """
+        arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
+        self._ready.extend(arrived)
+        request = _Request(next(self._tickets), case, oracle or self.oracle,
+                           timeout or self.timeout)
+        message = msg.encode(msg.Run(case.to_json(), request.oracle))
+        if not self._queue:
+            self._send_to_idle(message)
+            self._queue.append(request)
+            self._head_started_now()
+            return request.ticket
+        self._queue.append(request)
+        try:
+            assert self._out is not None
+            self._out.send(message)
+        except (BrokenPipeError, OSError):
+            pass  # died running an earlier Case: found there, and this one is sent again
+        return request.ticket
+
+    @property
+    def in_flight(self) -> int:
+        """Cases submitted and not yet answered."""
+        return len(self._queue)
+
+    def poll(self) -> list[tuple[int, Verdict]]:
+        """(ticket, Verdict) of every Case answered since the last call, in submission
+        order, without waiting; a Case past its timeout is a hang now."""
+        done, self._ready = self._ready, []
+        try:
+            while self._queue:
+                step = self._step(block=False)
+                if step is None:
+                    break
+                if step is not _RETRYING:
+                    done.append(step)
+        except BaseException:
+            self._ready[:0] = done
+            raise
+        return done
+
+    def drain(self) -> list[tuple[int, Verdict]]:
+        """Wait for every Case in flight; all verdicts not yet returned, in order."""
+        return self.wait(0)
+
+    def wait(self, in_flight: int = 0) -> list[tuple[int, Verdict]]:
+        """Wait until at most ``in_flight`` Cases are unanswered; the verdicts not yet
+        returned, in submission order."""
+        done, self._ready = self._ready, []
+        try:
+            while len(self._queue) > in_flight:
+                step = self._step(block=True)
+                if step is not None and step is not _RETRYING:
+                    done.append(step)
+        except BaseException:
+            self._ready[:0] = done
+            raise
+        return done
+
+    def _send_to_idle(self, message: str) -> None:
+        """Send to a live executor with nothing in flight (starting one if needed)."""
+        for _ in range(3):
+            self._ensure_ready()
+            try:
+                assert self._out is not None
+                self._out.send(message)
+                return
+            except (BrokenPipeError, OSError):
+                self._kill()  # died between Cases: not this Case's fault, start afresh
+        raise ExecutorError(f"executor for {self.impl_spec!r} keeps dying before it can "
+                            f"receive a Case")
+
+    def _head_started_now(self) -> None:
+        """The oldest Case in flight starts running now: its timeout and log start here."""
+        self._head_started = time.monotonic()
+
+    def _step(self, block: bool) -> tuple[int, Verdict] | object | None:
+        """Settle the oldest Case in flight: its (ticket, Verdict), ``_RETRYING`` when it
+        is sent again to confirm a crash or hang, None if not settled (``block`` False)."""
+        head = self._queue[0]
+        assert self._conn is not None
+        deadline = self._head_started + head.timeout
+        if not self._conn.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
+            if time.monotonic() < deadline:
+                return None
+            verdict = self._hang(head)
+        else:
+            try:
+                reply = msg.decode(self._conn.recv())
+            except EOFError:
+                verdict = self._died(head)
+            else:
+                self._served += 1
+                try:
+                    verdict = self._judge(head, reply)
+                except ExecutorError as exc:
+                    self._queue.popleft()
+                    self._next_head()
+                    raise ExecutorError(str(exc), (head.ticket,)) from exc
+        self._queue.popleft()
+        if head.first_attempt is not None:
+            details = {**verdict.details,
+                       "first_attempt": json.loads(head.first_attempt.to_json())}
+            verdict = Verdict(verdict.kind, verdict.check, verdict.message, verdict.case,
+                              details)
+        elif verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0):
+            # The executor was replaced: confirm in a fresh one, ahead of the queue.
+            self._queue.appendleft(replace(head, first_attempt=verdict))
+            self._next_head()
+            return _RETRYING
+        settled = (head.ticket, verdict)
+        try:
+            self._next_head()
+        except BaseException:
+            # No replacement executor for the Cases behind it: this verdict is settled
+            # all the same, and must reach the caller (``poll``/``wait`` keep ``_ready``).
+            self._ready.append(settled)
+            raise
+        return settled
+
+    def _next_head(self) -> None:
+        """After the oldest Case settled: the next one starts now, in this executor or (if
+        it was killed) in a replacement that gets the whole queue again, in order."""
+        if not self._queue:
+            return
+        if self._proc is not None:
+            self._head_started_now()
+            return
+        lost = [r.ticket for r in self._queue]
+        try:
+            self._start()
+            assert self._out is not None
+            for request in self._queue:
+                self._out.send(msg.encode(msg.Run(request.case.to_json(), request.oracle)))
+        except Exception as exc:
+            self._kill()
+            self._queue.clear()
+            raise ExecutorError(f"no replacement executor for the {len(lost)} Case(s) "
+                                f"in flight: {exc}", tuple(lost)) from exc
+        self._head_started_now()
+
+    def _base(self, head: _Request) -> dict[str, Any]:
+        """Details every non-pass verdict of ``head`` carries."""
+        return {"executor_cases": self._served, "timeout": head.timeout}
+
+    def _hang(self, head: _Request) -> Verdict:
+        details = self._base(head)
+        if self.log is not None and self._proc is not None:
+            before = _size(self.log)
+            self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
+            _await_quiet_growth(self.log, before)
+            details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
+        self._kill()
+        return Verdict("hang", "executor:timeout",
+                       f"no verdict within {head.timeout:g}s; executor killed", head.case,
+                       details)
+
+    def _died(self, head: _Request) -> Verdict:
+        code = self._kill()
+        details = {**self._base(head), "exitcode": code,
+                   "seconds": round(time.monotonic() - self._head_started, 3)}
+        if self.log is not None:
+            details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
+        return Verdict("crash", "executor:died",
+                       f"executor died running this Case ({_exit_description(code)})",
+                       head.case, details)
+
+    def _judge(self, head: _Request, reply: msg.Message) -> Verdict:
+        """The verdict of an answered Case; a failing one is kept only if the executor is
+        still healthy (the health check the executor ran right after it)."""
+        base = {**self._base(head), "executor_cases": self._served - 1}
+        if isinstance(reply, msg.Judged):
+            verdict = Verdict.from_json(reply.verdict, head.case if reply.same_case else None)
+            return verdict if verdict.ok else self._after_failure(head.case, verdict, base)
+        trace = reply.traceback if isinstance(reply, msg.Raised) else repr(reply)
+        unhealthy = self._health()
+        if unhealthy:
+            return self._poisoned(head.case, unhealthy, trace, base)
+        raise ExecutorError(f"oracle {head.oracle!r} raised on Case {head.case.to_json()}:\n"
+                            f"{trace}")
+
+    def _after_failure(self, case: Case, verdict: Verdict, base: dict[str, Any]) -> Verdict:
+        """Keep ``verdict`` if the executor is healthy; else the Case poisoned it: crash."""
+        unhealthy = self._health()
+        if not unhealthy:
+            return verdict
+        return self._poisoned(case, unhealthy,
+                              f"{verdict.kind} [{verdict.check}]: {verdict.message}", base,
+                              original=json.loads(verdict.to_json()))
+
+    def _poisoned(self, case: Case, health: str, what: str, base: dict[str, Any],
+                  original: dict[str, Any] | None = None) -> Verdict:
+        self._kill()
+        details = {**base, "health": health, "original": original or what}
+        return Verdict("crash", "executor:health",
+                       f"executor unhealthy after this Case ({health.splitlines()[-1]}); "
+                       f"the Case's own outcome: {what.splitlines()[-1] if what else '?'}",
+                       case, details)
+
+    def _health(self) -> str:
+        """'' if the health check the executor ran after a failing Case passed, else why
+        not (the executor sends it unasked, before serving the next queued Case)."""
+        try:
+            assert self._conn is not None
+            if not self._conn.poll(self.health_timeout):
+                return f"health check gave no answer within {self.health_timeout:g}s"
+            reply = msg.decode(self._conn.recv())
+        except (EOFError, BrokenPipeError, OSError):
+            return f"executor died during the health check ({_exit_description(self._kill())})"
+        if isinstance(reply, msg.Raised):
+            return reply.traceback or reply.message
+        if not isinstance(reply, msg.Healthy):
+            return f"health check answered {reply!r}"
+        return ""
+
+
+#: What ``_step`` returns when the oldest Case was sent again to confirm a crash or hang.
+_RETRYING = object()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A Case in flight: ``first_attempt`` is set when it runs again to confirm a crash."""
+
+    ticket: int
+    case: Case
+    oracle: str
+    timeout: float
+    first_attempt: Verdict | None = None

@@ -1,0 +1,315 @@
+"""The ``diagfuzz`` command: ``gate``, ``repro PATH``, ``replay DIR``.
+
+Every subcommand checks its arguments before it does any work, and a usage error exits 4
+(as pytest's do), never a code that means something about the implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from diagfuzz.gate import corpus
+from diagfuzz.impl import DEFAULT_IMPL, ImplError
+
+EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = 1, 3, 4
+
+DESCRIPTION = """\
+diagfuzz: a bitwise test oracle and fuzzer for Triton kernels of PyTorch's diagonal family.
+
+The fuzz suite is a pytest plugin:
+  pytest -n auto -p diagfuzz --pyargs diagfuzz.suite --impl=MODULE:ATTR
+This command runs the pre-merge gate and reproduces what a run found."""
+
+EXIT_CODES = """\
+exit codes (every subcommand):
+  0  clean (gate), the Case passes (repro, replay)
+  1  a deterministic failure (gate), the bug is there (repro, replay)
+  2  only flaky failures (gate)
+  3  could not run: the impl cannot be imported, an infrastructure error
+  4  usage error: a bad option or argument (nothing was run)
+  6  cut by --max-seconds before the budget ran, no failure in what ran (gate)"""
+
+
+class UsageError(Exception):
+    """An argument the command cannot use (exit 4)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, exiting 4 on a usage error (argparse's own 2 means "flaky" to the gate)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {value:g}")
+    return value
+
+
+def _workers(text: str) -> str:
+    if text == "auto" or (text.isdigit() and int(text) >= 0):
+        return text
+    raise argparse.ArgumentTypeError(f"must be 'auto' or a number of workers, got {text!r}")
+
+
+def _device(text: str) -> str:
+    if text.split(":")[0] in ("cpu", "cuda"):
+        return text
+    raise argparse.ArgumentTypeError(f"must be cpu or cuda (cuda:N), got {text!r}")
+
+
+def _writable_file(option: str, path: Path | None) -> None:
+    """A file the command writes at the end: refuse it now if it cannot be written."""
+    if path is None:
+        return
+    resolved = path.expanduser().resolve()
+    if resolved.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; give a file path")
+    for parent in resolved.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"{option} {path}: {parent} is a file, not a directory")
+            if not os.access(parent, os.W_OK):
+                raise UsageError(f"{option} {path}: cannot write in {parent}")
+            return
+
+
+def _names(option: str, value: str | None, valid: Sequence[str]) -> None:
+    if value is None:
+        return
+    chosen = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in valid]
+    if unknown or not chosen:
+        raise UsageError(f"{option} {value!r}: unknown {', '.join(unknown) or 'empty'}; "
+                         f"choose from {', '.join(valid)}")
+
+
+def _check_gate(args: argparse.Namespace) -> None:
+    """Everything the gate would otherwise find out late."""
+    from diagfuzz.core.case import available_dtypes
+    from diagfuzz.specs import SPECS as OPS
+    from diagfuzz.strategies import LAYOUT_KINDS, MAX_RANK
+
+    for option, path in (("--report", args.report), ("--junit", args.junit),
+                         ("--summary", args.summary)):
+        _writable_file(option, path)
+    if args.corpus.exists() and not args.corpus.is_dir():
+        raise UsageError(f"--corpus {args.corpus}: is a file, not a directory")
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a file, not a directory")
+    _names("--ops", args.ops, OPS)
+    _names("--dtypes", args.dtypes, available_dtypes())
+    _names("--layouts", args.layouts, LAYOUT_KINDS)
+    if args.ranks is not None:
+        low, _, high = args.ranks.replace("..", "-").partition("-")
+        try:
+            pair = (int(low), int(high or low))
+        except ValueError:
+            pair = (0, -1)
+        if not 2 <= pair[0] <= pair[1] <= MAX_RANK:
+            raise UsageError(f"--ranks {args.ranks!r}: give N or LO-HI with "
+                             f"2 <= LO <= HI <= {MAX_RANK}")
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from diagfuzz import gate
+    from diagfuzz.gate import outputs as gate_report
+
+    _check_gate(args)
+    opts = gate.Options(
+        impl=args.impl, budget=args.budget, workers=args.workers, junit=args.junit,
+        report=args.report, timeout=args.timeout, device=args.device,
+        corpus_dir=args.corpus, out_dir=args.out, repeats=args.repeats,
+        save_corpus=not args.no_save, suite=not args.no_suite,
+        compile_sample=not args.no_compile, max_classify=args.max_classify,
+        ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
+        max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds)
+    result = gate.run_gate(opts)
+    text = gate_report.markdown(result)
+    print(text)
+    try:
+        gate_report.write_outputs(result, opts.report, opts.junit)
+        if args.summary is not None:
+            args.summary.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:  # checked up front; the summary above is printed all the same
+        print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
+    return result.code
+
+
+def _repro(args: argparse.Namespace) -> int:
+    from diagfuzz.gate.reproducers import run_reproducer
+
+    path: Path = args.path
+    if path.is_dir():
+        raise UsageError(f"repro {path}: is a directory; give one reproducer script or "
+                         f"corpus .json file (to run every Case of a corpus: diagfuzz "
+                         f"replay {path})")
+    if not path.exists():
+        raise UsageError(f"repro {path}: no such file")
+    if path.suffix not in (".py", ".json"):
+        raise UsageError(f"repro {path}: expected a reproducer .py or a corpus .json file")
+    forwarded = [f"--repeat={args.repeat}"]
+    for flag in ("device", "impl", "timeout"):
+        value = getattr(args, flag)
+        if value is not None:
+            forwarded.append(f"--{flag}={value}")
+    if args.in_process:
+        forwarded.append("--in-process")
+    try:
+        return run_reproducer(path, forwarded).returncode
+    except ValueError as exc:
+        raise UsageError(f"repro {path}: {exc}") from exc
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+    from diagfuzz.impl import import_roots, use_roots
+
+    directory: Path = args.dir
+    if not directory.exists():
+        raise UsageError(f"replay {directory}: no such directory")
+    if not directory.is_dir():
+        raise UsageError(f"replay {directory}: is a file; give a corpus directory (for one "
+                         f"file: diagfuzz repro {directory})")
+    use_roots(import_roots())
+    try:
+        found = corpus.entries(directory)
+    except ValueError as exc:
+        raise UsageError(f"replay {directory}: {exc}") from exc
+    if not found:
+        raise UsageError(f"replay {directory}: holds no corpus .json files")
+    failed = 0
+    try:
+        with ProcessRunner(args.impl, args.device, timeout=args.timeout) as runner:
+            for entry in found:
+                verdict = runner.run(entry.case)
+                failed += not verdict.ok
+                where = f" [{verdict.check}]" if verdict.check else ""
+                print(f"{verdict.kind:>12}{where} {entry.path.name}: {entry.case.describe()}"
+                      + (f"\n{'':>13}{verdict.message}" if verdict.message else ""))
+    except (ImplError, ExecutorError) as exc:
+        print(f"diagfuzz replay: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"{len(found) - failed}/{len(found)} corpus Cases pass with {args.impl}")
+    return EXIT_FAILURE if failed else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser (also documents every option)."""
+    from diagfuzz.gate import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Options
+
+    defaults = Options()
+    formatter = argparse.RawDescriptionHelpFormatter
+    top = _Parser(prog="diagfuzz", description=DESCRIPTION, epilog=EXIT_CODES,
+                  formatter_class=formatter)
+    sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    g = sub.add_parser(
+        "gate", formatter_class=formatter, epilog=EXIT_CODES,
+        help="the pre-merge gate: corpus, fuzz suite, error parity, torch.compile sample",
+        description="The pre-merge gate: replays the corpus, runs the fuzz suite under the "
+                    "derandomized gate profile, fixed error-parity Cases and a "
+                    "torch.compile sample; classifies each distinct finding by re-running "
+                    "it in fresh processes, writes its reproducer and saves it to the "
+                    "corpus. Prints a markdown summary.")
+    g.add_argument("--impl", default=DEFAULT_IMPL,
+                   help="MODULE:ATTR or path/to/file.py:ATTR under test")
+    g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
+                   help="fuzz-suite Cases, all shards together (default: the gate "
+                        "profile's 1,200)")
+    g.add_argument("-n", dest="workers", type=_workers, default="auto",
+                   help="pytest-xdist workers (auto)")
+    g.add_argument("--max-seconds", type=_seconds,
+                   help="a wall-clock cap: stop drawing new Cases in time to shrink, "
+                        "classify and report what was found within it (exit 6 if cut "
+                        "with nothing found)")
+    g.add_argument("--ops", help="only these ops, comma-separated "
+                                 "(diagonal, diagonal_backward)")
+    g.add_argument("--dtypes", help="only these dtypes, comma-separated")
+    g.add_argument("--ranks", help="only these ranks: N or LO-HI")
+    g.add_argument("--layouts", help="only these layout kinds, comma-separated")
+    g.add_argument("--max-elements", type=_positive_int,
+                   help="largest tensor the suite draws")
+    g.add_argument("--strict", action="store_true",
+                   help="ignore the impl's capability declarations and demand the Python "
+                        "bindings' exception types for binding-level invalid Cases")
+    g.add_argument("--junit", type=Path, help="write JUnit XML here")
+    g.add_argument("--report", type=Path, help="write the JSON report here")
+    g.add_argument("--summary", type=Path, help="also write the markdown summary here")
+    g.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per Case before it is a hang (default {DEFAULT_TIMEOUT:g})")
+    g.add_argument("--device", type=_device,
+                   help="cpu or cuda (default: cuda if there is a GPU)")
+    g.add_argument("--corpus", type=Path, default=Path(corpus.DEFAULT_DIR),
+                   help="regression corpus to replay first and to save findings to "
+                        f"(default ./{corpus.DEFAULT_DIR}/)")
+    g.add_argument("--out", type=Path, default=defaults.out_dir,
+                   help="where this run's reproducers (OUT/repro/) and the suite's raw "
+                        f"output go (default {defaults.out_dir})")
+    g.add_argument("--repeats", type=_positive_int, default=defaults.repeats,
+                   help=f"re-runs per finding ({defaults.repeats})")
+    g.add_argument("--max-classify", type=_count, default=defaults.max_classify,
+                   help=f"classify at most this many findings ({defaults.max_classify})")
+    g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
+    g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
+    g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")
+    g.set_defaults(func=_gate)
+
+    r = sub.add_parser("repro", formatter_class=formatter, epilog=EXIT_CODES,
+                       help="run a reproducer script or a corpus .json file",
+                       description="Run one reproducer script (written by a fuzz run or "
+                                   "the gate) or one corpus .json file.")
+    r.add_argument("path", type=Path)
+    r.add_argument("--repeat", type=_positive_int, default=1)
+    r.add_argument("--device", type=_device)
+    r.add_argument("--impl", help="MODULE:ATTR to run it against instead of the recorded one")
+    r.add_argument("--timeout", type=_seconds)
+    r.add_argument("--in-process", action="store_true",
+                   help="run in this process (for a debugger)")
+    r.set_defaults(func=_repro)
+
+    p = sub.add_parser("replay", formatter_class=formatter, epilog=EXIT_CODES,
+                       help="replay every Case of a corpus directory",
+                       description="Replay every Case of a corpus directory.")
+    p.add_argument("dir", type=Path, nargs="?", default=Path(corpus.DEFAULT_DIR))
+    p.add_argument("--impl", default=DEFAULT_IMPL)
+    p.add_argument("--device", type=_device)
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT)
+    p.set_defaults(func=_replay)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``diagfuzz`` console script; returns the exit code."""
+    args: Any = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"diagfuzz {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

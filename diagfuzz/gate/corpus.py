@@ -1,0 +1,100 @@
+"""The regression corpus: failing Cases as reviewable JSON files, replayed before any fuzzing.
+
+One file per Case, named ``<op>-<hash>.json`` from a hash of the Case's JSON, so the same
+Case always lands in the same file and a review diff shows exactly what was added. Each file
+holds the Case and, under ``found``, what it once did (kind, check, message, impl,
+reproducibility) — history for the reviewer; only ``case`` is replayed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.verdict import Verdict
+
+#: The corpus in the repository, relative to its root.
+DEFAULT_DIR = "corpus"
+
+
+def case_id(case: Case) -> str:
+    """A stable 16-hex-digit name for ``case`` (sha256 of its canonical JSON)."""
+    return hashlib.sha256(case.to_json().encode()).hexdigest()[:16]
+
+
+def file_name(case: Case) -> str:
+    """``<op>-<case_id>.json``."""
+    return f"{case.op}-{case_id(case)}.json"
+
+
+def pretty_case(case: Case, indent: str = "") -> str:
+    """The Case's JSON with one field per line: short, and diffs line by line in review."""
+    fields = json.loads(case.to_json())
+    lines = [f'{indent}  "{k}": {json.dumps(v, sort_keys=True)}' for k, v in fields.items()]
+    return "{\n" + ",\n".join(lines) + f"\n{indent}}}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus file: its path, its Case, and the ``found`` notes (may be empty)."""
+
+    path: Path
+    case: Case
+    found: dict[str, Any] = field(default_factory=dict)
+
+
+def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
+         verdict: Verdict | None = None, impl: str = "", reproducibility: str = "",
+         note: str = "") -> Path:
+    """Write ``case`` to the corpus (once: an existing file, and its history, is kept)."""
+    path = Path(directory) / file_name(case)
+    if path.exists():
+        return path
+    found: dict[str, Any] = {}
+    if verdict is not None:
+        found.update(kind=verdict.kind, check=verdict.check, message=verdict.message)
+    if impl:
+        found["impl"] = impl
+    if reproducibility:
+        found["reproducibility"] = reproducibility
+    if note:
+        found["note"] = note
+    text = (f'{{\n  "case": {pretty_case(case, "  ")},\n'
+            f'  "found": {json.dumps(found, sort_keys=True)}\n}}\n')
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_entry(path: str | os.PathLike[str]) -> Entry:
+    """One corpus file (a ``{"case": ..., "found": ...}`` record or a bare Case JSON)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "case" in data:
+            return Entry(path, Case.from_json(data["case"]), dict(data.get("found", {})))
+        return Entry(path, Case.from_json(data))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"corpus file {path}: not a diagfuzz Case: {exc}") from exc
+
+
+def entries(directory: str | os.PathLike[str] = DEFAULT_DIR) -> list[Entry]:
+    """Every entry of the corpus, in file-name order (deterministic); [] if it is absent."""
+    root = Path(directory)
+    if not root.exists():
+        return []
+    if not root.is_dir():
+        raise ValueError(f"corpus {root} is not a directory")
+    return [read_entry(p) for p in sorted(root.glob("*.json"))]
+
+
+def load(directory: str | os.PathLike[str] = DEFAULT_DIR) -> list[Case]:
+    """The corpus's Cases, in file-name order: what every run replays first."""
+    return [entry.case for entry in entries(directory)]

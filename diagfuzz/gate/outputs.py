@@ -1,0 +1,186 @@
+"""The gate's outputs: a markdown summary for a review, JSON for tools, JUnit XML for CI."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from diagfuzz.gate import corpus
+from diagfuzz.harness.findings import evidence_lines
+from diagfuzz.gate import (
+    EXIT_CLEAN,
+    EXIT_CUT,
+    EXIT_ERROR,
+    EXIT_FAILURE,
+    EXIT_FLAKY,
+    Finding,
+    Result,
+    _env_line,
+    reproduce_command,
+)
+
+_HEADLINE = {
+    EXIT_CLEAN: "PASSED",
+    EXIT_FAILURE: "FAILED (deterministic failure)",
+    EXIT_FLAKY: "FLAKY (only flaky failures)",
+    EXIT_ERROR: "COULD NOT RUN",
+    EXIT_CUT: "CUT SHORT (--max-seconds; no failure in what ran)",
+}
+
+
+def coverage(result: Result) -> dict[str, Counter[str]]:
+    """Cases by class (op, dtype, rank, layout, validity) over every stage."""
+    total: dict[str, Counter[str]] = {}
+    for stage in result.stages:
+        for cls, counts in stage.coverage.items():
+            total.setdefault(cls, Counter()).update(counts)
+    return total
+
+
+def _seen(f: Finding) -> str:
+    dtypes = ", ".join(f"{d} {n}" for d, n in sorted(f.dtypes.items(),
+                                                     key=lambda kv: (-kv[1], kv[0])))
+    return f"{f.count} failing Case{'' if f.count == 1 else 's'}" + (
+        f" ({dtypes})" if dtypes else "")
+
+
+def _finding_lines(n: int, f: Finding) -> list[str]:
+    v, c = f.verdict, f.classification
+    assert v.case is not None and f.signature is not None
+    how = f"{c.label} {c.ratio}" if c else "not classified"
+    extra = ""
+    if c and set(c.kinds) - {f.verdict.kind}:
+        extra = " (re-runs: " + ", ".join(f"{k} {n}" for k, n in c.kinds.items()) + ")"
+    where = f" [{v.check}]" if v.check else ""
+    lines = [f"{n}. **{f.signature.describe()}** — {how}{extra} — {f.stage}, {_seen(f)}",
+             "   ```text"]
+    lines += [f"   case     {line}" if i == 0 else f"   {'':8} {line}"
+              for i, line in enumerate(v.case.describe_full())]
+    lines.append(f"   found    {v.kind}{where}: {v.message}")
+    lines += ["   " + line[2:] for line in evidence_lines(v.details)]
+    lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
+    return lines
+
+
+def markdown(result: Result) -> str:
+    """A short summary ready to paste into a review."""
+    lines = [f"## diagfuzz gate: {_HEADLINE[result.code]} (exit {result.code})", "",
+             f"impl `{result.impl}` on {result.device} · {_env_line()} · "
+             f"{result.seconds:.1f} s", ""]
+    if result.error:
+        lines += [f"**The gate could not run:** {result.error}", ""]
+    if result.stages:
+        lines += ["| stage | cases | failed | unsupported | time | note |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for s in result.stages:
+            note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped or s.note
+            note = note.replace("|", "\\|")
+            lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.unsupported} | "
+                         f"{s.seconds:.1f} s | {note} |")
+        lines.append("")
+    errors = [s for s in result.stages if s.error]
+    for s in errors:
+        lines += [f"**{s.name} error**", "```", s.error.strip(), "```", ""]
+    if result.findings:
+        det = sum(1 for f in result.findings
+                  if f.classification and f.classification.deterministic)
+        lines.append(f"**Findings** ({len(result.findings)} distinct: {det} deterministic, "
+                     f"{len(result.findings) - det} flaky or not classified)")
+        for n, f in enumerate(result.findings, 1):
+            lines += _finding_lines(n, f)
+        lines.append("")
+    if result.repro_dir is not None and result.findings:
+        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (a new run replaces "
+                     "them).")
+    if result.corpus_dir is not None and result.saved:
+        lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, "
+                     "which every gate replays first (`--no-save` turns saving off).")
+    cov = coverage(result)
+    if cov:
+        lines += ["", "<details><summary>Coverage by class</summary>", ""]
+        for cls in sorted(cov):
+            parts = ", ".join(f"{k} {n}" for k, n in sorted(cov[cls].items()))
+            lines.append(f"- {cls}: {parts}")
+        lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
+def _finding_dict(f: Finding) -> dict[str, Any]:
+    assert f.verdict.case is not None and f.signature is not None
+    return {"stage": f.stage, "oracle": f.oracle, "test_id": f.test_id,
+            "signature": f.signature.to_dict(), "describe": f.signature.describe(),
+            "count": f.count, "dtypes": dict(sorted(f.dtypes.items())),
+            "shrunk": f.shrunk, "flaky_in_suite": f.flaky,
+            "case_id": corpus.case_id(f.verdict.case),
+            "verdict": json.loads(f.verdict.to_json()),
+            "classification": f.classification.to_dict() if f.classification else None,
+            "reproducer": str(f.reproducer) if f.reproducer else None,
+            "reproduce": reproduce_command(f)}
+
+
+def to_json(result: Result) -> dict[str, Any]:
+    """The machine-readable report (``--report PATH``)."""
+    return {
+        "exit_code": result.code, "outcome": _HEADLINE[result.code], "impl": result.impl,
+        "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
+        "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
+                    "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
+                    "note": s.note, "cut": s.cut, "seconds": round(s.seconds, 3)}
+                   for s in result.stages],
+        "cut": result.cut,
+        "repro_dir": str(result.repro_dir) if result.repro_dir else None,
+        "saved_to_corpus": [str(p) for p in result.saved],
+        "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},
+        "findings": [_finding_dict(f) for f in result.findings],
+        "unclassified": result.unclassified,
+    }
+
+
+def junit(result: Result) -> ET.ElementTree:
+    """JUnit XML: one testsuite per stage; a testcase per failure plus one per stage."""
+    root = ET.Element("testsuites", name="diagfuzz gate")
+    if result.error:
+        suite = ET.SubElement(root, "testsuite", name="gate", tests="1", failures="0",
+                              errors="1")
+        case = ET.SubElement(suite, "testcase", classname="gate", name="setup")
+        ET.SubElement(case, "error", message=result.error[:500]).text = result.error
+    by_stage: dict[str, list[Finding]] = {}
+    for f in result.findings:
+        by_stage.setdefault(f.stage, []).append(f)
+    for s in result.stages:
+        found = by_stage.get(s.name, [])
+        suite = ET.SubElement(root, "testsuite", name=s.name, tests=str(1 + len(found)),
+                              failures=str(len(found)), errors=str(int(bool(s.error))),
+                              skipped=str(int(bool(s.skipped))), time=f"{s.seconds:.3f}")
+        case = ET.SubElement(suite, "testcase", classname=s.name, name="stage",
+                             time=f"{s.seconds:.3f}")
+        if s.error:
+            ET.SubElement(case, "error", message=s.error.splitlines()[0][:500]).text = s.error
+        elif s.skipped:
+            ET.SubElement(case, "skipped", message=s.skipped)
+        if s.note:
+            ET.SubElement(case, "system-out").text = s.note
+        for f in found:
+            assert f.verdict.case is not None and f.signature is not None
+            name = f.signature.describe()
+            tc = ET.SubElement(suite, "testcase", classname=s.name, name=name)
+            how = f.classification.label + " " + f.classification.ratio \
+                if f.classification else "unclassified"
+            ET.SubElement(tc, "failure", type=f.verdict.kind,
+                          message=f"{f.verdict.kind} ({how}): {f.verdict.message}"[:500]
+                          ).text = f"{f.verdict}\nreproduce: {reproduce_command(f)}"
+    return ET.ElementTree(root)
+
+
+def write_outputs(result: Result, report: Path | None, junit_path: Path | None) -> None:
+    """Write ``--report`` JSON and ``--junit`` XML where asked."""
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(to_json(result), indent=2, sort_keys=True) + "\n",
+                          encoding="utf-8")
+    if junit_path is not None:
+        junit_path.parent.mkdir(parents=True, exist_ok=True)
+        junit(result).write(junit_path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,210 @@
+'''Standalone reproducers: one Python script per distinct failure, and the code that runs them.
+
+A reproducer embeds the Case's JSON and needs only torch, triton and diagfuzz (not
+Hypothesis). It rebuilds the exact tensors (``diagfuzz.core.case.materialise``), runs the impl
+and ``diagfuzz.oracles.check``, prints each verdict with its bit-level details, and exits 1
+while the bug is there, 0 once it is fixed (3 if the impl cannot be loaded). By default each
+repetition runs in a fresh executor process (``diagfuzz.execution.parent.ProcessRunner``), so a
+crash or a hang is reported as a verdict instead of killing or stalling the script;
+``--in-process`` runs the oracle in the script itself, for a debugger.
+'''
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from diagfuzz.gate import corpus
+from diagfuzz.core.case import Case
+from diagfuzz.execution.parent import DEFAULT_TIMEOUT
+from diagfuzz.impl import DEFAULT_IMPL
+from diagfuzz.core.verdict import Verdict
+
+_TEMPLATE = '''#!/usr/bin/env python3
+"""diagfuzz reproducer: @TITLE@
+
+@FOUND@
+Run it:  python @NAME@ [--repeat N] [--device cpu|cuda] [--impl MODULE:ATTR]
+                      [--timeout SECONDS] [--in-process]
+Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
+         3 if the implementation cannot be loaded, 4 on a usage error.
+Needs:   torch, triton and diagfuzz (not Hypothesis).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+CASE_JSON = @CASE_JSON@
+IMPL = @IMPL@
+#: Where IMPL is imported from (the directories the run imported it from), after sys.path.
+IMPL_PATH = @IMPL_PATH@
+DEVICE = @DEVICE@
+TIMEOUT = @TIMEOUT@
+ORACLE = @ORACLE@
+STRICT = @STRICT@
+
+
+def run_in_this_process(case, impl_spec, device):
+    """Rebuild the tensor the op reads, then let the oracle run the impl and compare bits."""
+    from diagfuzz import oracles
+    from diagfuzz.impl import load_impl
+
+    impl = load_impl(impl_spec)
+    return getattr(oracles, ORACLE)(case, impl, device, strict=STRICT)
+
+
+def run_isolated(case, impl_spec, device, timeout):
+    """The same, in a fresh executor process: a crash or hang becomes a verdict."""
+    from diagfuzz.executor import ProcessRunner
+
+    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=ORACLE,
+                       strict=STRICT) as runner:
+        return runner.run(case)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(4, f"{self.prog}: error: {message}\\n")  # a usage error: exit 4
+
+
+def main(argv=None):
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1, help="repetitions (default 1)")
+    parser.add_argument("--device", default=DEVICE, help=f"cpu or cuda (default {DEVICE})")
+    parser.add_argument("--impl", default=IMPL, help=f"MODULE:ATTR (default {IMPL})")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT,
+                        help=f"seconds per repetition before it is a hang (default {TIMEOUT})")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run in this process (for a debugger; a crash kills the script)")
+    parser.add_argument("--details", action="store_true",
+                        help="also print the verdict's whole evidence as JSON")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be >= 1, got {args.repeat}")
+    for root in (os.getcwd(), *IMPL_PATH):  # where --impl and IMPL are imported from
+        if root not in sys.path:
+            sys.path.append(root)
+    from diagfuzz.case import Case
+    from diagfuzz.harness.findings import evidence_lines
+    from diagfuzz.impl import ImplError
+
+    case = Case.from_json(CASE_JSON)
+    print("case:  " + "\\n       ".join(case.describe_full()))
+    print(f"impl:  {args.impl} on {args.device}")
+    failed = 0
+    for i in range(args.repeat):
+        try:
+            if args.in_process:
+                verdict = run_in_this_process(case, args.impl, args.device)
+            else:
+                verdict = run_isolated(case, args.impl, args.device, args.timeout)
+        except ImplError as exc:
+            print(f"cannot load the implementation: {exc}", file=sys.stderr)
+            return 3
+        failed += not verdict.ok
+        where = f" [{verdict.check}]" if verdict.check else ""
+        print(f"[{i + 1}/{args.repeat}] {verdict.kind}{where}: {verdict.message}")
+        for line in evidence_lines(verdict.details):
+            print(line)
+        if args.details and verdict.details:
+            print(json.dumps(verdict.details, indent=2, sort_keys=True, default=repr))
+    print(f"{failed}/{args.repeat} repetitions failed: "
+          f"{'the bug is there' if failed else 'no failure (fixed?)'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _literal(text: str) -> str:
+    """A Python literal for ``text``: a readable raw triple-quoted string where possible."""
+    if "\'\'\'" not in text and not text.endswith("\\"):
+        return "r\'\'\'" + text + "\'\'\'"
+    return repr(text)
+
+
+def script_name(case: Case) -> str:
+    """``repro_<op>_<case_id>.py``: stable per Case, like the corpus file name."""
+    return f"repro_{case.op}_{corpus.case_id(case)}.py"
+
+
+def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cpu",
+                      timeout: float = DEFAULT_TIMEOUT, oracle: str = "check",
+                      verdict: Verdict | None = None, reproducibility: str = "",
+                      name: str = "", impl_path: Sequence[str] = (),
+                      strict: bool = False) -> str:
+    """The text of a reproducer script for ``case``."""
+    pretty = corpus.pretty_case(case)
+    if verdict is not None:
+        title = f"{verdict.kind} in {case.describe()}"
+        found = f"Found:   {verdict.kind}"
+        found += f" [{verdict.check}]" if verdict.check else ""
+        found += f": {verdict.message}" if verdict.message else ""
+    else:
+        title, found = case.describe(), "Found:   (no verdict recorded)"
+    found += f"\n         impl {impl} on {device}"
+    if reproducibility:
+        found += f"; reproduced {reproducibility} in fresh processes"
+    replacements = {
+        "@TITLE@": title.replace('"""', "'''"), "@FOUND@": found.replace('"""', "'''"),
+        "@NAME@": name or script_name(case), "@CASE_JSON@": _literal(pretty),
+        "@IMPL@": repr(impl), "@DEVICE@": repr(device), "@TIMEOUT@": repr(float(timeout)),
+        "@ORACLE@": repr(oracle), "@IMPL_PATH@": repr(tuple(str(p) for p in impl_path)),
+        "@STRICT@": repr(bool(strict)),
+    }
+    text = _TEMPLATE
+    for key, value in replacements.items():
+        text = text.replace(key, value)
+    return text
+
+
+def write_reproducer(case: Case, path: str | os.PathLike[str], **kwargs: object) -> Path:
+    """Write the reproducer of ``case`` to ``path`` (a directory: ``script_name(case)`` in it).
+
+    Keyword arguments are ``reproducer_source``'s (impl, device, timeout, oracle, verdict,
+    reproducibility, impl_path, strict).
+    """
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / script_name(case)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(reproducer_source(case, name=path.name, **kwargs),  # type: ignore[arg-type]
+                    encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def run_reproducer(path: str | os.PathLike[str], args: list[str] | None = None, *,
+                   capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run a reproducer script (or a corpus/Case ``.json`` file, through a temporary one)."""
+    path = Path(path)
+    args = list(args or [])
+    if path.suffix == ".json":
+        entry = corpus.read_entry(path)
+        impl = entry.found.get("impl") or DEFAULT_IMPL
+        with tempfile.TemporaryDirectory(prefix="diagfuzz-repro-") as tmp:
+            script = write_reproducer(entry.case, tmp, impl=impl, device=_default_device())
+            return _run(script, args, capture)
+    if not path.exists():
+        raise FileNotFoundError(f"reproducer {path} does not exist")
+    return _run(path, args, capture)
+
+
+def _run(script: Path, args: list[str], capture: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(script), *args], check=False, text=True,
+                          capture_output=capture)
+
+
+def _default_device() -> str:
+    import diagfuzz.ops as ops
+
+    return ops.DEVICE

@@ -1,0 +1,245 @@
+"""Findings: one per failure signature, with its representative Case, as a person reads it.
+
+A run keeps fuzzing after a failure; every failing Case is counted under its signature
+(``diagfuzz.core.signature``), and each signature keeps one representative, shrunk by Hypothesis
+where it could be. Shards report their findings to the controller, which merges them by
+signature (counts add up; the simplest representative wins), writes a reproducer for each
+and prints one compact block per finding.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.signature import Signature, explained_by, signature_from, signature_of
+from diagfuzz.core.verdict import Verdict
+
+#: How many differing elements a block shows.
+FIRST_SHOWN = 3
+
+
+@dataclass
+class Finding:
+    """One signature's failures: a representative verdict and what else was seen.
+
+    ``count`` failing Cases while exploring (shrink attempts are not counted); ``dtypes``
+    counts them per dtype; ``shrunk``: the representative is Hypothesis' shrunk example;
+    ``flaky``: the representative failed while exploring and passed when replayed.
+    """
+
+    signature: Signature
+    verdict: dict[str, Any]
+    count: int = 1
+    dtypes: dict[str, int] = field(default_factory=dict)
+    shrunk: bool = False
+    flaky: bool = False
+    test_ids: list[str] = field(default_factory=list)
+    reproducer: str | None = None
+
+    @staticmethod
+    def of(verdict: Verdict, test_id: str = "", *, count: int = 1,
+           dtypes: dict[str, int] | None = None) -> Finding:
+        """The finding a failing Verdict stands for."""
+        data = json.loads(verdict.to_json())
+        case = verdict.case
+        seen = dtypes if dtypes is not None else ({case.dtype: count} if case else {})
+        return Finding(signature_of(verdict), data, count, dict(seen),
+                       test_ids=[test_id] if test_id else [])
+
+    @staticmethod
+    def harness(test_id: str, case: Case | None, exc: BaseException) -> Finding:
+        """The harness itself failed on ``case`` (the runner raised): not the impl's verdict."""
+        details = {"type": type(exc).__name__}
+        data = {"kind": "harness-error", "check": "harness",
+                "message": f"{type(exc).__name__}: {exc}",
+                "case": case.to_dict() if case else None, "details": details}
+        return Finding(signature_from("harness-error", "harness", data["case"], details),
+                       json.loads(json.dumps(data)), test_ids=[test_id] if test_id else [])
+
+    # --- fields of the representative ---------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return str(self.verdict.get("kind", ""))
+
+    @property
+    def check(self) -> str:
+        return str(self.verdict.get("check", ""))
+
+    @property
+    def message(self) -> str:
+        return str(self.verdict.get("message", ""))
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return dict(self.verdict.get("details") or {})
+
+    @property
+    def case(self) -> Case | None:
+        data = self.verdict.get("case")
+        return Case.from_json(data) if data else None
+
+    def as_verdict(self) -> Verdict | None:
+        """The representative as a Verdict (None for a harness error: no verdict kind)."""
+        if self.case is None or self.kind == "harness-error":
+            return None
+        return Verdict(self.kind, self.check, self.message, self.case, self.details)
+
+    # --- merging ------------------------------------------------------------------------
+    def preference(self) -> tuple[Any, ...]:
+        """Sort key of representatives: shrunk, not flaky, then the simplest Case."""
+        case = self.case
+        simple = (case.layout.storage_size, len(case.sizes), len(case.to_json()),
+                  case.to_json()) if case else (0, 0, 0, "")
+        return (not self.shrunk, self.flaky, *simple)
+
+    def merge(self, other: Finding) -> None:
+        """Add ``other`` (same signature) to this finding; the better representative stays."""
+        if other.preference() < self.preference():
+            self.verdict, self.shrunk, self.flaky = other.verdict, other.shrunk, other.flaky
+        self.count += other.count
+        self.dtypes = dict(Counter(self.dtypes) + Counter(other.dtypes))
+        self.test_ids += [t for t in other.test_ids if t not in self.test_ids]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (the report's ``findings`` entries)."""
+        return {"signature": self.signature.to_dict(), "describe": self.signature.describe(),
+                "kind": self.kind, "check": self.check, "message": self.message,
+                "case": self.verdict.get("case"), "verdict": self.verdict,
+                "count": self.count, "dtypes": dict(sorted(self.dtypes.items())),
+                "shrunk": self.shrunk, "flaky": self.flaky, "test_ids": list(self.test_ids),
+                "reproducer": self.reproducer}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Finding:
+        """The inverse of ``to_dict``."""
+        return Finding(Signature.from_dict(data["signature"]), dict(data["verdict"]),
+                       int(data.get("count", 1)), dict(data.get("dtypes", {})),
+                       bool(data.get("shrunk")), bool(data.get("flaky")),
+                       list(data.get("test_ids", [])), data.get("reproducer"))
+
+
+def merge_findings(findings: list[Finding]) -> list[Finding]:
+    """One finding per signature, sorted by signature, counts added up; an invalid Case's
+    wrong exception that a valid Case's explains (``signature.explained_by``) is counted
+    there."""
+    merged: dict[Signature, Finding] = {}
+    for finding in findings:
+        if finding.signature in merged:
+            merged[finding.signature].merge(finding)
+        else:
+            merged[finding.signature] = Finding.from_dict(finding.to_dict())
+    for signature in list(merged):
+        owner = explained_by(signature, set(merged))
+        if owner is not None:
+            _fold(merged[owner], merged.pop(signature))
+    return _across_families(sorted(merged.values(), key=lambda f: f.signature))
+
+
+def _fold(owner: Finding, folded: Finding) -> None:
+    """Count ``folded``'s failing Cases under ``owner`` (its representative stays)."""
+    owner.count += folded.count
+    owner.dtypes = dict(Counter(owner.dtypes) + Counter(folded.dtypes))
+    owner.test_ids += [t for t in folded.test_ids if t not in owner.test_ids]
+
+
+def geometry(case: Case) -> str:
+    """A Case without its dtype and values: the call and the layout of what it reads."""
+    data = case.to_dict()
+    for key in ("dtype", "values"):
+        data.pop(key)
+    data["layout"] = {k: v for k, v in data["layout"].items() if k != "kinds"}
+    return json.dumps(data, sort_keys=True, default=list)
+
+
+def _across_families(findings: list[Finding]) -> list[Finding]:
+    """Findings that differ only in dtype family and shrank to the same geometry are one
+    bug (a kernel that ignores a storage offset gets it wrong for every dtype): one
+    finding whose signature lists the families, e.g. ``float+integer``."""
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    order: list[tuple[Any, ...]] = []
+    for finding in findings:
+        s, case = finding.signature, finding.case
+        key: tuple[Any, ...] = (id(finding),)
+        if finding.shrunk and not finding.flaky and case is not None and s.family:
+            key = (s.op, s.kind, s.check, s.trigger, geometry(case))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(finding)
+    result = []
+    for key in order:
+        first, *rest = sorted(groups[key], key=lambda f: (
+            f.case is None or f.case.dtype != "float32", f.preference()))
+        if rest:
+            families = "+".join(sorted({f.signature.family for f in groups[key]}))
+            first = Finding.from_dict(first.to_dict())
+            first.signature = replace(first.signature, family=families)
+            for other in rest:
+                _fold(first, other)
+        result.append(first)
+    return result
+
+
+# --- the compact block -------------------------------------------------------------------
+
+def _seen(finding: Finding) -> str:
+    dtypes = ", ".join(f"{d} {n}" for d, n in sorted(finding.dtypes.items(),
+                                                     key=lambda kv: (-kv[1], kv[0])))
+    cases = "Case" if finding.count == 1 else "Cases"
+    return f"{finding.count} failing {cases}" + (f": {dtypes}" if dtypes else "")
+
+
+def _exception_line(label: str, entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return None
+    message = str(entry.get("message", "")).strip().splitlines()
+    text = f" {message[0][:160]}" if message else ""
+    return f"  {label:<8} {entry.get('type', '?')}:{text}"
+
+
+def evidence_lines(details: dict[str, Any]) -> list[str]:
+    """The first differing elements (expected and actual values, hex bits) and exceptions."""
+    lines = []
+    for entry in list(details.get("first") or [])[:FIRST_SHOWN]:
+        lines.append(f"  {'element':<8} {entry.get('index')}: expected "
+                     f"{entry.get('expected')} ({entry.get('expected_bits')}), actual "
+                     f"{entry.get('actual')} ({entry.get('actual_bits')})")
+    more = int(details.get("differing", 0)) - len(lines)
+    if lines and more > 0:
+        lines.append(f"  {'':<8} ... {more} more of {details.get('numel')} elements differ")
+    for label, key in (("aten", "expected"), ("impl", "actual")):
+        line = _exception_line(label, details.get(key))
+        if line:
+            lines.append(line)
+    if details.get("field"):
+        lines.append(f"  {details['field']:<8} expected {details.get('expected')}, actual "
+                     f"{details.get('actual')}")
+    tail = str(details.get("stderr_tail") or "").strip().splitlines()
+    if tail:
+        lines += [f"  {'stderr':<8} {line}" for line in tail[-6:]]
+    return lines
+
+
+def block(finding: Finding, number: int, total: int,
+          command: str | None = None) -> list[str]:
+    """The compact block of one finding: signature, full Case, evidence, reproducer."""
+    flags = [w for w, on in (("flaky: passed when replayed", finding.flaky),
+                             ("not shrunk", not finding.shrunk and not finding.flaky))
+             if on]
+    head = f"[{number}/{total}] {finding.signature.describe()}  ({_seen(finding)})"
+    lines = [head + (f"  [{'; '.join(flags)}]" if flags else "")]
+    case = finding.case
+    if case is not None:
+        described = case.describe_full()
+        lines.append(f"  {'case':<8} {described[0]}")
+        lines += [f"  {'':<8} {line}" for line in described[1:]]
+    where = f" [{finding.check}]" if finding.check else ""
+    lines.append(f"  {'found':<8} {finding.kind}{where}: {finding.message}")
+    lines += evidence_lines(finding.details)
+    if command:
+        lines.append(f"  {'repro':<8} {command}")
+    return lines

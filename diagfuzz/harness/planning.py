@@ -1,0 +1,229 @@
+"""The controller's decision of a run: options validated into one ``RunPlan``.
+
+Every option is checked before any worker starts, with a message that names the option and
+the valid choices (pytest's usage error, exit 4). The implementation is imported here once:
+an impl that cannot be imported, or that provides none of the ops, is a usage error too, and
+what it declares (the ops it provides, its dtypes) narrows the streams before anything is
+drawn.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diagfuzz.harness import workers
+from diagfuzz.harness.sharding import (
+    STREAM_KINDS,
+    STREAM_OPS,
+    STREAMS,
+    RunPlan,
+    examples_per_shard,
+    new_run_seed,
+    shard_count,
+)
+
+#: The exit status of a run cut by its time cap with no failure in what ran (the gate's
+#: too): not 0, since the budget was not run, and apart from pytest's own 0-5.
+EXIT_CUT = 6
+
+
+def names(config: pytest.Config, option: str, valid: Sequence[str]) -> tuple[str, ...] | None:
+    """A comma-separated option as names from ``valid`` (None when not given)."""
+    value = config.getoption(option.lstrip("-").replace("-", "_"))
+    if value is None:
+        return None
+    chosen = tuple(dict.fromkeys(v.strip() for v in str(value).split(",") if v.strip()))
+    unknown = [v for v in chosen if v not in valid]
+    if unknown or not chosen:
+        raise pytest.UsageError(f"{option}={value!r}: unknown {', '.join(unknown) or 'empty'}; "
+                                f"choose from {', '.join(valid)}")
+    return chosen
+
+
+def ranks(config: pytest.Config) -> tuple[int, int] | None:
+    """``--diagfuzz-ranks=N`` or ``LO-HI``, within what the strategies draw."""
+    from diagfuzz.strategies import MAX_RANK
+
+    value = config.getoption("diagfuzz_ranks")
+    if value is None:
+        return None
+    low, _, high = str(value).replace("..", "-").partition("-")
+    try:
+        pair = (int(low), int(high or low))
+    except ValueError:
+        pair = (0, -1)
+    if not 2 <= pair[0] <= pair[1] <= MAX_RANK:
+        raise pytest.UsageError(f"--diagfuzz-ranks={value!r}: give N or LO-HI with "
+                                f"2 <= LO <= HI <= {MAX_RANK}")
+    return pair
+
+
+def positive(config: pytest.Config, dest: str) -> Any:
+    """An option that must be positive when given."""
+    value = config.getoption(dest)
+    if value is not None and value <= 0:
+        raise pytest.UsageError(f"--{dest.replace('_', '-')} must be positive, got {value}")
+    return value
+
+
+def isolation(choice: str) -> str:
+    """auto means process isolation (the executor is part of diagfuzz)."""
+    return "process" if choice == "auto" else choice
+
+
+def check_output_path(option: str, value: str | None) -> Path | None:
+    """An output file the run will write: fail now, not after the run, if it cannot be."""
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if path.is_dir():
+        raise pytest.UsageError(f"{option}={value}: is a directory; give a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise pytest.UsageError(f"{option}={value}: {parent} is a file, not a "
+                                        "directory")
+            if not os.access(parent, os.W_OK):
+                raise pytest.UsageError(f"{option}={value}: cannot write in {parent}")
+            break
+    return path
+
+
+def _float32_first(dtypes: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Declared dtypes with float32 first where declared: draws shrink to the first."""
+    if dtypes is None or "float32" not in dtypes:
+        return dtypes
+    return ("float32", *(d for d in dtypes if d != "float32"))
+
+
+def _impl_capabilities(config: pytest.Config, spec: str,
+                       strict: bool) -> tuple[tuple[str, ...], dict[str, str],
+                                              dict[str, tuple[str, ...]] | None]:
+    """(ops fuzzed, streams skipped with why, dtypes per op) from the options and the
+    impl's declarations."""
+    from diagfuzz.core.case import available_dtypes
+    from diagfuzz.specs import SPECS as OPS
+    from diagfuzz.impl import ImplError, declared_dtypes, load_impl, provided_ops
+
+    try:
+        impl = load_impl(spec)
+    except ImplError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    asked_ops = names(config, "--diagfuzz-ops", OPS) or OPS
+    provided = provided_ops(impl)
+    asked_dtypes = names(config, "--diagfuzz-dtypes", available_dtypes())
+    kinds = names(config, "--diagfuzz-streams", STREAM_KINDS) or STREAM_KINDS
+    skipped: dict[str, str] = {}
+    dtypes: dict[str, tuple[str, ...]] = {}
+    ops: list[str] = []
+    for op in asked_ops:
+        stream = next(s for s, o in STREAM_OPS.items() if o == op)
+        if op not in provided:
+            skipped[stream] = f"the impl provides no {op}"
+            continue
+        declared = None if strict else declared_dtypes(impl, op)
+        wanted = asked_dtypes if asked_dtypes is not None else _float32_first(declared)
+        if wanted is not None:
+            kept = tuple(d for d in wanted if declared is None or d in declared)
+            if not kept:
+                skipped[stream] = (f"--diagfuzz-dtypes {', '.join(asked_dtypes or ())} "
+                                   f"leaves nothing the impl declares for {op} "
+                                   f"({', '.join(declared or ())})")
+                continue
+            dtypes[op] = kept
+        ops.append(op)
+        if "valid" not in kinds:
+            skipped[stream] = "--diagfuzz-streams leaves out valid Cases"
+    for stream, op in STREAM_OPS.items():
+        if op not in asked_ops:
+            skipped.setdefault(stream, f"--diagfuzz-ops leaves out {op}")
+    if "invalid" not in kinds:
+        skipped["test_invalid"] = "--diagfuzz-streams leaves out invalid Cases"
+    elif not ops:
+        skipped["test_invalid"] = "no op left to fuzz"
+    if all(s in skipped for s in STREAMS):
+        raise pytest.UsageError("nothing to fuzz: " + "; ".join(
+            f"{s.removeprefix('test_')}: {why}" for s, why in skipped.items()))
+    narrowed = None
+    if dtypes:  # an op without a narrowing draws every dtype, float32 first (its shrink goal)
+        every = ("float32", *(d for d in available_dtypes() if d != "float32"))
+        narrowed = {op: dtypes.get(op, every) for op in ops}
+    return tuple(ops), skipped, narrowed
+
+
+def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
+    """Decide the run once: seed, impl (imported and checked), profile budget, narrowing,
+    shards, time cap, directories."""
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    from diagfuzz.harness import profiles
+    from diagfuzz.impl import DEFAULT_IMPL, import_roots, use_roots
+    from diagfuzz.strategies import LAYOUT_KINDS
+
+    roots = import_roots(config.rootpath)
+    use_roots(roots)
+    spec = config.getoption("diagfuzz_impl") or DEFAULT_IMPL
+    strict = bool(config.getoption("diagfuzz_strict"))
+    ops, skipped, dtypes = _impl_capabilities(config, spec, strict)
+    profile = config.getoption("hypothesis_profile", None) or profiles.DEFAULT_PROFILE
+    try:
+        budget = profiles.budget_for(profile)
+        derandomize = settings.get_profile(profile).derandomize
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--hypothesis-profile={profile!r}: {exc}; diagfuzz's "
+                                f"profiles are {', '.join(profiles.BUDGETS)}") from exc
+    active = len(STREAMS) - len(skipped)
+    shards = positive(config, "diagfuzz_shards") or shard_count(budget.shards, n_workers)
+    total = positive(config, "diagfuzz_budget") or budget.total
+    seed = config.getoption("diagfuzz_seed")
+    if seed is None:
+        seed = 0 if derandomize else new_run_seed()
+    max_seconds = positive(config, "diagfuzz_max_seconds")
+    timeout = positive(config, "diagfuzz_timeout")
+    root = Path(config.getoption("diagfuzz_root") or config.rootpath / ".diagfuzz")
+    return RunPlan(
+        seed=seed,
+        impl=spec,
+        profile=profile,
+        shards=shards,
+        cases_per_shard=examples_per_shard(total, shards, active),
+        max_elements=positive(config, "diagfuzz_max_elements") or budget.max_elements,
+        isolation=isolation(config.getoption("diagfuzz_isolation")),
+        timeout=timeout,
+        run_dir=str(root.resolve() / f"run-{seed}"),
+        workers=n_workers,
+        max_members=positive(config, "diagfuzz_max_members") or budget.max_members,
+        pipeline=config.getoption("diagfuzz_pipeline") == "on",
+        executors=(positive(config, "diagfuzz_executors")
+                   or workers.auto_executors(n_workers, workers.cpu_count())),
+        ops=ops,
+        dtypes=dtypes,
+        ranks=ranks(config),
+        layouts=names(config, "--diagfuzz-layouts", LAYOUT_KINDS),
+        strict=strict,
+        deadline=None if max_seconds is None else time.time() + max_seconds,
+        max_seconds=max_seconds,
+        impl_path=tuple(roots),
+        skipped=skipped,
+    )
+
+
+def root_warning(config: pytest.Config) -> str:
+    """'' when pytest's root is the current directory or above it; else a warning: a path
+    option written with a space (``--diagfuzz-report /tmp/x.json``) makes pytest take the
+    path's directory as its root, and the run directory would land there."""
+    cwd = Path.cwd().resolve()
+    root = Path(config.rootpath).resolve()
+    if cwd == root or root in cwd.parents or getattr(config.option, "rootdir", None):
+        return ""
+    return (f"diagfuzz: warning: pytest's root is {root}, outside the current directory "
+            f"{cwd}; run directories go to {root / '.diagfuzz'} unless --diagfuzz-root "
+            "says otherwise. Give path options as --opt=PATH (with a space, pytest takes "
+            "the path for a test path and picks its root from it).")

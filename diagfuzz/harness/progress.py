@@ -1,0 +1,131 @@
+"""Progress of a long run: Cases done of the budget, findings so far, the pace.
+
+xdist tells the controller about an item only when it ends, and a shard item can run for
+minutes. So each worker writes its counts to ``<run dir>/<worker>/progress.json`` (about
+once a second, atomically), and the controller reads them every few seconds and prints one
+line: on a terminal one line that updates in place, elsewhere (a CI log) a plain line now
+and then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+#: Seconds between a worker's writes of its counts.
+WRITE_EVERY = 1.0
+#: Seconds between the controller's lines: on a terminal, and in a log
+#: (``DIAGFUZZ_PROGRESS_EVERY`` sets both).
+SHOW_EVERY_TTY = 2.0
+SHOW_EVERY_LOG = 15.0
+EVERY_ENV = "DIAGFUZZ_PROGRESS_EVERY"
+FILE_NAME = "progress.json"
+
+
+class WorkerProgress:
+    """One worker's counts over all its shards, written for the controller to read."""
+
+    def __init__(self, worker_dir: Path) -> None:
+        self.path = worker_dir / FILE_NAME
+        self.cases = 0
+        self.failing = 0
+        self.unsupported = 0
+        self.signatures: set[str] = set()
+        self._written = 0.0
+
+    def add(self, verdict: Any) -> None:
+        """Count one explored Case's verdict; write now and then."""
+        from diagfuzz.core.signature import signature_of
+
+        self.cases += 1
+        if verdict.unsupported:
+            self.unsupported += 1
+        elif not verdict.ok:
+            self.failing += 1
+            self.signatures.add(signature_of(verdict).describe())
+        if time.monotonic() - self._written >= WRITE_EVERY:
+            self.write()
+
+    def write(self) -> None:
+        """Write the counts (atomically: the reader never sees half a file)."""
+        self._written = time.monotonic()
+        data = {"cases": self.cases, "failing": self.failing,
+                "unsupported": self.unsupported, "signatures": sorted(self.signatures)}
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # progress is a courtesy: never fail a Case over it
+
+
+def read_all(run_dir: Path) -> dict[str, Any]:
+    """The workers' counts summed (``signatures`` as a set)."""
+    total: dict[str, Any] = {"cases": 0, "failing": 0, "unsupported": 0, "signatures": set()}
+    for path in run_dir.glob(f"*/{FILE_NAME}"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for key in ("cases", "failing", "unsupported"):
+            total[key] += int(data.get(key, 0))
+        total["signatures"].update(data.get("signatures", ()))
+    return total
+
+
+def line(counts: dict[str, Any], budget: int, seconds: float) -> str:
+    """``diagfuzz: 1,150 of ~6,000 Cases · 2 findings (14 failing Cases) · 460 Cases/s``."""
+    rate = counts["cases"] / seconds if seconds > 0 else 0.0
+    findings = len(counts["signatures"])
+    text = (f"diagfuzz: {counts['cases']:,} of ~{budget:,} Cases · {findings} finding"
+            f"{'' if findings == 1 else 's'} ({counts['failing']:,} failing Cases)")
+    if counts["unsupported"]:
+        text += f" · {counts['unsupported']:,} unsupported"
+    return text + f" · {rate:,.0f} Cases/s · {seconds:.0f} s"
+
+
+class Printer:
+    """The controller's progress line, from a daemon thread (``start``/``stop``)."""
+
+    def __init__(self, run_dir: Path, budget: int, stream: TextIO | None = None) -> None:
+        self.run_dir = run_dir
+        self.budget = budget
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._shown = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="diagfuzz-progress",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self.tty and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    def _loop(self) -> None:
+        every = float(os.environ.get(EVERY_ENV) or
+                      (SHOW_EVERY_TTY if self.tty else SHOW_EVERY_LOG))
+        while not self._stop.wait(every):
+            counts = read_all(self.run_dir)
+            if not counts["cases"]:
+                continue
+            text = line(counts, self.budget, time.monotonic() - self._started)
+            try:
+                self.stream.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
+                self.stream.flush()
+                self._shown = True
+            except (OSError, ValueError):
+                return

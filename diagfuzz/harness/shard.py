@@ -1,0 +1,326 @@
+"""One fuzz shard: explore its whole budget, then shrink one representative per signature.
+
+A shard is one Hypothesis run with a fixed seed over one stream's family strategy. It runs
+in two phases, so that one bug never hides another:
+
+1. **Explore.** Every family of the budget is drawn and every member checked. A failing
+   Case does not stop the shard: it is counted under its signature (``diagfuzz.core.signature``)
+   and the first family of each signature is remembered by its choice sequence. With
+   process isolation and pipelining, families are submitted to the executor and the next
+   one is drawn while it checks (same seed, same Cases); otherwise each family is checked
+   as it is drawn. The run's time cap (``RunPlan.deadline``) ends this phase early.
+2. **Shrink.** Each signature's first family is replayed through Hypothesis' example
+   database (``diagfuzz.adapters.hypothesis``) by a test that fails only on that signature, so
+   Hypothesis shrinks it to the simplest Case of that bug. A family that does not fail
+   again is kept unshrunk, marked flaky.
+
+The shard then fails with one finding per signature (``diagfuzz.harness.findings.Finding``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from diagfuzz.harness.findings import Finding
+from diagfuzz.harness.sharding import families_per_shard
+from diagfuzz.core.signature import Signature, signature_of
+
+if TYPE_CHECKING:
+    import pytest
+
+    from diagfuzz.harness.plugin import ShardSession
+
+#: Signatures a shard shrinks at most; the others are reported with their first Case.
+MAX_SHRUNK = 8
+#: Shrink candidates (replayed families) one signature's shrinking may try; Hypothesis
+#: stops earlier when it converges. The best Case so far is kept. A crash or a hang costs a
+#: fresh executor (seconds) per check, so those get fewer.
+MAX_SHRINK_STEPS = 120
+MAX_SHRINK_STEPS_RESTARTING = 15
+#: Seconds of shrinking a capped run allows after its deadline, at least (the cap's
+#: quarter if larger): shrinking still runs, but a slow implementation cannot stretch it.
+SHRINK_GRACE = 10.0
+
+
+class TimeUp(BaseException):
+    """The run's time cap passed: stop drawing (a BaseException, so Hypothesis neither
+    catches nor shrinks it)."""
+
+
+class ShrinkBudget(BaseException):
+    """A signature's shrinking tried MAX_SHRINK_STEPS candidates: keep the best so far."""
+
+
+class HarnessStop(BaseException):
+    """The runner raised: this shard cannot go on (the finding is already recorded)."""
+
+
+@dataclass
+class Seen:
+    """Phase 1's record of one signature: its first failure, how to replay it, counts."""
+
+    verdict: Any
+    choices: bytes | None
+    count: int = 0
+    dtypes: Counter[str] = field(default_factory=Counter)
+
+
+class Explorer:
+    """Phase 1's bookkeeping: tally every verdict, remember each signature's first family."""
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+        self.seen: dict[Signature, Seen] = {}
+
+    def record(self, case: Any, verdict: Any, choices: bytes | None) -> None:
+        """Count one checked Case; a failure goes under its signature."""
+        self.shard.tally.add(case, failed=not verdict.ok, unsupported=verdict.unsupported)
+        self.shard.session.progress.add(verdict)
+        if verdict.ok:
+            return
+        signature = signature_of(verdict)
+        seen = self.seen.get(signature)
+        if seen is None:
+            seen = self.seen[signature] = Seen(verdict, choices)
+        seen.count += 1
+        seen.dtypes[case.dtype] += 1
+
+
+class Shard:
+    """One collected shard item: explore, shrink, report (see the module docstring)."""
+
+    def __init__(self, session: ShardSession, item: pytest.Item, stream: str,
+                 index: int) -> None:
+        self.session = session
+        self.item = item
+        self.stream = stream
+        self.index = index
+        self.seed = session.plan.shard_seed(stream, index)
+        self.findings: list[Finding] = []
+        self.cut = False
+        self.shrink_checks = 0
+        from diagfuzz.harness.report import Tally
+
+        self.tally = Tally()
+        self._last: dict[Signature, Any] = {}
+        self._shrink_deadline: float | None = None
+
+    # --- the test's entry point --------------------------------------------------------
+    def fuzz(self, family_factory: Callable[..., Any]) -> None:
+        """Draw Case families from ``family_factory(**plan.strategy_args(stream))``, check
+        every member, then shrink one representative per failure signature; fail with
+        every finding (see the module docstring)."""
+        import pytest
+        from hypothesis import given, seed, settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
+
+        from diagfuzz.adapters import hypothesis as pipeline
+        from diagfuzz.harness import profiles
+        from diagfuzz.strategies import mean_members
+
+        plan = self.session.plan
+        if self.stream in plan.skipped:
+            pytest.skip(plan.skipped[self.stream])
+        strategy = family_factory(**plan.strategy_args(self.stream))
+        shard_settings = profiles.shard_settings(
+            plan.profile,
+            max_examples=families_per_shard(plan.cases_per_shard, mean_members(plan.max_members)),
+            database=DirectoryBasedExampleDatabase(self.session.database_dir))
+
+        def run(test: Callable[..., None], how: settings) -> None:
+            how(seed(self.seed)(given(strategy)(test)))()
+
+        explorer = Explorer(self)
+        replayable = not pipeline.unavailable()
+        refusal = self.session.pipeline_refusal(shard_settings)
+        try:
+            if refusal:
+                self._explore_synchronously(run, shard_settings, explorer, replayable)
+            else:
+                self._explore_pipelined(run, shard_settings, explorer)
+        except TimeUp:
+            self.cut = True
+        except HarnessStop:
+            pass  # its finding is recorded; what was seen before still gets shrunk
+        self._shrink_all(run, shard_settings, explorer, replayable)
+        if self.findings:
+            raise AssertionError(self.summary())
+
+    def summary(self) -> str:
+        """The shard's failure message: one line per finding."""
+        lines = [f"{len(self.findings)} finding(s) in {self.tally.total} Cases:"]
+        lines += [f"  {f.signature.describe()} ({f.count} failing)" for f in self.findings]
+        return "\n".join(lines)
+
+    # --- phase 1 ------------------------------------------------------------------------
+    def _time_check(self) -> None:
+        deadline = self.session.plan.deadline
+        if deadline is not None and time.time() >= deadline:
+            raise TimeUp
+
+    def _explore_synchronously(self, run: Callable[..., None], shard_settings: Any,
+                               explorer: Explorer, replayable: bool) -> None:
+        from hypothesis import settings
+
+        from diagfuzz.adapters import hypothesis as pipeline
+
+        def explore(family: tuple[Any, ...]) -> None:
+            self._time_check()
+            choices = pipeline.current_choices() if replayable else None
+            for case in family:
+                explorer.record(case, self.session.run_one(self, case), choices)
+
+        run(explore, settings(shard_settings, database=None))
+
+    def _explore_pipelined(self, run: Callable[..., None], shard_settings: Any,
+                           explorer: Explorer) -> None:
+        from hypothesis import settings
+
+        phase = PipelinedPhase(self, explorer)
+        try:
+            run(phase.submit_family, settings(shard_settings, database=None))
+        finally:
+            phase.finish()
+
+    # --- phase 2 ------------------------------------------------------------------------
+    def _shrink_all(self, run: Callable[..., None], shard_settings: Any, explorer: Explorer,
+                    replayable: bool) -> None:
+        plan = self.session.plan
+        if plan.deadline is not None:
+            grace = max(SHRINK_GRACE, (plan.max_seconds or 0.0) / 4)
+            self._shrink_deadline = max(plan.deadline, time.time()) + grace
+        for n, (signature, seen) in enumerate(explorer.seen.items()):
+            finding = None
+            if replayable and seen.choices is not None and n < MAX_SHRUNK:
+                finding = self._shrink(run, shard_settings, signature, seen)
+            if finding is None:
+                finding = Finding.of(seen.verdict, self.item.nodeid)
+            finding.count, finding.dtypes = seen.count, dict(seen.dtypes)
+            self.findings.append(finding)
+
+    def _shrink(self, run: Callable[..., None], shard_settings: Any, signature: Signature,
+                seen: Seen) -> Finding | None:
+        """Replay ``seen``'s family and let Hypothesis shrink it on ``signature`` alone."""
+        from hypothesis import Verbosity, settings
+        from hypothesis.database import InMemoryExampleDatabase
+
+        from diagfuzz.adapters import hypothesis as pipeline
+
+        steps = [0]
+        budget = (MAX_SHRINK_STEPS_RESTARTING if signature.kind in ("crash", "hang")
+                  else MAX_SHRINK_STEPS)
+        # Shrink candidates keep many members as they were: each Case is checked once.
+        known: dict[str, Any] = {}
+
+        def replay(family: tuple[Any, ...]) -> None:
+            if self._shrink_deadline is not None and time.time() >= self._shrink_deadline:
+                raise TimeUp
+            if steps[0] >= budget and signature in self._last:
+                raise ShrinkBudget
+            steps[0] += 1
+            for case in family:
+                verdict = known.get(case.to_json())
+                if verdict is None:
+                    verdict = known[case.to_json()] = self.session.run_one(self, case)
+                    self.shrink_checks += 1
+                if not verdict.ok and signature_of(verdict) == signature:
+                    self._last[signature] = verdict
+                    raise AssertionError(signature.describe())
+
+        # Each signature replays and saves under a key of its own.
+        replay._hypothesis_internal_add_digest = (  # type: ignore[attr-defined]
+            f"{self.stream}:{self.index}:{signature.describe()}".encode())
+        database = shard_settings.database or InMemoryExampleDatabase()
+        assert seen.choices is not None
+        pipeline.save_for_replay(database, replay, seen.choices)
+        self._last.pop(signature, None)
+        how = settings(shard_settings, database=database, verbosity=Verbosity.quiet,
+                       print_blob=False, phases=pipeline.replay_phases(shard_settings.phases))
+        # The failure Hypothesis ends with (its shrunk example) is recorded in self._last.
+        with contextlib.suppress(Exception, TimeUp, ShrinkBudget):
+            run(replay, how)
+        last = self._last.pop(signature, None)
+        if last is None:  # the replay passed: flaky; keep the Case phase 1 saw fail
+            finding = Finding.of(seen.verdict, self.item.nodeid)
+            finding.flaky = True
+            return finding
+        finding = Finding.of(last, self.item.nodeid)
+        finding.shrunk = True
+        return finding
+
+
+class PipelinedPhase:
+    """Phase 1 with pipelining: each example submits its family and returns.
+
+    Verdicts are collected at the start of each example and at the end, and recorded
+    against the family they came from (its choice sequence replays it in phase 2).
+    """
+
+    def __init__(self, shard: Shard, explorer: Explorer) -> None:
+        self.shard = shard
+        self.explorer = explorer
+        self.runner = shard.session.runner
+        self._choices: list[bytes] = []  # per submitted family
+        self._in_flight: dict[int, tuple[Any, int]] = {}  # ticket -> (Case, family)
+
+    def submit_family(self, family: tuple[Any, ...]) -> None:
+        """The phase's ``@given`` test function."""
+        from diagfuzz.adapters import hypothesis as pipeline
+
+        self._collect(self.runner.poll)
+        self.shard._time_check()
+        index = len(self._choices)
+        self._choices.append(pipeline.current_choices())
+        for case in family:
+            try:
+                ticket = self.runner.submit(case)  # journaled first
+            except Exception as exc:
+                self._harness_error(exc, case)
+            else:
+                self._in_flight[ticket] = (case, index)
+
+    def finish(self) -> None:
+        """Wait for every Case still in flight and record it."""
+        while self._in_flight:
+            before = len(self._in_flight)
+            try:
+                self._collect(self.runner.drain)
+            except HarnessStop:
+                return
+            if len(self._in_flight) == before:  # the runner holds none of them any more
+                self._in_flight.clear()
+
+    def _collect(self, collect: Callable[[], list[tuple[int, Any]]]) -> None:
+        try:
+            done = collect()
+        except Exception as exc:
+            # Verdicts settled before the runner gave up come first: a crash whose
+            # replacement executor could not start is that Case's failure, not the next's.
+            self._record(self._settled_before_error())
+            lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
+                    if t in self._in_flight]
+            self._harness_error(exc, lost[0][0] if lost else None)
+        else:
+            self._record(done)
+
+    def _settled_before_error(self) -> list[tuple[int, Any]]:
+        """What the runner holds settled after raising (nothing left in flight to run)."""
+        try:
+            return self.runner.poll()
+        except Exception:
+            return []
+
+    def _record(self, done: list[tuple[int, Any]]) -> None:
+        for ticket, verdict in done:
+            case, index = self._in_flight.pop(ticket)
+            self.explorer.record(case, verdict, self._choices[index])
+
+    def _harness_error(self, exc: Exception, case: Any) -> None:
+        """The runner raised (on ``case``, the first Case it gave up on): stop the shard."""
+        self.shard.session.harness_error(self.shard, case, exc)
+        raise HarnessStop from exc

@@ -1,0 +1,131 @@
+"""OpSpec: everything diagfuzz knows about one op of the diagonal family, in one record.
+
+In the spirit of PyTorch's OpInfo: the harness, the strategies, the oracles, the gate and
+the benchmarks are generic and read an op's spec; nothing outside ``diagfuzz/specs/`` asks
+which op a Case is. A new op is one spec module here plus one kernel module in ``ops/``
+(named by import path, so reading a spec never loads Triton).
+
+Every op of the family is described by one geometry: ``Case.sizes``, ``offset``, ``dim1``
+and ``dim2`` name a diagonal of a tensor of ``sizes`` (the op's input for ``diagonal``, its
+result for ``diagonal_backward``). Each tensor the op reads is shaped either like that
+tensor ("full") or like its diagonal ("diagonal"); what differs from op to op lives in the
+functions a spec holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: What a tensor argument is shaped like: the full tensor of ``Case.sizes``, or its
+#: diagonal (the other dims in order, then the diagonal's length).
+ROLES = ("full", "diagonal")
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor the op reads: its argument name and what it is shaped like (``ROLES``)."""
+
+    name: str
+    role: str
+    #: Where a Case's special bit patterns go: "read" (the elements the op reads: the
+    #: diagonal of a full tensor, all of a diagonal-shaped one) or "anywhere".
+    specials: str = "read"
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"Operand {self.name!r}: role must be one of {ROLES}")
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A metamorphic relation: a property of a correct result, checked with no reference.
+
+    ``check(case, tensors, result)`` gets the host copies of the operands (by name) and of
+    the result, and returns None when the relation holds, else (message, evidence).
+    """
+
+    name: str
+    check: Callable[..., tuple[str, dict[str, Any]] | None]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op: how to call it, judge it, draw it, break it, register and benchmark it.
+
+    The functions take plain values (Cases, tensors, dicts of arguments): specs import
+    torch and diagfuzz's building blocks, never a kernel.
+    """
+
+    #: The op's name: the implementation's method, the suite's stream ``test_<name>``.
+    name: str
+    #: Where the op comes in reports and the suite (lower first).
+    order: int
+    #: The tensors the op reads, in argument order; the first is ``Case.layout``/``values``.
+    operands: tuple[Operand, ...]
+    #: The call's arguments after the operands, by their aten schema names.
+    arguments: tuple[str, ...]
+    #: aten's functional and ``.out`` overloads (``torch.ops.aten`` names).
+    aten: tuple[str, str]
+    #: Arguments whose Case field has another name: schema name -> "offset", "dim1",
+    #: "dim2" or "input_sizes" (``Case.sizes``); the others are their own field.
+    fields: dict[str, str] = field(default_factory=dict)
+    #: Inclusive ranks of ``Case.sizes`` the strategies draw by default.
+    ranks: tuple[int, int] = (2, 8)
+    #: The invalid classes that apply to this op (``diagfuzz.strategies``' names).
+    invalid: tuple[str, ...] = ()
+    #: diagfuzz's kernel: the launch counter's name and ``module:function`` of the
+    #: functional and ``.out`` entry points registered for the two aten overloads.
+    kernel: str = ""
+    entry_points: tuple[str, str] = ("", "")
+
+    # --- behaviour --------------------------------------------------------------------
+    #: ``call(impl, case, args)``: the implementation's method on the materialised
+    #: arguments (``args``: by schema name, ``out`` present for a ``.out`` Case).
+    call: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    #: ``reference(case, args) -> (tensor, source)``: the expected result on the host,
+    #: from torch with diagfuzz's registration off (autograd where the op is a gradient).
+    reference: Callable[..., tuple[Any, str]] = field(default=None)  # type: ignore[assignment]
+    #: ``others(case, args, source) -> [(name, tensor)]``: references that must agree with
+    #: ``reference`` (index arithmetic alone; aten directly).
+    others: Callable[..., list[tuple[str, Any]]] = field(default=None)  # type: ignore[assignment]
+    #: ``aten_kernel(case, args)``: aten's own kernel on the device tensors, whatever the
+    #: registration's state (the device reference).
+    aten_kernel: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    relations: tuple[Relation, ...] = ()
+    #: ``compile_function(case) -> (fn, inputs, grad)``: the op as a differentiable
+    #: function of one input, for torch.compile parity; None when not differentiable.
+    compile_function: Callable[..., Any] | None = None
+
+    # --- drawing ------------------------------------------------------------------------
+    #: ``draw_case(draw, narrowing) -> Case``: one valid Case.
+    draw_case: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    #: ``draw_sibling(draw, base, narrowing) -> Case``: a Case sharing ``base``'s dear
+    #: choices (sizes, dims, layouts), drawing its own few.
+    draw_sibling: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    #: ``break_case(draw, kind, case, narrowing) -> Case | None`` for the invalid classes
+    #: only this op has (None: not one of them).
+    break_case: Callable[..., Any] | None = None
+
+    # --- fixed samples ------------------------------------------------------------------
+    #: Cases of the gate's error-parity stage (one per invalid class), of its
+    #: torch.compile sample, and of the executor's warm-up.
+    error_cases: Callable[[], Sequence[Any]] = field(default=lambda: ())
+    compile_cases: Callable[[], Sequence[Any]] = field(default=lambda: ())
+    warm_up_cases: Callable[[], Sequence[Any]] = field(default=lambda: ())
+
+    @property
+    def first(self) -> Operand:
+        """The operand a Case's ``layout`` and ``values`` describe."""
+        return self.operands[0]
+
+    @property
+    def out_method(self) -> str:
+        """The implementation's method for ``.out`` Cases."""
+        return f"{self.name}_out"
+
+    @property
+    def stream(self) -> str:
+        """The suite's test function (and shard-seed stream name) of valid Cases."""
+        return f"test_{self.name}"

@@ -1,0 +1,113 @@
+"""What the specs of the diagonal family share: the diagonal's geometry and view, relations
+on raw bits, the warm-up Cases' shapes, and switching diagfuzz's registration off.
+
+Specs import torch and diagfuzz's building blocks, never a kernel: the registration is
+switched off through ``diagfuzz.core.dispatch``, which does nothing unless
+``diagfuzz.ops`` registered something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from diagfuzz.core.case import DTYPE_NAMES, Case, Layout, Values, contiguous_strides
+from diagfuzz.core.dispatch import registration_off as _registration_off
+from diagfuzz.core.geometry import Diagonal, diagonal_of
+
+#: Sizes of every warm-up Case: a small matrix with a diagonal of 3 at offset 1.
+WARM_SIZES = (3, 4)
+WARM_DIAGONAL = (3,)
+
+
+def diagonal(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Diagonal:
+    """Where the diagonal of a tensor of ``sizes`` lies (aten's checks and messages)."""
+    return diagonal_of(sizes, offset, dim1, dim2)
+
+
+@contextmanager
+def registration_off(*tensors: Any) -> Iterator[None]:
+    """diagfuzz's registration off for ops on ``tensors`` (nothing to do on a GPU for host
+    tensors, nor when ``diagfuzz.ops`` registered nothing)."""
+    with _registration_off(tensors):
+        yield
+
+
+def differentiable(dtype: torch.dtype) -> bool:
+    """Whether autograd can differentiate a tensor of ``dtype``."""
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def diagonal_view(case: Case, t: torch.Tensor) -> torch.Tensor:
+    """``torch.diagonal(t, ...)`` as a view of ``t``'s storage: no kernel computed it.
+
+    A view cannot come from a kernel of diagfuzz's (they return new tensors); were
+    ``diagonal`` ever served by something that copies, it is taken again with the
+    registration off.
+    """
+    view = torch.diagonal(t, case.offset, case.dim1, case.dim2)
+    if view._is_view() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+        return view
+    with registration_off(t):
+        return torch.diagonal(t, case.offset, case.dim1, case.dim2)
+
+
+def diagonal_clone(case: Case) -> Any:
+    """``torch.diagonal(x, offset, dim1, dim2).clone()``: the differentiable function whose
+    forward is diagonal_copy and whose backward is diagonal_backward."""
+    offset, dim1, dim2 = case.offset, case.dim1, case.dim2
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.diagonal(x, offset, dim1, dim2).clone()
+
+    return fn
+
+
+def same_bits(what: str, expected: torch.Tensor,
+              actual: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
+    """None when the two agree in bits, else ("<count> <what>", the diff)."""
+    from diagfuzz.oracles._bits import diff, differing
+    from diagfuzz.oracles._bits import same_bits as equal
+
+    if equal(expected, actual):
+        return None
+    positions = differing(expected, actual)
+    if len(positions):
+        return f"{len(positions)} {what}", diff(expected, actual, positions)
+    return None
+
+
+def off_diagonal_zero(case: Case, result: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
+    """Every element of ``result`` (shaped like ``case.sizes``) off the diagonal has all
+    bits zero. The passing case in three ops; the evidence only when some element is not."""
+    from diagfuzz.oracles import index_reference
+    from diagfuzz.oracles._bits import _words, bits, diff
+
+    on_shaped = index_reference.diagonal_mask_shaped(case, result.device, result.dtype)
+    if not bool(_words(result).masked_fill(on_shaped, 0).any()):
+        return None
+    on = index_reference.diagonal_mask(case, result.device)
+    words = bits(result)
+    nonzero = words != 0
+    nonzero = nonzero.reshape(-1) if nonzero.shape[1] == 1 else nonzero.any(dim=1)
+    bad = (nonzero & ~on).nonzero().reshape(-1).cpu()
+    if len(bad):
+        return (f"{len(bad)} elements off the diagonal are not all-zero bits",
+                diff(torch.zeros_like(result), result, bad))
+    return None
+
+
+def warm_dtypes() -> list[str]:
+    """The dtype names this torch has."""
+    return [name for name in DTYPE_NAMES if hasattr(torch, name)]
+
+
+def warm_layouts(shape: tuple[int, ...]) -> list[tuple[Layout, Values]]:
+    """A contiguous layout with one special value, and a strided one of random bits."""
+    contiguous = Layout.contiguous(shape)
+    strided = Layout(shape, tuple(2 * s for s in contiguous_strides(shape)), 1,
+                     ("sliced", "offset"))
+    return [(contiguous, Values(1, "normal", ((0, 0),))), (strided, Values(2, "bits"))]
