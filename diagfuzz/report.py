@@ -48,7 +48,7 @@ def classify(case: Case) -> dict[str, list[str]]:
 
     Offsets use the strategies' own classes (``offset_class``: 0, +1, +inside, +size,
     +beyond ...), so the report counts what the strategies aim at; so does "boundary"
-    (``boundary_class``: a diagonal length or result extent next to a block size).
+    (``boundary_class``: a diagonal length or a size next to a block size).
     """
     from diagfuzz.strategies import boundary_class, offset_class
 

@@ -197,11 +197,11 @@ def test_boundary_class_names_length_then_largest_extent() -> None:
     assert classify(square)["boundary"] == ["length 128±1"]
     batch = Case("diagonal", (3, 257, 2, 1023), 0, 0, 2, "float32",
                  Layout.contiguous((3, 257, 2, 1023)))
-    assert boundary_class(batch) == "extent 1024±1"  # 257 and 1023 are result extents
+    assert boundary_class(batch) == "extent 1024±1"  # the largest of 257 and 1023
     input_dim = Case("diagonal", (5, 1024), 0, 0, 1, "float32", Layout.contiguous((5, 1024)))
-    assert boundary_class(input_dim) == "none"  # the result is 5 elements
-    assert boundary_class(input_dim.replace(op="diagonal_backward",
-                                            layout=Layout.contiguous((5,)))) == "extent 1024±1"
+    assert boundary_class(input_dim) == "extent 1024±1"  # a length-5 diagonal
+    assert boundary_class(input_dim.replace(sizes=(5, 1000),
+                                            layout=Layout.contiguous((5, 1000)))) == "none"
     assert boundary_class(square.replace(invalid="rank1")) == "n/a"
     assert all(b - 1 in BOUNDARY_SIZES and b + 1 in BOUNDARY_SIZES
                for b in _boundary.BOUNDARY_BLOCKS)

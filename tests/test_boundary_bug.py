@@ -33,9 +33,13 @@ from diagfuzz.verdict import Verdict
 from tests.faulty import tail_block
 
 GATE = budget_for("gate")
-#: Run seeds: any five fixed values. Over run seeds 1..30 the bug was caught under every
-#: one (BENCHMARKS.md, "boundary Cases").
-RUN_SEEDS = (1, 2, 3, 4, 5)
+#: Run seeds: 0, the one ``diagfuzz gate`` runs (its profile is derandomized), and five
+#: more. Measured over run seeds 0..60 with the strategies of this commit: caught under
+#: 60 of 61, after 4 to 235 Cases (median 58); seed 29 drew 11 boundary Cases, none a
+#: length past 128. ``diagfuzz gate --impl tests.faulty.tail_block:impl`` fails
+#: deterministically and shrinks the failure to diagonal_backward of a contiguous
+#: 129 x 129 float32 matrix.
+RUN_SEEDS = (0, 1, 2, 3, 4, 5)
 STREAM = "test_diagonal_backward"
 
 
