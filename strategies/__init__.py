@@ -17,9 +17,21 @@ The ``*_case_families`` strategies draw tuples of Cases instead: a base Case as 
 siblings that share its dearest choices (sizes, dims, layout) and draw only their own
 offset, dtype and values, so one Hypothesis example yields several Cases (about
 MEAN_MEMBERS) for few extra choices. A fuzz loop checks every member.
+
+About BOUNDARY_PERCENT valid Cases in 100 are boundary Cases: a diagonal length or an
+extent of the result just around a usual block size (BOUNDARY_SIZES), under a budget of
+their own (``boundary_elements``), so a kernel's last partial block is reached at any
+``max_elements``; ``boundary_class`` names a Case's class for coverage reports.
 """
 
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, MAX_RANK
+from diagfuzz.strategies._boundary import (
+    BOUNDARY_BLOCKS,
+    BOUNDARY_PERCENT,
+    BOUNDARY_SIZES,
+    DEFAULT_BOUNDARY_ELEMENTS,
+    boundary_class,
+)
 from diagfuzz.strategies._cases import (
     OFFSET_KINDS,
     cases,
@@ -42,6 +54,10 @@ from diagfuzz.strategies._layouts import LAYOUT_KINDS, layouts
 from diagfuzz.strategies._values import VALUE_MODES, classify_bits, special_values, values
 
 __all__ = [
+    "BOUNDARY_BLOCKS",
+    "BOUNDARY_PERCENT",
+    "BOUNDARY_SIZES",
+    "DEFAULT_BOUNDARY_ELEMENTS",
     "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_RANKS",
     "INVALID_CLASSES",
@@ -51,6 +67,7 @@ __all__ = [
     "MEAN_MEMBERS",
     "OFFSET_KINDS",
     "VALUE_MODES",
+    "boundary_class",
     "broadcastable",
     "case_classes",
     "case_families",

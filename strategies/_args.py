@@ -58,10 +58,10 @@ def check_dtypes(dtypes: Sequence[str | torch.dtype] | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def check_max_elements(max_elements: int) -> int:
-    """The storage-element budget: a positive int."""
+def check_max_elements(max_elements: int, argument: str = "max_elements") -> int:
+    """An element budget (``argument`` names it in the error): a positive int."""
     if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1:
-        raise InvalidArgument(f"max_elements={max_elements!r} must be a positive int")
+        raise InvalidArgument(f"{argument}={max_elements!r} must be a positive int")
     return max_elements
 
 

@@ -29,7 +29,14 @@ from diagfuzz.strategies._args import (
     check_max_elements,
     check_ranks,
 )
-from diagfuzz.strategies._draws import INDEX, below, choice, fast, ints
+from diagfuzz.strategies._boundary import (
+    DEFAULT_BOUNDARY_ELEMENTS,
+    MAX_EXTRA,
+    boundary_options,
+    draw_option,
+    is_boundary,
+)
+from diagfuzz.strategies._draws import BOOLS, INDEX, below, choice, fast, ints
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, draw_layout, layout_strategy
 from diagfuzz.strategies._values import VALUE_MODES, draw_values
 
@@ -51,6 +58,10 @@ class Narrowing:
     offsets: tuple[str, ...]
     value_modes: tuple[str, ...]
     specials: bool
+    #: Whether a share of the Cases are boundary Cases (``strategies._boundary``), and the
+    #: budget of those.
+    boundary: bool = False
+    boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS
 
 
 def narrowing(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
@@ -59,8 +70,14 @@ def narrowing(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
               layout_kinds: Collection[str] | None = None,
               offsets: Collection[str] | None = None,
               value_modes: Collection[str] | None = None,
-              specials: bool = True) -> Narrowing:
-    """Check the narrowing arguments once, with errors naming the argument."""
+              specials: bool = True,
+              boundary: bool = False,
+              boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS) -> Narrowing:
+    """Check the narrowing arguments once, with errors naming the argument.
+
+    ``boundary`` is off here: the valid Case strategies turn it on by default, the
+    invalid ones never (a broken call is refused before any block is reached).
+    """
     return Narrowing(
         ranks=check_ranks(ranks),
         dtypes=check_dtypes(dtypes),
@@ -69,6 +86,8 @@ def narrowing(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
         offsets=check_kinds("offsets", offsets, OFFSET_KINDS),
         value_modes=check_kinds("value_modes", value_modes, VALUE_MODES),
         specials=check_flag("specials", specials),
+        boundary=check_flag("boundary", boundary),
+        boundary_elements=check_max_elements(boundary_elements, "boundary_elements"),
     )
 
 
@@ -78,7 +97,10 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
                    layout_kinds: Collection[str] | None = None,
                    offsets: Collection[str] | None = None,
                    value_modes: Collection[str] | None = None,
-                   specials: bool = True) -> st.SearchStrategy[Case]:
+                   specials: bool = True,
+                   boundary: bool = True,
+                   boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS,
+                   ) -> st.SearchStrategy[Case]:
     """Valid Cases of ``diagonal`` (run as ``aten::diagonal_copy``).
 
     ``Case.layout`` is the input's layout and its shape is ``Case.sizes``. ``ranks`` is a
@@ -94,12 +116,24 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     that about two Cases in three read a non-empty diagonal, and bool and int64 come up
     three times as often as other dtypes (see OFFSET_WEIGHTS, ZERO_ONE_IN, DTYPE_WEIGHTS).
 
+    With ``boundary`` (the default) about BOUNDARY_PERCENT Cases in 100 are boundary Cases
+    (``strategies._boundary``): the diagonal's length or a batch extent is B - 1, B or
+    B + 1 for a block size B (64 to 2,048), beyond ``max_elements`` where needed but with
+    every tensor, the result included, within ``boundary_elements``. The input's
+    *storage* is what that bounds, not its logical size: an input too large to hold
+    gets a diagonal dim expanded (stride 0), as ``expand`` would give it. Pass
+    ``boundary=False`` to keep every Case within ``max_elements``, or the same cap as
+    ``boundary_elements`` to bound both alike.
+
     Shrinks towards rank 2, sizes of 1, dims (0, 1), offset 0, float32 (or the first of
-    ``dtypes``), a contiguous layout, seed 0, mode "normal" and no specials.
+    ``dtypes``), a contiguous layout, seed 0, mode "normal" and no specials; a boundary
+    Case towards the smallest block that still fails (B, then B + 1, then B - 1 of
+    it), and to a plain Case when the failure needs no boundary size.
     """
     return _diagonal(narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                                layout_kinds=layout_kinds, offsets=offsets,
-                               value_modes=value_modes, specials=specials))
+                               value_modes=value_modes, specials=specials,
+                               boundary=boundary, boundary_elements=boundary_elements))
 
 
 def diagonal_backward_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
@@ -108,18 +142,24 @@ def diagonal_backward_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
                             layout_kinds: Collection[str] | None = None,
                             offsets: Collection[str] | None = None,
                             value_modes: Collection[str] | None = None,
-                            specials: bool = True) -> st.SearchStrategy[Case]:
+                            specials: bool = True,
+                            boundary: bool = True,
+                            boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS,
+                            ) -> st.SearchStrategy[Case]:
     """Valid Cases of ``diagonal_backward``.
 
     ``Case.sizes`` are ``input_sizes`` (at most ``max_elements`` elements); ``Case.layout``
     is grad_output's layout, shaped like the diagonal (the other dims in order, then the
     diagonal's length), with its storage within ``max_elements``; every grad_output
-    element is read, so specials go anywhere in it. The arguments and the shrinking are
-    those of ``diagonal_cases``.
+    element is read, so specials go anywhere in it. Boundary Cases (``boundary``) have a
+    diagonal length or an extent of input_sizes at a block size, and input_sizes and
+    grad_output's storage within ``boundary_elements``: a length L needs L² elements.
+    The arguments and the shrinking are those of ``diagonal_cases``.
     """
     return _backward(narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                                layout_kinds=layout_kinds, offsets=offsets,
-                               value_modes=value_modes, specials=specials))
+                               value_modes=value_modes, specials=specials,
+                               boundary=boundary, boundary_elements=boundary_elements))
 
 
 def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
@@ -308,43 +348,155 @@ def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], i
 
 # --- the Case strategies -----------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Geometry:
+    """What a Case draws before its dtype: sizes, dims (as spelled, and normalised),
+    offset, the budget of the tensor the op reads and the dims its layout must expand."""
+
+    sizes: tuple[int, ...]
+    dim1: int
+    dim2: int
+    d1: int
+    d2: int
+    offset: int
+    budget: int
+    expand: tuple[int, ...] = ()
+
+
+def boundary_span(op: str, n: Narrowing) -> st.SearchStrategy[Geometry] | None:
+    """The boundary geometries of ``op`` under ``n``: a strategy of its own, so its
+    choices make one span of the choice sequence; None when boundary draws are off or no
+    boundary Case fits."""
+    if not n.boundary:
+        return None
+    options = boundary_options(op, n.boundary_elements, n.ranks, "zero" in n.offsets,
+                               "expanded" in n.layout_kinds)
+    if not options.options:
+        return None
+
+    @st.composite
+    def draw_span(draw: st.DrawFn) -> Geometry:
+        draw = fast(draw)
+        return draw_boundary(draw, op, n, draw_option(draw, options))
+
+    return draw_span()
+
+
+def draw_geometry(draw: st.DrawFn, n: Narrowing,
+                  boundary: st.SearchStrategy[Geometry] | None) -> Geometry:
+    """A plain Case's sizes, dims and offset; then, with ``boundary``, one draw that makes
+    about BOUNDARY_PERCENT Cases in 100 boundary ones, drawn in the span ``boundary``.
+
+    The plain geometry comes first even for a boundary Case so that the shrinker turns a
+    boundary Case into a plain one in one step, lowering that draw by one and deleting the
+    span (its fix-up for a size dependency): the plain choices stay where they were and
+    every later choice (dtype, layout, values) keeps its place.
+    """
+    sizes = draw_sizes(draw, n.ranks, n.max_elements)
+    dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
+    offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+    if boundary is not None and is_boundary(draw):
+        return draw(boundary)
+    return Geometry(sizes, dim1, dim2, d1, d2, offset, n.max_elements)
+
+
+def draw_boundary(draw: st.DrawFn, op: str, n: Narrowing, option: tuple[str, int]) -> Geometry:
+    """The geometry of a boundary Case of ``option``, a (kind, size) pair (see
+    ``strategies._boundary``).
+
+    The rank, then for a length the extra e of the longer diagonal dim (0 first) and
+    which dim it is; the other dims' sizes as ``draw_sizes`` draws them, within what is
+    left of both budgets once the boundary extent is taken (so the Case costs about what
+    its boundary extent does); dims; for an extent, its position and a plain offset, for
+    a length an offset of the full-length run (0 first). An input of diagonal whose
+    storage would exceed the budget gets its longer diagonal dim expanded.
+    """
+    (kind, size), cap = option, n.boundary_elements
+    low = max(n.ranks[0], 3) if op == "diagonal" and kind == "extent" else n.ranks[0]
+    rank = below(draw, n.ranks[1] - low + 1) + low
+    share = max(1, min(cap, n.max_elements) // size)  # of the other extents together
+    if kind == "extent":
+        rest = _draw_rest(draw, rank - 1, share)
+        dim1, dim2, d1, d2 = draw_dims(draw, rank)
+        if op == "diagonal":  # an extent of the result: a batch dim
+            slots = [d for d in range(rank) if d not in (d1, d2)]
+            at = slots[below(draw, len(slots))]
+        else:  # input_sizes are the result: any dim
+            at = below(draw, rank)
+        sizes = (*rest[:at], size, *rest[at:])
+        offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+        return Geometry(sizes, dim1, dim2, d1, d2, offset, cap)
+    held = op == "diagonal_backward" or "expanded" not in n.layout_kinds
+    extra = below(draw, min(MAX_EXTRA, cap // size - size) + 1 if held else MAX_EXTRA + 1)
+    longer = size + extra
+    rows, cols = (longer, size) if extra and draw(BOOLS) else (size, longer)
+    if held:
+        share = max(1, min(cap // (rows * cols), n.max_elements // size))
+    rest = _draw_rest(draw, rank - 2, share)
+    dim1, dim2, d1, d2 = draw_dims(draw, rank)
+    others = iter(rest)
+    sizes = tuple(rows if d == d1 else cols if d == d2 else next(others) for d in range(rank))
+    runs = [o for o in range(extra + 1) if _offset_kind(o) in n.offsets]  # "zero" is
+    offset = runs[below(draw, len(runs))] * (1 if cols >= rows else -1)
+    expand: tuple[int, ...] = ()
+    if prod(max(s, 1) for s in rest) * rows * cols > cap:  # diagonal only (not held)
+        expand = (d2 if cols >= rows else d1,)
+    return Geometry(sizes, dim1, dim2, d1, d2, offset, cap, expand)
+
+
+def _draw_rest(draw: st.DrawFn, count: int, budget: int) -> tuple[int, ...]:
+    """``count`` sizes within ``budget``, drawn as ``draw_sizes`` draws a rank's."""
+    top = max(budget.bit_length() - 1, 0)
+    per_dim = ints(0, (top + 1) * ZERO_ONE_IN * (budget + 1) - 1)
+    return fit_sizes([draw(per_dim) for _ in range(count)], budget)
+
+
+def _offset_kind(magnitude: int) -> str:
+    """The OFFSET_KINDS kind of a full-length offset of a ``length`` Case (at most
+    MAX_EXTRA, far inside a dim of 63 or more)."""
+    return ("zero", "one")[magnitude] if magnitude < 2 else "inside"
+
+
 def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
+    boundary = boundary_span("diagonal", n)
+
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         draw = fast(draw)
-        sizes = draw_sizes(draw, n.ranks, n.max_elements)
-        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
-        offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+        g = draw_geometry(draw, n, boundary)
         dtype = draw(choice(dtype_options(n.dtypes)))
-        layout = draw_some_layout(draw, sizes, n)
-        where = placement(layout, diagonal_of(sizes, offset, d1, d2)) if n.specials else None
+        layout = draw_some_layout(draw, g.sizes, n, g.budget, g.expand)
+        where = (placement(layout, diagonal_of(g.sizes, g.offset, g.d1, g.d2))
+                 if n.specials else None)
         values = draw_values(draw, dtype, where, n.value_modes)
-        return Case("diagonal", sizes, offset, dim1, dim2, dtype, layout, values)
+        return Case("diagonal", g.sizes, g.offset, g.dim1, g.dim2, dtype, layout, values)
 
     return draw_case()
 
 
 def _backward(n: Narrowing) -> st.SearchStrategy[Case]:
+    boundary = boundary_span("diagonal_backward", n)
+
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         draw = fast(draw)
-        sizes = draw_sizes(draw, n.ranks, n.max_elements)
-        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
-        offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+        g = draw_geometry(draw, n, boundary)
         dtype = draw(choice(dtype_options(n.dtypes)))
-        grad_shape = diagonal_of(sizes, offset, d1, d2).shape
-        layout = draw_some_layout(draw, grad_shape, n)
+        grad_shape = diagonal_of(g.sizes, g.offset, g.d1, g.d2).shape
+        layout = draw_some_layout(draw, grad_shape, n, g.budget)
         where = placement(layout) if n.specials else None
         values = draw_values(draw, dtype, where, n.value_modes)
-        return Case("diagonal_backward", sizes, offset, dim1, dim2, dtype, layout, values)
+        return Case("diagonal_backward", g.sizes, g.offset, g.dim1, g.dim2, dtype, layout,
+                    values)
 
     return draw_case()
 
 
 def draw_some_layout(draw: st.DrawFn, shape: tuple[int, ...], n: Narrowing,
-                     budget: int | None = None) -> Layout:
-    """A layout as ``n.layout_kinds`` allow: without "contiguous", never the plain one."""
+                     budget: int | None = None, expand: tuple[int, ...] = ()) -> Layout:
+    """A layout as ``n.layout_kinds`` allow: without "contiguous", never the plain one;
+    the dims of ``expand`` always expanded."""
     budget = n.max_elements if budget is None else budget
     if "contiguous" in n.layout_kinds:
-        return draw_layout(draw, shape, n.layout_kinds, budget)
-    return draw(layout_strategy(shape, n.layout_kinds, budget))
+        return draw_layout(draw, shape, n.layout_kinds, budget, expand)
+    return draw(layout_strategy(shape, n.layout_kinds, budget, expand))

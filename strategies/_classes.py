@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from diagfuzz.core.case import Case
 from diagfuzz.core.geometry import wrap_dim
+from diagfuzz.strategies._boundary import boundary_class
 from diagfuzz.strategies._values import classify_bits
 
 
@@ -43,7 +44,8 @@ def case_classes(case: Case) -> frozenset[str]:
     Aspects: op, rank, size (each distinct size), pair (normalised dim1,dim2 per rank:
     "pair:r4:3,1"), spelling ("+-": dim1 positive, dim2 negative), order ("dim1>dim2"),
     offset (see ``offset_class``), dtype, layout (each kind, and "combined" for two or more),
-    mode, special (dtype:class of each special bit pattern) and invalid (its class).
+    mode, special (dtype:class of each special bit pattern), boundary (``boundary_class``)
+    and invalid (its class).
     """
     rank = len(case.sizes)
     out = {f"op:{case.op}", f"rank:{rank}", f"dtype:{case.dtype}",
@@ -60,6 +62,7 @@ def case_classes(case: Case) -> frozenset[str]:
     out.add("spelling:" + ("-" if case.dim1 < 0 else "+") + ("-" if case.dim2 < 0 else "+"))
     out.add("order:dim1>dim2" if d1 > d2 else "order:dim1<dim2")
     out.add("offset:" + offset_class(case.offset, case.sizes[d1], case.sizes[d2]))
+    out.add("boundary:" + boundary_class(case))
     out.update(f"special:{case.dtype}:{classify_bits(case.dtype, bits)}"
                for _, bits in case.values.specials)
     return frozenset(out)

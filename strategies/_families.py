@@ -23,6 +23,7 @@ from hypothesis.errors import InvalidArgument
 from diagfuzz.core.case import OPS, Case
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
+from diagfuzz.strategies._boundary import DEFAULT_BOUNDARY_ELEMENTS
 from diagfuzz.strategies._cases import (
     INT64_MAX,
     Narrowing,
@@ -92,13 +93,17 @@ def diagonal_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
                            value_modes: Collection[str] | None = None,
                            specials: bool = True,
                            max_members: int = MAX_MEMBERS,
+                           boundary: bool = True,
+                           boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS,
                            ) -> st.SearchStrategy[Family]:
     """Families of 1 to ``max_members`` valid ``diagonal`` Cases (a tuple, base first).
 
     The base is drawn as ``diagonal_cases`` draws a Case (same arguments). Each sibling
     shares the base's sizes, dims and input layout (the input's shape is ``sizes``, whatever
     the offset and dtype) and draws its own offset (any of ``offsets``), dtype and values,
-    with specials placed on its own diagonal: about 5 choices instead of about 30.
+    with specials placed on its own diagonal: about 5 choices instead of about 30. A
+    boundary base (``boundary``, ``boundary_elements``: as ``diagonal_cases``) makes a
+    boundary family: its siblings share its sizes.
 
     Shrinks towards a family of one (the first "one more?" draw towards "no"), then as
     ``diagonal_cases`` does; a failing sibling keeps its own offset, dtype and values and
@@ -106,7 +111,7 @@ def diagonal_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     """
     n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                   layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
-                  specials=specials)
+                  specials=specials, boundary=boundary, boundary_elements=boundary_elements)
     return _diagonal_families(n, check_max_members(max_members))
 
 
@@ -118,20 +123,23 @@ def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANK
                                     value_modes: Collection[str] | None = None,
                                     specials: bool = True,
                                     max_members: int = MAX_MEMBERS,
+                                    boundary: bool = True,
+                                    boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS,
                                     ) -> st.SearchStrategy[Family]:
     """Families of 1 to ``max_members`` valid ``diagonal_backward`` Cases (base first).
 
     The base is drawn as ``diagonal_backward_cases`` draws a Case. grad_output's shape is
     the diagonal's, so siblings share the base's input_sizes, dims and grad_output layout
     and draw their own dtype (word sizes 1 to 16 bytes) and values, and an offset among
-    those whose diagonal has the base's length (``same_length_offsets``: the base's first).
+    those whose diagonal has the base's length (``same_length_offsets``: the base's first),
+    so every sibling of a base with a boundary length has that length too.
 
     Shrinks towards a family of one, then as ``diagonal_backward_cases`` does; a failing
     sibling's offset shrinks towards the base's.
     """
     n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                   layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
-                  specials=specials)
+                  specials=specials, boundary=boundary, boundary_elements=boundary_elements)
     return _backward_families(n, check_max_members(max_members))
 
 

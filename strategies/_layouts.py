@@ -49,18 +49,23 @@ def layouts(shape: Sequence[int], *, kinds: Collection[str] | None = None,
     return layout_strategy(shape, check_kinds("kinds", kinds, LAYOUT_KINDS), budget)
 
 
-def layout_strategy(shape: tuple[int, ...], kinds: tuple[str, ...],
-                    budget: int) -> st.SearchStrategy[Layout]:
+def layout_strategy(shape: tuple[int, ...], kinds: tuple[str, ...], budget: int,
+                    expand: tuple[int, ...] = ()) -> st.SearchStrategy[Layout]:
     """``layouts`` without argument checks, for strategies that checked them already."""
-    strategy = st.composite(draw_layout)(shape, kinds, budget)
+    strategy = st.composite(draw_layout)(shape, kinds, budget, expand)
     if "contiguous" in kinds:
         return strategy
     return strategy.filter(lambda layout: layout.kinds != ("contiguous",))
 
 
 def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
-                budget: int) -> Layout:
-    """Draw one layout of ``shape`` (see ``layouts``); "contiguous" in ``kinds`` is ignored."""
+                budget: int, expand: tuple[int, ...] = ()) -> Layout:
+    """Draw one layout of ``shape`` (see ``layouts``); "contiguous" in ``kinds`` is ignored.
+
+    The dims in ``expand`` are expanded whatever the draws say: the storage then bounds
+    a shape whose contiguous layout would exceed ``budget`` (a boundary Case's input). The
+    draws are those of any other layout, so the choice sequence keeps its shape.
+    """
     rank = len(shape)
     tags: set[str] = set()
     order = list(range(rank))
@@ -81,6 +86,9 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], kinds: tuple[str, ...],
     if "expanded" in kinds and rank and steps_on & 1:
         mask = draw(ints(1, 2**rank - 1))
         expanded = [bool(mask >> d & 1) for d in range(rank)]
+        tags.add("expanded")
+    for d in expand:
+        expanded[d] = True
         tags.add("expanded")
 
     extents = [1 if expanded[d] else max(shape[d], 1) for d in range(rank)]

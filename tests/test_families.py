@@ -177,7 +177,7 @@ def test_mean_members_estimates_smaller_families_too() -> None:
 def test_narrowing_reaches_every_member() -> None:
     @settings(FAST, max_examples=30)
     @given(case_families("diagonal", ranks=3, dtypes=["int8", "float16"], max_elements=64,
-                         offsets=["size"], max_members=3))
+                         offsets=["size"], max_members=3, boundary_elements=64))
     def run(family: Family) -> None:
         assert len(family) <= 3
         for case in family:

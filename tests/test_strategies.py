@@ -15,8 +15,10 @@ from diagfuzz import ops
 from diagfuzz.core.case import Case, Layout, Values, available_dtypes, materialise
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.strategies import (
+    DEFAULT_BOUNDARY_ELEMENTS,
     DEFAULT_MAX_ELEMENTS,
     LAYOUT_KINDS,
+    boundary_class,
     cases,
     classify_bits,
     diagonal_backward_cases,
@@ -45,8 +47,16 @@ def storage_bits(tensor: torch.Tensor) -> list[int]:
     return [v % (1 << width) for v in flat.view(_WORDS[width // 8]).tolist()]
 
 
-def check_case(case: Case, budget: int = DEFAULT_MAX_ELEMENTS) -> torch.Tensor:
-    """The Case round-trips JSON and materialises exactly as its Layout and Values say."""
+def default_budget(case: Case) -> int:
+    """What the default strategies bound a Case's tensors by: DEFAULT_MAX_ELEMENTS, or
+    DEFAULT_BOUNDARY_ELEMENTS for a boundary Case (every one has a boundary class)."""
+    return DEFAULT_MAX_ELEMENTS if boundary_class(case) == "none" else DEFAULT_BOUNDARY_ELEMENTS
+
+
+def check_case(case: Case, budget: int | None = None) -> torch.Tensor:
+    """The Case round-trips JSON and materialises exactly as its Layout and Values say;
+    its storage is within ``budget`` (default: ``default_budget``)."""
+    budget = default_budget(case) if budget is None else budget
     assert Case.from_json(case.to_json()) == case
     # Built directly (and once), the JSON is still dataclasses.asdict's, byte for byte.
     assert case.to_json() == json.dumps(asdict(case), sort_keys=True, separators=(",", ":"))
@@ -87,7 +97,7 @@ def test_backward_cases_materialise_and_run_on_aten(case: Case) -> None:
     assert case.op == "diagonal_backward"
     grad_shape = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2).shape
     assert case.layout.shape == grad_shape
-    assert prod(case.sizes) <= DEFAULT_MAX_ELEMENTS
+    assert prod(case.sizes) <= default_budget(case)
     tensor = check_case(case)
     with ops.use_triton(False):
         out = torch.ops.aten.diagonal_backward(tensor, list(case.sizes), case.offset,
@@ -106,7 +116,7 @@ def test_invalid_cases_materialise(case: Case) -> None:
 @settings(FAST, max_examples=60)
 @given(diagonal_cases(ranks=3, dtypes=["int8", torch.bfloat16], max_elements=64,
                       layout_kinds=["sliced"], offsets=["size"], value_modes=["bits"],
-                      specials=False))
+                      specials=False, boundary_elements=64))
 def test_narrowing_is_obeyed(case: Case) -> None:
     assert len(case.sizes) == 3 and case.dtype in ("int8", "bfloat16")
     assert case.layout.kinds == ("sliced",) and case.layout.storage_size <= 64

@@ -20,7 +20,7 @@ from diagfuzz.specs import SPECS
 #: Report columns: each op (``diagfuzz.specs``), and error-parity Cases of any op.
 GROUPS = (*SPECS, "invalid")
 #: Coverage axes, in table order.
-AXES = ("op", "invalid", "rank", "dtype", "layout", "offset", "diagonal", "call")
+AXES = ("op", "invalid", "rank", "dtype", "layout", "offset", "diagonal", "boundary", "call")
 
 
 def diagonal_length(case: Case) -> int | None:
@@ -47,9 +47,10 @@ def classify(case: Case) -> dict[str, list[str]]:
     """The coverage classes of one Case, per axis (a layout can be of several kinds).
 
     Offsets use the strategies' own classes (``offset_class``: 0, +1, +inside, +size,
-    +beyond ...), so the report counts what the strategies aim at.
+    +beyond ...), so the report counts what the strategies aim at; so does "boundary"
+    (``boundary_class``: a diagonal length or a size next to a block size).
     """
-    from diagfuzz.strategies import offset_class
+    from diagfuzz.strategies import boundary_class, offset_class
 
     length = diagonal_length(case)
     dims = _dims(case)
@@ -62,6 +63,7 @@ def classify(case: Case) -> dict[str, list[str]]:
         "layout": list(case.layout.kinds) or ["contiguous"],
         "offset": [offset],
         "diagonal": ["n/a" if length is None else "empty" if length == 0 else "non-empty"],
+        "boundary": [boundary_class(case)],
         "call": ["out=" if case.out_dtype or case.out_device else "functional"],
     }
     if case.invalid:
@@ -173,6 +175,9 @@ def _class_order(axis: str, value: str) -> tuple[int, int, str]:
         return (0, int(value), "")
     if axis == "dtype" and value in DTYPE_NAMES:
         return (0, DTYPE_NAMES.index(value), "")
+    if axis == "boundary" and value[-2:] == "±1":  # "extent 64±1" ... "length 2048±1"
+        kind, block = value[:-2].split()
+        return (0, int(block), kind)
     return (1, 0, value)
 
 

@@ -4,5 +4,7 @@ Each is aten (registration off) plus one fault, so every other Case passes:
 ``tests.faulty.abort:impl`` aborts the process when offset == 1; ``tests.faulty.hang:impl``
 never returns when offset == -1; ``tests.faulty.wrong:impl`` flips a result bit when
 offset > 0; ``tests.faulty.flaky:impl`` flips a result bit about one call in three;
-``tests.faulty.poison:impl`` simulates a sticky CUDA error when offset == 1.
+``tests.faulty.poison:impl`` simulates a sticky CUDA error when offset == 1;
+``tests.faulty.tail_block:impl`` leaves the last partial 128-element block of a
+diagonal_backward diagonal unwritten (only boundary Cases reach it).
 """
