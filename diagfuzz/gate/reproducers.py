@@ -61,7 +61,7 @@ def run_in_this_process(case, impl_spec, device):
 
 def run_isolated(case, impl_spec, device, timeout):
     """The same, in a fresh executor process: a crash or hang becomes a verdict."""
-    from diagfuzz.execution.executor import ProcessRunner
+    from diagfuzz.executor import ProcessRunner
 
     with ProcessRunner(impl_spec, device, timeout=timeout, oracle=ORACLE,
                        strict=STRICT) as runner:
@@ -91,7 +91,7 @@ def main(argv=None):
     for root in (os.getcwd(), *IMPL_PATH):  # where --impl and IMPL are imported from
         if root not in sys.path:
             sys.path.append(root)
-    from diagfuzz.core.case import Case
+    from diagfuzz.case import Case
     from diagfuzz.harness.findings import evidence_lines
     from diagfuzz.impl import ImplError
 
