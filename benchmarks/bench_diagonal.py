@@ -38,9 +38,9 @@ import triton
 from triton.testing import do_bench
 
 import diagfuzz.ops as ops
-from diagfuzz.ops import _tiling
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.core.words import as_words
+from diagfuzz.ops import _tiling
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int8": torch.int8, "bool": torch.bool}

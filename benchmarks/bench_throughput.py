@@ -278,7 +278,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                        f"--diagfuzz-report={report}"]
             env = dict(os.environ)
             profiles = Path(tmp) / f"profile-{n}"
-            if args.profile:  # each worker and executor writes its own (diagfuzz.execution.profiling)
+            # Each worker and executor writes its own (diagfuzz.execution.profiling).
+            if args.profile:
                 env[PROFILE_ENV] = str(profiles)
             t0 = time.perf_counter()
             proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,

@@ -41,8 +41,8 @@ from bench_diagonal import (
 )
 
 import diagfuzz.ops as ops
-from diagfuzz.ops import _tiling
 from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.ops import _tiling
 
 #: The module (the package re-exports its function under the same name).
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")

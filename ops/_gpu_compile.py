@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from diagfuzz.ops import _runtime, _tiling
 from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.ops import _runtime, _tiling
 from diagfuzz.ops._tiling import LaunchPlan, fits_int32
 
 #: The H200's compute capability and warp size.
@@ -110,6 +110,8 @@ def compile_all(geometries: list[tuple] = GEOMETRIES,
     for op, sizes, offset, dim1, dim2 in geometries:
         for dtype in dtypes:
             plan = plan_of(op, sizes, offset, dim1, dim2, dtype)
+            if plan is None:
+                continue
             word_bytes = dtype.itemsize // words_per_element(dtype)
             key = (op, word_bytes, plan.num_warps, tuple(plan.constexprs.items()),
                    tuple(fits_int32((v,)) for v in plan.ints))

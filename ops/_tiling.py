@@ -327,8 +327,9 @@ class LaunchPlan:
 PLAN_CACHE_SIZE = 4096
 
 
-def remember(cache: dict, key: tuple | None, plan: LaunchPlan | None) -> None:
-    """Store ``plan`` under ``key`` (no key: nothing to remember)."""
+def remember(cache: dict, key: tuple | None, plan: Any) -> None:
+    """Store ``plan`` (what the op caches per call: a plan, with what it needs) under
+    ``key`` (no key: nothing to remember)."""
     if key is None:
         return
     if len(cache) >= PLAN_CACHE_SIZE:

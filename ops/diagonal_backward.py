@@ -25,8 +25,9 @@ import torch
 import triton
 import triton.language as tl
 
-from diagfuzz.ops import _counters, _tiling
 from diagfuzz.core.geometry import Diagonal, check_sizes, diagonal_of
+from diagfuzz.core.words import words_per_element
+from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
@@ -40,7 +41,6 @@ from diagfuzz.ops._tiling import (
     remember,
     row_args,
 )
-from diagfuzz.core.words import words_per_element
 
 _DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
               "first_size", "second_inner", "second_size", "first_pos", "second_pos",

@@ -20,8 +20,9 @@ import torch
 import triton
 import triton.language as tl
 
-from diagfuzz.ops import _counters, _tiling
 from diagfuzz.core.geometry import Diagonal, diagonal_of
+from diagfuzz.core.words import words_per_element
+from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
     SHAPE_ARGS,
@@ -35,7 +36,6 @@ from diagfuzz.ops._tiling import (
     remember,
     row_args,
 )
-from diagfuzz.core.words import words_per_element
 
 _COPY_ARGS = ["base", "col_stride", "segments", "group_words", "block_words", "n_iblocks",
               "n_cblocks"]

@@ -37,6 +37,7 @@ from diagfuzz.core.case import Case, dtype_of
 from diagfuzz.core.dispatch import registration_off
 from diagfuzz.core.impl import provides, unsupported
 from diagfuzz.core.runtime import DEVICE
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
 from diagfuzz.oracles._bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.oracles.policy import (
@@ -47,7 +48,6 @@ from diagfuzz.oracles.policy import (
 )
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations, choose_sentinel
 from diagfuzz.oracles.transfer import storage_bytes, to_device, to_host
-from diagfuzz.core.verdict import Verdict
 from diagfuzz.specs import arguments, read_tensors, spec_of
 
 
@@ -170,8 +170,8 @@ def _metadata(case: Case, expected: torch.Tensor, actual: Any,
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
     device = expected.device if device is None else device
-    want = tuple(expected.stride())
-    offset += expected.storage_offset()
+    want = tuple(int(s) for s in expected.stride())
+    offset += int(expected.storage_offset())
     if not (device == actual.device and expected.dtype == actual.dtype
             and expected.shape == actual.shape and _same_addressing(want, actual)
             and actual.storage_offset() == offset):
@@ -326,11 +326,11 @@ def _bring_back(run: DeviceRun) -> None:
 
     names = list(run.tensors)
     # The inputs' storages, for the inputs-unchanged check.
-    wanted = [storage_bytes(run.tensors[name]) for name in names]
+    wanted: list[torch.Tensor] = [storage_bytes(run.tensors[name]) for name in names]
     result = len(wanted) if on_device(run.result) else None
     wanted += [run.result] if result is not None else []
     ref = len(wanted) if on_device(run.reference) else None
-    wanted += [run.reference] if ref is not None else []
+    wanted += [run.reference] if run.reference is not None and ref is not None else []
     buffers = []
     for a in run.alloc.allocations:
         buffers.append(None if a.regrown() else len(wanted))
@@ -379,6 +379,7 @@ def _judge(case: Case, tensors: dict[str, torch.Tensor], snapshots: dict[str, to
     if run.out is not None and result.data_ptr() != run.out.data_ptr():
         return _fail("mismatch", "out-returned", "the .out overload did not return out",
                      case)
+    assert run.result_host is not None  # a Tensor result on the device: brought back
     found = _bits(case, expected, run.result_host, source, run.alloc.byte)
     broken = _relations(case, tensors, run.result_host)
     if found:
@@ -403,8 +404,9 @@ def _relations(case: Case, tensors: dict[str, torch.Tensor],
 def _device_reference_agrees(case: Case, expected: torch.Tensor, source: str,
                              run: DeviceRun) -> Verdict | None:
     """aten's kernel on the device gives the CPU reference's metadata and bits."""
-    found = (_metadata(case, expected, run.reference, run.device)
-             or _bits(case, expected, run.reference_host, source))
+    found = _metadata(case, expected, run.reference, run.device)
+    if found is None and run.reference_host is not None:
+        found = _bits(case, expected, run.reference_host, source)
     return _disagree(case, "device", source, found) if found else None
 
 

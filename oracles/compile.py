@@ -31,6 +31,7 @@ def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[tor
     leaf = x.detach().clone().requires_grad_(True)
     y = fn(leaf)
     y.backward(grad)
+    assert leaf.grad is not None  # a differentiable function of leaf
     return y.detach(), leaf.grad
 
 

@@ -143,7 +143,7 @@ def _expanded_strides(t: torch.Tensor, shape: tuple[int, ...]) -> tuple[int, ...
 def diagonal(x: torch.Tensor, case: Case) -> torch.Tensor:
     """diagonal_copy of ``x`` (the Case's materialised input): a new contiguous tensor."""
     geo = geometry(tuple(x.shape), case.offset, case.dim1, case.dim2)
-    steps, start = _steps(geo, tuple(x.stride()), x.storage_offset())
+    steps, start = _steps(geo, tuple(x.stride()), int(x.storage_offset()))
     index = _word_index(geo.shape, steps, start, words_per_element(x.dtype), x.device)
     return _from_words(_all_words(x)[index], x.dtype)
 

@@ -111,8 +111,11 @@ class SentinelAllocations:
         with warnings.catch_warnings() if not _warned else nullcontext():
             # Overriding aten's factories is the point; torch warns once per process.
             warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
-            library.impl("empty.memory_format", "BackendSelect", self._empty, True)
-            library.impl("empty_strided", "BackendSelect", self._empty_strided, True)
+            # (the dispatcher's own signature: op, kind, kernel, with_keyset)
+            library.impl("empty.memory_format", "BackendSelect",  # type: ignore[call-arg]
+                         self._empty, True)
+            library.impl("empty_strided", "BackendSelect",  # type: ignore[call-arg]
+                         self._empty_strided, True)
             _warned = True
         self._library = library
         return self
@@ -157,7 +160,7 @@ class SentinelAllocations:
                 or real.device.type == "meta"):
             # Nothing to guard, and torch often grows an empty result in place by resize_.
             if real.numel() and real.layout == torch.strided and real.device.type != "meta":
-                real.untyped_storage().fill_(self.byte)
+                real.untyped_storage().fill_(self.byte)  # type: ignore[attr-defined]
             return real
         span = 0
         if real.numel():

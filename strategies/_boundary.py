@@ -61,16 +61,18 @@ DEFAULT_BOUNDARY_ELEMENTS = 2**21
 #: The longer diagonal dim of a ``length`` Case exceeds the shorter by at most this.
 MAX_EXTRA = 3
 KINDS = ("extent", "length")
-#: Weight of each size of a block, per (op, kind): a size of weight w is drawn w times as
-#: often as one of weight 1. diagonal_backward's lengths cost their square under the
-#: interpreter (1,023-1,025: 0.17-0.3 s a Case, 255-257: ~0.05 s, 127-129: ~0.025 s), so
-#: their large blocks are rare; the 128 and 256 blocks, cheap and the usual block sizes,
-#: are the most common. The other kinds cost about a plain Case.
+#: Weight of each size of a block, per (what the tensor of the sizes is to the op, kind):
+#: "read" for an op that reads it (diagonal), "result" for one that makes it
+#: (diagonal_backward; ``OpSpec.full``). A size of weight w is drawn w times as often as one
+#: of weight 1. A made result's lengths cost their square under the interpreter
+#: (diagonal_backward 1,023-1,025: 0.17-0.3 s a Case, 255-257: ~0.05 s, 127-129:
+#: ~0.025 s), so their large blocks are rare; the 128 and 256 blocks, cheap and the usual
+#: block sizes, are the most common. The other kinds cost about a plain Case.
 BOUNDARY_WEIGHTS: dict[tuple[str, str], dict[int, int]] = {
-    ("diagonal", "extent"): {64: 1, 128: 2, 256: 2, 512: 1, 1024: 2, 2048: 1},
-    ("diagonal", "length"): {64: 1, 128: 2, 256: 2, 512: 1, 1024: 2, 2048: 1},
-    ("diagonal_backward", "extent"): {64: 1, 128: 1, 256: 1, 512: 1, 1024: 1, 2048: 1},
-    ("diagonal_backward", "length"): {64: 2, 128: 8, 256: 6, 512: 1, 1024: 1, 2048: 1},
+    ("read", "extent"): {64: 1, 128: 2, 256: 2, 512: 1, 1024: 2, 2048: 1},
+    ("read", "length"): {64: 1, 128: 2, 256: 2, 512: 1, 1024: 2, 2048: 1},
+    ("result", "extent"): {64: 1, 128: 1, 256: 1, 512: 1, 1024: 1, 2048: 1},
+    ("result", "length"): {64: 2, 128: 8, 256: 6, 512: 1, 1024: 1, 2048: 1},
 }
 
 #: The first draw of a Case when boundary draws are on: a boundary Case at the top
@@ -96,34 +98,35 @@ class Options:
 
 
 @lru_cache(maxsize=64)
-def boundary_options(op: str, cap: int, ranks: tuple[int, int], zero_offset: bool,
+def boundary_options(full: str, cap: int, ranks: tuple[int, int], zero_offset: bool,
                      expanded: bool) -> Options:
     """The (kind, block) options, with the block's sizes whose smallest Case fits the
     budget ``cap``, in shrink order; each size weighs what BOUNDARY_WEIGHTS gives its block.
 
-    ``extent``: the size itself must fit (diagonal also needs rank 3 for a batch dim).
-    ``length`` needs offset 0 among the offset kinds (``zero_offset``) and, for
-    diagonal_backward, a size² result; diagonal holds a size² input only when ``expanded``
-    layouts are not allowed, otherwise it expands a diagonal dim (stride 0) when the
-    input would not fit.
+    ``full`` is what the tensor of the sizes is to the op (``OpSpec.full``). ``extent``:
+    the size itself must fit (an op that reads the full tensor also needs rank 3 for a
+    batch dim of its result). ``length`` needs offset 0 among the offset kinds
+    (``zero_offset``) and, where the op makes the full tensor, a size² result; an op
+    reading it holds a size² input only when ``expanded`` layouts are not allowed,
+    otherwise it expands a diagonal dim (stride 0) when the input would not fit.
     """
     options: list[Option] = []
     weights: list[int] = []
     for kind in KINDS:
         for block in BOUNDARY_BLOCKS:
             sizes = tuple(s for s in (block, block + 1, block - 1)
-                          if _fits(op, kind, s, cap, ranks, zero_offset, expanded))
+                          if _fits(full, kind, s, cap, ranks, zero_offset, expanded))
             if sizes:
                 options.append(Option(kind, block, sizes))
-                weights.append(BOUNDARY_WEIGHTS[(op, kind)][block] * len(sizes))
+                weights.append(BOUNDARY_WEIGHTS[(full, kind)][block] * len(sizes))
     return Options(tuple(options), tuple(accumulate(weights)))
 
 
-def _fits(op: str, kind: str, size: int, cap: int, ranks: tuple[int, int],
+def _fits(full: str, kind: str, size: int, cap: int, ranks: tuple[int, int],
           zero_offset: bool, expanded: bool) -> bool:
     if kind == "extent":
-        return size <= cap and (op != "diagonal" or ranks[1] >= 3)
-    if op == "diagonal_backward" or not expanded:
+        return size <= cap and (full != "read" or ranks[1] >= 3)
+    if full == "result" or not expanded:
         return zero_offset and size * size <= cap
     return zero_offset and size <= cap
 

@@ -18,8 +18,9 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.core.case import OPS, Case, Layout
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.geometry import Diagonal, diagonal_of
+from diagfuzz.specs import OpSpec, spec_of
 from diagfuzz.strategies._args import (
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_RANKS,
@@ -130,10 +131,10 @@ def diagonal_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     Case towards the smallest block that still fails (B, then B + 1, then B - 1 of
     it), and to a plain Case when the failure needs no boundary size.
     """
-    return _diagonal(narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
-                               layout_kinds=layout_kinds, offsets=offsets,
-                               value_modes=value_modes, specials=specials,
-                               boundary=boundary, boundary_elements=boundary_elements))
+    return case_strategy("diagonal", narrowing(
+        ranks=ranks, dtypes=dtypes, max_elements=max_elements, layout_kinds=layout_kinds,
+        offsets=offsets, value_modes=value_modes, specials=specials, boundary=boundary,
+        boundary_elements=boundary_elements))
 
 
 def diagonal_backward_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
@@ -156,19 +157,37 @@ def diagonal_backward_cases(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     grad_output's storage within ``boundary_elements``: a length L needs L² elements.
     The arguments and the shrinking are those of ``diagonal_cases``.
     """
-    return _backward(narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
-                               layout_kinds=layout_kinds, offsets=offsets,
-                               value_modes=value_modes, specials=specials,
-                               boundary=boundary, boundary_elements=boundary_elements))
+    return case_strategy("diagonal_backward", narrowing(
+        ranks=ranks, dtypes=dtypes, max_elements=max_elements, layout_kinds=layout_kinds,
+        offsets=offsets, value_modes=value_modes, specials=specials, boundary=boundary,
+        boundary_elements=boundary_elements))
 
 
-def cases(op: str, **narrowing_args: object) -> st.SearchStrategy[Case]:
-    """Valid Cases of ``op`` ("diagonal" or "diagonal_backward"), narrowed as those take."""
-    if op == "diagonal":
-        return diagonal_cases(**narrowing_args)  # type: ignore[arg-type]
-    if op == "diagonal_backward":
-        return diagonal_backward_cases(**narrowing_args)  # type: ignore[arg-type]
-    raise InvalidArgument(f"op={op!r} must be one of {OPS}")
+def cases(op: str, *, ranks: int | Sequence[int] | None = None,
+          dtypes: Sequence[str | torch.dtype] | None = None,
+          max_elements: int = DEFAULT_MAX_ELEMENTS,
+          layout_kinds: Collection[str] | None = None,
+          offsets: Collection[str] | None = None,
+          value_modes: Collection[str] | None = None,
+          specials: bool = True,
+          boundary: bool = True,
+          boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS) -> st.SearchStrategy[Case]:
+    """Valid Cases of ``op`` (any op of ``diagfuzz.specs``), narrowed as ``diagonal_cases``
+    says; ``ranks`` defaults to the op's."""
+    spec = _spec(op)
+    return case_strategy(op, narrowing(
+        ranks=spec.ranks if ranks is None else ranks, dtypes=dtypes,
+        max_elements=max_elements, layout_kinds=layout_kinds, offsets=offsets,
+        value_modes=value_modes, specials=specials, boundary=boundary,
+        boundary_elements=boundary_elements))
+
+
+def _spec(op: str) -> OpSpec:
+    """``op``'s spec; Hypothesis' InvalidArgument naming the known ops otherwise."""
+    try:
+        return spec_of(op)
+    except ValueError as exc:
+        raise InvalidArgument(f"op={op!r}: {exc}") from None
 
 
 # --- pieces ------------------------------------------------------------------------------
@@ -339,7 +358,7 @@ def placement(layout: Layout, diag: Diagonal | None = None) -> Callable[[int], i
         return None
     anywhere = view_position(layout)
     diag_numel = prod(diag.shape) if diag is not None else 0
-    if diag_numel == 0:
+    if diag is None or diag_numel == 0:
         return lambda i: anywhere(i % numel)
     on_diagonal = diagonal_position(layout, diag)
     return lambda i: (on_diagonal((i >> 3) % diag_numel) if i % 8 < READ_SHARE
@@ -369,7 +388,8 @@ def boundary_span(op: str, n: Narrowing) -> st.SearchStrategy[Geometry] | None:
     boundary Case fits."""
     if not n.boundary:
         return None
-    options = boundary_options(op, n.boundary_elements, n.ranks, "zero" in n.offsets,
+    full = spec_of(op).full
+    options = boundary_options(full, n.boundary_elements, n.ranks, "zero" in n.offsets,
                                "expanded" in n.layout_kinds)
     if not options.options:
         return None
@@ -377,13 +397,14 @@ def boundary_span(op: str, n: Narrowing) -> st.SearchStrategy[Geometry] | None:
     @st.composite
     def draw_span(draw: st.DrawFn) -> Geometry:
         draw = fast(draw)
-        return draw_boundary(draw, op, n, draw_option(draw, options))
+        return draw_boundary(draw, full, n, draw_option(draw, options))
 
     return draw_span()
 
 
 def draw_geometry(draw: st.DrawFn, n: Narrowing,
-                  boundary: st.SearchStrategy[Geometry] | None) -> Geometry:
+                  boundary: st.SearchStrategy[Geometry] | None,
+                  fixed_dims: tuple[int, int] | None = None) -> Geometry:
     """A plain Case's sizes, dims and offset; then, with ``boundary``, one draw that makes
     about BOUNDARY_PERCENT Cases in 100 boundary ones, drawn in the span ``boundary``.
 
@@ -393,14 +414,19 @@ def draw_geometry(draw: st.DrawFn, n: Narrowing,
     every later choice (dtype, layout, values) keeps its place.
     """
     sizes = draw_sizes(draw, n.ranks, n.max_elements)
-    dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
+    if fixed_dims is None:
+        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
+    else:  # an op whose dims are not arguments (diag): no choice to draw
+        dim1, dim2 = fixed_dims
+        d1, d2 = dim1 % len(sizes), dim2 % len(sizes)
     offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
     if boundary is not None and is_boundary(draw):
         return draw(boundary)
     return Geometry(sizes, dim1, dim2, d1, d2, offset, n.max_elements)
 
 
-def draw_boundary(draw: st.DrawFn, op: str, n: Narrowing, option: tuple[str, int]) -> Geometry:
+def draw_boundary(draw: st.DrawFn, full: str, n: Narrowing,
+                  option: tuple[str, int]) -> Geometry:
     """The geometry of a boundary Case of ``option``, a (kind, size) pair (see
     ``strategies._boundary``).
 
@@ -412,13 +438,15 @@ def draw_boundary(draw: st.DrawFn, op: str, n: Narrowing, option: tuple[str, int
     storage would exceed the budget gets its longer diagonal dim expanded.
     """
     (kind, size), cap = option, n.boundary_elements
-    low = max(n.ranks[0], 3) if op == "diagonal" and kind == "extent" else n.ranks[0]
+    # ``full``: what the tensor of the sizes is to the op (OpSpec.full): "read" (its result
+    # is diagonal-shaped: an extent of it is a batch dim) or "result" (held in memory).
+    low = max(n.ranks[0], 3) if full == "read" and kind == "extent" else n.ranks[0]
     rank = below(draw, n.ranks[1] - low + 1) + low
     share = max(1, min(cap, n.max_elements) // size)  # of the other extents together
     if kind == "extent":
         rest = _draw_rest(draw, rank - 1, share)
         dim1, dim2, d1, d2 = draw_dims(draw, rank)
-        if op == "diagonal":  # an extent of the result: a batch dim
+        if full == "read":  # an extent of the (diagonal-shaped) result: a batch dim
             slots = [d for d in range(rank) if d not in (d1, d2)]
             at = slots[below(draw, len(slots))]
         else:  # input_sizes are the result: any dim
@@ -426,7 +454,7 @@ def draw_boundary(draw: st.DrawFn, op: str, n: Narrowing, option: tuple[str, int
         sizes = (*rest[:at], size, *rest[at:])
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
         return Geometry(sizes, dim1, dim2, d1, d2, offset, cap)
-    held = op == "diagonal_backward" or "expanded" not in n.layout_kinds
+    held = full == "result" or "expanded" not in n.layout_kinds
     extra = below(draw, min(MAX_EXTRA, cap // size - size) + 1 if held else MAX_EXTRA + 1)
     longer = size + extra
     rows, cols = (longer, size) if extra and draw(BOOLS) else (size, longer)
@@ -457,39 +485,51 @@ def _offset_kind(magnitude: int) -> str:
     return ("zero", "one")[magnitude] if magnitude < 2 else "inside"
 
 
-def _diagonal(n: Narrowing) -> st.SearchStrategy[Case]:
-    boundary = boundary_span("diagonal", n)
+def case_strategy(op: str, n: Narrowing) -> st.SearchStrategy[Case]:
+    """Valid Cases of ``op``: a geometry (plain, or a boundary one), then the dtype and
+    every tensor the op reads (``draw_tensors``; an op's spec may draw them its own way)."""
+    spec = spec_of(op)
+    boundary = boundary_span(op, n)
 
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         draw = fast(draw)
-        g = draw_geometry(draw, n, boundary)
+        g = draw_geometry(draw, n, boundary, fixed_dims=spec.dims)
+        if spec.draw_case is not None:
+            return spec.draw_case(draw, n, g)
         dtype = draw(choice(dtype_options(n.dtypes)))
-        layout = draw_some_layout(draw, g.sizes, n, g.budget, g.expand)
-        where = (placement(layout, diagonal_of(g.sizes, g.offset, g.d1, g.d2))
-                 if n.specials else None)
-        values = draw_values(draw, dtype, where, n.value_modes)
-        return Case("diagonal", g.sizes, g.offset, g.dim1, g.dim2, dtype, layout, values)
+        return tensors_case(op, g, dtype, draw_tensors(draw, spec, n, g, dtype))
 
     return draw_case()
 
 
-def _backward(n: Narrowing) -> st.SearchStrategy[Case]:
-    boundary = boundary_span("diagonal_backward", n)
+def draw_tensors(draw: st.DrawFn, spec: OpSpec, n: Narrowing, g: Geometry,
+                 dtype: str) -> list[tuple[str, Layout, Values]]:
+    """A layout and values for every tensor ``spec``'s op reads, in argument order: a
+    "full" one shaped like the sizes (within the geometry's budget, with its expanded
+    dims), a "diagonal" one like their diagonal; specials on what the op reads (the
+    diagonal of a full tensor, all of a diagonal-shaped one) or anywhere."""
+    diag = diagonal_of(g.sizes, g.offset, g.d1, g.d2)
+    found = []
+    for operand in spec.operands:
+        full = operand.role == "full"
+        shape = g.sizes if full else diag.shape
+        layout = draw_some_layout(draw, shape, n, g.budget, g.expand if full else ())
+        where = None
+        if n.specials:
+            reads = full and operand.specials == "read"
+            where = placement(layout, diag) if reads else placement(layout)
+        found.append((operand.name, layout, draw_values(draw, dtype, where, n.value_modes)))
+    return found
 
-    @st.composite
-    def draw_case(draw: st.DrawFn) -> Case:
-        draw = fast(draw)
-        g = draw_geometry(draw, n, boundary)
-        dtype = draw(choice(dtype_options(n.dtypes)))
-        grad_shape = diagonal_of(g.sizes, g.offset, g.d1, g.d2).shape
-        layout = draw_some_layout(draw, grad_shape, n, g.budget)
-        where = placement(layout) if n.specials else None
-        values = draw_values(draw, dtype, where, n.value_modes)
-        return Case("diagonal_backward", g.sizes, g.offset, g.dim1, g.dim2, dtype, layout,
-                    values)
 
-    return draw_case()
+def tensors_case(op: str, g: Geometry, dtype: str,
+                 tensors: list[tuple[str, Layout, Values]], **kw: object) -> Case:
+    """The Case of ``op`` with geometry ``g``, ``dtype`` and ``tensors`` (the first is the
+    Case's ``layout``/``values``, the others its ``others``)."""
+    (_, layout, values), *others = tensors
+    return Case(op, g.sizes, g.offset, g.dim1, g.dim2, dtype, layout, values,
+                others=tuple(others), **kw)  # type: ignore[arg-type]
 
 
 def draw_some_layout(draw: st.DrawFn, shape: tuple[int, ...], n: Narrowing,

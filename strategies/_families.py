@@ -20,15 +20,16 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.core.case import OPS, Case
+from diagfuzz.core.case import Case
 from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.specs import spec_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
 from diagfuzz.strategies._boundary import DEFAULT_BOUNDARY_ELEMENTS
 from diagfuzz.strategies._cases import (
     INT64_MAX,
     Narrowing,
-    _backward,
-    _diagonal,
+    _spec,
+    case_strategy,
     draw_offset,
     dtype_options,
     narrowing,
@@ -42,6 +43,7 @@ from diagfuzz.strategies._invalid import (
     draw_invalid,
     invalid_cases,
 )
+from diagfuzz.strategies._invalid import OPS as INVALID_OPS
 from diagfuzz.strategies._values import draw_values
 
 #: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings). 12, not
@@ -112,7 +114,7 @@ def diagonal_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
     n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                   layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
                   specials=specials, boundary=boundary, boundary_elements=boundary_elements)
-    return _diagonal_families(n, check_max_members(max_members))
+    return family_strategy("diagonal", n, check_max_members(max_members))
 
 
 def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANKS,
@@ -140,7 +142,7 @@ def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANK
     n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                   layout_kinds=layout_kinds, offsets=offsets, value_modes=value_modes,
                   specials=specials, boundary=boundary, boundary_elements=boundary_elements)
-    return _backward_families(n, check_max_members(max_members))
+    return family_strategy("diagonal_backward", n, check_max_members(max_members))
 
 
 def invalid_case_families(op: str | None = None, *, classes: Collection[str] | None = None,
@@ -164,7 +166,7 @@ def invalid_case_families(op: str | None = None, *, classes: Collection[str] | N
     """
     invalid_cases(op, classes=classes, ranks=ranks, dtypes=dtypes,
                   max_elements=max_elements, layout_kinds=layout_kinds, devices=devices)
-    ops = OPS if op is None else (op,)
+    ops = INVALID_OPS if op is None else (op,)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
     chosen = check_kinds("classes", classes, applicable)
@@ -172,20 +174,38 @@ def invalid_case_families(op: str | None = None, *, classes: Collection[str] | N
     n = narrowing(ranks=ranks, dtypes=dtypes, max_elements=max_elements,
                   layout_kinds=layout_kinds)
     base = replace(n, max_elements=max(1, n.max_elements // 4))  # as invalid_cases
-    valid = {"diagonal": _diagonal(base), "diagonal_backward": _backward(base)}
+    valid = {o: case_strategy(o, base) for o in ops}
     breakable = {o: tuple(c for c in chosen if o in INVALID_CLASSES[c] and c not in LOW_RANK)
                  for o in ops}
     return _invalid_families(ops, chosen, n, valid, tuple(str(d) for d in devices),
                              breakable, check_max_members(max_members))
 
 
-def case_families(op: str, **narrowing_args: object) -> st.SearchStrategy[Family]:
-    """Valid Case families of ``op`` ("diagonal" or "diagonal_backward")."""
-    if op == "diagonal":
-        return diagonal_case_families(**narrowing_args)  # type: ignore[arg-type]
-    if op == "diagonal_backward":
-        return diagonal_backward_case_families(**narrowing_args)  # type: ignore[arg-type]
-    raise InvalidArgument(f"op={op!r} must be one of {OPS}")
+def case_families(op: str, *, ranks: int | Sequence[int] | None = None,
+                  dtypes: Sequence[str | torch.dtype] | None = None,
+                  max_elements: int = DEFAULT_MAX_ELEMENTS,
+                  layout_kinds: Collection[str] | None = None,
+                  offsets: Collection[str] | None = None,
+                  value_modes: Collection[str] | None = None,
+                  specials: bool = True,
+                  max_members: int = MAX_MEMBERS,
+                  boundary: bool = True,
+                  boundary_elements: int = DEFAULT_BOUNDARY_ELEMENTS,
+                  ) -> st.SearchStrategy[Family]:
+    """Families of 1 to ``max_members`` valid Cases of ``op`` (any op of
+    ``diagfuzz.specs``; base first), as ``diagonal_case_families`` describes them; ``ranks``
+    defaults to the op's.
+
+    Each sibling shares the base's sizes, dims and every tensor's layout, and draws its own
+    offset, dtype and values (``draw_sibling``): where the op reads a diagonal-shaped
+    tensor, an offset whose diagonal is as long as the base's (``same_length_offsets``).
+    """
+    spec = _spec(op)
+    n = narrowing(ranks=spec.ranks if ranks is None else ranks, dtypes=dtypes,
+                  max_elements=max_elements, layout_kinds=layout_kinds, offsets=offsets,
+                  value_modes=value_modes, specials=specials, boundary=boundary,
+                  boundary_elements=boundary_elements)
+    return family_strategy(op, n, check_max_members(max_members))
 
 
 def same_length_offsets(rows: int, cols: int, offset: int) -> tuple[int, ...]:
@@ -230,50 +250,52 @@ def _siblings(draw: st.DrawFn, max_members: int) -> Iterator[int]:
         yield index
 
 
-def _diagonal_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
-    cases = _diagonal(n)
-    dtypes = dtype_options(n.dtypes)
+def family_strategy(op: str, n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
+    """A base Case of ``op`` drawn as ``case_strategy`` draws it, then siblings."""
+    spec = spec_of(op)
+    cases = case_strategy(op, n)
+    sibling = spec.draw_sibling or draw_sibling
 
     @st.composite
     def draw_family(draw: st.DrawFn) -> Family:
         draw = fast(draw)
         base = draw(cases)
-        rank = len(base.sizes)
-        d1, d2 = base.dim1 % rank, base.dim2 % rank
         family = [base]
         for _ in _siblings(draw, max_members):
-            offset = draw_offset(draw, n.offsets, base.sizes[d1], base.sizes[d2])
-            dtype = draw(choice(dtypes))
-            where = (placement(base.layout, diagonal_of(base.sizes, offset, d1, d2))
-                     if n.specials else None)
-            values = draw_values(draw, dtype, where, n.value_modes)
-            family.append(base.replace(offset=offset, dtype=dtype, values=values))
+            family.append(sibling(draw, base, n))
         return tuple(family)
 
     return draw_family()
 
 
-def _backward_families(n: Narrowing, max_members: int) -> st.SearchStrategy[Family]:
-    cases = _backward(n)
-    dtypes = dtype_options(n.dtypes)
-
-    @st.composite
-    def draw_family(draw: st.DrawFn) -> Family:
-        draw = fast(draw)
-        base = draw(cases)
-        rank = len(base.sizes)
-        rows, cols = base.sizes[base.dim1 % rank], base.sizes[base.dim2 % rank]
+def draw_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
+    """A sibling of ``base``: its sizes, dims and layouts; its own offset, dtype and
+    values. An op reading a diagonal-shaped tensor keeps the diagonal's length (the tensor
+    must fit), so its offset is one of ``same_length_offsets`` (the base's first); specials
+    on a full tensor's diagonal follow the sibling's own offset."""
+    spec = spec_of(base.op)
+    rank = len(base.sizes)
+    d1, d2 = base.dim1 % rank, base.dim2 % rank
+    rows, cols = base.sizes[d1], base.sizes[d2]
+    if any(o.role == "diagonal" for o in spec.operands):
         offsets = same_length_offsets(rows, cols, base.offset)
-        where = placement(base.layout) if n.specials else None
-        family = [base]
-        for _ in _siblings(draw, max_members):
-            offset = offsets[below(draw, len(offsets))]
-            dtype = draw(choice(dtypes))
-            values = draw_values(draw, dtype, where, n.value_modes)
-            family.append(base.replace(offset=offset, dtype=dtype, values=values))
-        return tuple(family)
-
-    return draw_family()
+        offset = offsets[below(draw, len(offsets))]
+    else:
+        offset = draw_offset(draw, n.offsets, rows, cols)
+    dtype = draw(choice(dtype_options(n.dtypes)))
+    diag = diagonal_of(base.sizes, offset, d1, d2)
+    layouts = [(base.layout, spec.first), *((layout, o) for (_, layout, _), o in
+                                            zip(base.others, spec.operands[1:], strict=True))]
+    values = []
+    for layout, operand in layouts:
+        where = None
+        if n.specials:
+            reads = operand.role == "full" and operand.specials == "read"
+            where = placement(layout, diag) if reads else placement(layout)
+        values.append(draw_values(draw, dtype, where, n.value_modes))
+    others = tuple((name, layout, v) for (name, layout, _), v in
+                   zip(base.others, values[1:], strict=True))
+    return base.replace(offset=offset, dtype=dtype, values=values[0], others=others)
 
 
 def _invalid_families(ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,

@@ -14,14 +14,14 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.core.case import OPS, Case, available_dtypes
+from diagfuzz.core.case import Case, available_dtypes
 from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.specs import all_specs, spec_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
 from diagfuzz.strategies._cases import (
     INT64_MAX,
     Narrowing,
-    _backward,
-    _diagonal,
+    case_strategy,
     draw_sizes,
     draw_some_layout,
     narrowing,
@@ -30,21 +30,27 @@ from diagfuzz.strategies._cases import (
 from diagfuzz.strategies._draws import BOOLS, choice, fast, ints
 from diagfuzz.strategies._values import draw_values
 
-#: Invalid classes in shrink order, and the ops they apply to.
-INVALID_CLASSES = {
-    "rank0": OPS,
-    "rank1": OPS,
-    "dim_above_range": OPS,
-    "dim_below_range": OPS,
-    "same_dims": OPS,
-    "grad_output_shape": ("diagonal_backward",),
-    "negative_size": ("diagonal_backward",),
-    "out_dtype": OPS,
-    "out_device": OPS,
-    "non_integer": OPS,
-    "int_overflow": OPS,
-    "non_tensor": OPS,
-}
+#: Every invalid class, in shrink order. The generic ones are broken here; an op's spec
+#: breaks the others (``OpSpec.break_case``), and says which apply to it (``OpSpec.invalid``).
+CLASS_ORDER = ("rank0", "rank1", "dim_above_range", "dim_below_range", "same_dims",
+               "grad_output_shape", "src_shape", "negative_size", "out_dtype", "out_device",
+               "non_integer", "int_overflow", "non_tensor")
+
+
+def _classes() -> dict[str, tuple[str, ...]]:
+    """Each invalid class any op has, in shrink order, and the ops it applies to."""
+    specs = all_specs()
+    unknown = {c for spec in specs for c in spec.invalid} - set(CLASS_ORDER)
+    if unknown:
+        raise ValueError(f"invalid classes {sorted(unknown)} are not in CLASS_ORDER")
+    return {c: tuple(spec.name for spec in specs if c in spec.invalid) for c in CLASS_ORDER
+            if any(c in spec.invalid for spec in specs)}
+
+
+#: Invalid classes in shrink order, and the ops they apply to (from the op specs).
+INVALID_CLASSES = _classes()
+#: Every op with invalid classes.
+OPS = tuple(dict.fromkeys(op for ops in INVALID_CLASSES.values() for op in ops))
 #: Values that are not tensors, and not ints, as aten's schema sees them (a tuple stands
 #: for a JSON list: the tables must be hashable).
 NOT_TENSORS = (1.5, None, "x", (1, 2))
@@ -90,7 +96,7 @@ def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = No
                   layout_kinds=layout_kinds)
     # Broken Cases start from a smaller valid one: a wrong grad_output may be larger.
     base = replace(n, max_elements=max(1, n.max_elements // 4))
-    valid = {"diagonal": _diagonal(base), "diagonal_backward": _backward(base)}
+    valid = {o: case_strategy(o, base) for o in ops}
     return _invalid(ops, chosen, n, valid, tuple(str(d) for d in devices))
 
 
@@ -132,22 +138,20 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
         d = draw(ints(0, rank - 1))
         spell = [d - rank if draw(BOOLS) else d for _ in range(2)]
         return case.replace(dim1=spell[0], dim2=spell[1])
-    if kind == "grad_output_shape":
-        return _wrong_grad(draw, case, n)
-    if kind == "negative_size":
-        i = draw(ints(0, rank - 1))
-        bad = -draw(ints(1, 3))
-        return case.replace(sizes=(*case.sizes[:i], bad, *case.sizes[i + 1:]))
+    spec = spec_of(op)
+    if spec.break_case is not None:
+        broken = spec.break_case(draw, kind, case, n)
+        if broken is not None:
+            return broken
     if kind == "out_dtype":
         others = [d for d in n.dtypes if d != case.dtype] or [
             d for d in available_dtypes() if d != case.dtype]
         return case.replace(out_dtype=draw(choice(tuple(others))))
     if kind == "out_device":
         return case.replace(out_device=draw(choice(devices)))
-    names = ["offset", "dim1", "dim2"]
+    names = [a for a in spec.arguments if a != "input_sizes"]
     if kind == "non_integer":
-        if op == "diagonal_backward":
-            names.append("input_sizes")
+        names += [a for a in spec.arguments if a == "input_sizes"]
         name = draw(choice(tuple(names)))
         if name != "input_sizes":
             value = _as_json(draw(choice(NOT_INTS)))
@@ -159,24 +163,40 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
     if kind == "int_overflow":
         name = draw(choice(tuple(names)))
         return case.replace(raw_args=((name, draw(choice(OVERFLOWING))),))
-    tensor = "input" if op == "diagonal" else "grad_output"
+    tensor = spec.first.name
     return case.replace(raw_args=((tensor, _as_json(draw(choice(NOT_TENSORS)))),))
 
 
 def _low_rank(draw: st.DrawFn, op: str, kind: str, n: Narrowing) -> Case:
-    """A rank-0 or rank-1 input (diagonal) or input_sizes (backward), any small dims."""
+    """Sizes of rank 0 or 1, any small dims and offset; each tensor the op reads shaped
+    like the sizes (a "full" one) or small and of any rank up to 2 (a "diagonal" one)."""
+    spec = spec_of(op)
     rank = 0 if kind == "rank0" else 1
     sizes = draw_sizes(draw, (rank, rank), n.max_elements)
     dim1, dim2, offset = draw(ints(-2, 2)), draw(ints(-2, 2)), draw(ints(-2, 2))
     dtype = draw(choice(n.dtypes))
-    shape = sizes if op == "diagonal" else draw_sizes(draw, (0, 2), n.max_elements)
-    layout = draw_some_layout(draw, shape, n)
-    values = draw_values(draw, dtype, placement(layout), n.value_modes)
-    return Case(op, sizes, offset, dim1, dim2, dtype, layout, values, invalid=kind)
+    tensors = []
+    for operand in spec.operands:
+        shape = sizes if operand.role == "full" else draw_sizes(draw, (0, 2), n.max_elements)
+        layout = draw_some_layout(draw, shape, n)
+        tensors.append((operand.name, layout,
+                        draw_values(draw, dtype, placement(layout), n.value_modes)))
+    (_, layout, values), *others = tensors
+    return Case(op, sizes, offset, dim1, dim2, dtype, layout, values, invalid=kind,
+                others=tuple(others))
 
 
-def _wrong_grad(draw: st.DrawFn, case: Case, n: Narrowing) -> Case:
-    """The Case with a grad_output that does not broadcast to the diagonal's shape."""
+def negative_size(draw: st.DrawFn, case: Case) -> Case:
+    """``case`` with one of its sizes negative (an op taking the sizes as an argument)."""
+    i = draw(ints(0, len(case.sizes) - 1))
+    bad = -draw(ints(1, 3))
+    return case.replace(sizes=(*case.sizes[:i], bad, *case.sizes[i + 1:]))
+
+
+def wrong_diagonal_operand(draw: st.DrawFn, case: Case, n: Narrowing,
+                           name: str | None = None) -> Case:
+    """The Case with its diagonal-shaped tensor (the first, or ``name``) of a shape that
+    does not broadcast to the diagonal's."""
     diag = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2).shape
     if draw(BOOLS):
         shape = (*(draw(ints(1, 3)) for _ in range(draw(ints(1, 2)))), *diag)
@@ -188,7 +208,11 @@ def _wrong_grad(draw: st.DrawFn, case: Case, n: Narrowing) -> Case:
     budget = max(n.max_elements, prod(max(s, 1) for s in shape))
     layout = draw_some_layout(draw, shape, n, budget)
     values = draw_values(draw, case.dtype, placement(layout), n.value_modes)
-    return case.replace(layout=layout, values=values)
+    if name is None:
+        return case.replace(layout=layout, values=values)
+    return case.replace(others=tuple(
+        (other, layout, values) if other == name else (other, lay, v)
+        for other, lay, v in case.others))
 
 
 def broadcastable(source: Sequence[int], target: Sequence[int]) -> bool:

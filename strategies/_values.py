@@ -311,8 +311,8 @@ def draw_values(draw: st.DrawFn, dtype: str, where: Callable[[int], int] | None,
     of the one a failure needs (kept, such slots left +0.0 specials at position 0 in front
     of it, 6 shrinks in 8; a uniform slot is all zeros once in 2**56 draws).
     """
-    seed, mode = divmod(draw(ints(0, (len(modes) << 32) - 1)), len(modes))
-    mode = modes[mode]
+    seed, index = divmod(draw(ints(0, (len(modes) << 32) - 1)), len(modes))
+    mode = modes[index]
     count = draw(SPECIALS_COUNT)
     if not count or where is None:
         return Values(seed, mode)

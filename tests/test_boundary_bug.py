@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.core.case import Case
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.profiles import budget_for
 from diagfuzz.harness.sharding import derive_seed
 from diagfuzz.strategies import boundary_class, diagonal_backward_case_families
-from diagfuzz.core.verdict import Verdict
 from tests.faulty import tail_block
 
 GATE = budget_for("gate")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.gate.classification import classify
-from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.gate.classification import classify
 from tests.faulty.cases import square
 
 TIMEOUT = 3.0

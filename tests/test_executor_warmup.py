@@ -13,8 +13,8 @@ import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.core.case import DTYPE_NAMES
 from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.impl import aten
 from diagfuzz.execution.warmup import warm_up, warm_up_cases
+from diagfuzz.impl import aten
 from tests.faulty.cases import square
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 
 from diagfuzz import oracles
-from diagfuzz.execution import journal
 from diagfuzz.core.case import Case
+from diagfuzz.execution import journal
 from diagfuzz.strategies import MAX_MEMBERS
 from tests.faulty._base import Faulty, flip_first_bit
 from tests.test_suite_run import SMALL, fuzz

@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 from diagfuzz import gate
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.gate import Finding, Result, Stage, exit_code
 from diagfuzz.gate import outputs as gate_report
 from diagfuzz.gate.classification import Classification
-from diagfuzz.gate import Finding, Result, Stage, exit_code
-from diagfuzz.core.verdict import Verdict
 from tests.faulty.cases import square
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.gate import corpus
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.crash import attribute_crash
 from diagfuzz.execution.journal import (
     Journal,
@@ -21,7 +21,7 @@ from diagfuzz.execution.journal import (
     read,
 )
 from diagfuzz.execution.runner import InProcessRunner
-from diagfuzz.core.verdict import Verdict
+from diagfuzz.gate import corpus
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests

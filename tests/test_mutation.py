@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.core.case import Case
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.profiles import Budget, budget_for
 from diagfuzz.harness.sharding import derive_seed
 from diagfuzz.strategies import (
@@ -36,7 +37,6 @@ from diagfuzz.strategies import (
     diagonal_cases,
     invalid_cases,
 )
-from diagfuzz.core.verdict import Verdict
 from tests.mutants import MUTANTS
 
 #: The one run seed every shard seed derives from (any fixed value: the test is reproducible).

@@ -22,12 +22,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.core.case import Case, Layout, Values, upload
-from diagfuzz.impl import aten, triton_aten
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
+from diagfuzz.impl import aten, triton_aten
 from diagfuzz.oracles import checks, index_reference, reference, transfer
 from diagfuzz.oracles.sentinel import SentinelAllocations
 from diagfuzz.oracles.transfer import host_view, storage_bytes
-from diagfuzz.core.verdict import Verdict
 
 DEVICE = ops.DEVICE
 SCRIBBLE = 0x77

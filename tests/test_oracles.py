@@ -13,11 +13,11 @@ import torch
 import diagfuzz.ops as ops
 from diagfuzz import oracles
 from diagfuzz.core.case import Case, Layout, Values, materialise
-from diagfuzz.impl import aten, triton_aten
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
+from diagfuzz.impl import aten, triton_aten
 from diagfuzz.oracles import index_reference, metamorphic
 from diagfuzz.oracles.sentinel import SentinelAllocations, choose_sentinel
-from diagfuzz.core.verdict import Verdict
 
 DEVICE = ops.DEVICE
 F32_NEG_ZERO, F32_NAN_PAYLOAD = 0x80000000, 0x7FC00001

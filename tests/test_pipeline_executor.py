@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished, read
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished, read
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from diagfuzz.execution import journal
 from diagfuzz.core.case import Case
+from diagfuzz.execution import journal
 from tests.faulty._base import Faulty, flip_first_bit
 from tests.test_suite_run import SMALL, fuzz
 

@@ -7,13 +7,18 @@ import json
 import pytest
 from hypothesis import settings
 
-from diagfuzz.harness import profiles
-from diagfuzz.harness import sharding
-from diagfuzz.harness import workers
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.harness.findings import Finding, block
-from diagfuzz.harness.report import Tally, classify, diagonal_length, format_table, report_data, write_json
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.harness import profiles, sharding, workers
+from diagfuzz.harness.findings import Finding, block
+from diagfuzz.harness.report import (
+    Tally,
+    classify,
+    diagonal_length,
+    format_table,
+    report_data,
+    write_json,
+)
 
 
 def _case(sizes=(3, 4), offset=0, dim1=0, dim2=1, dtype="float32", invalid="",

@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.gate import corpus
-from diagfuzz.gate.reproducers import reproducer_source, run_reproducer, script_name, write_reproducer
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.gate import corpus
+from diagfuzz.gate.reproducers import (
+    reproducer_source,
+    run_reproducer,
+    script_name,
+    write_reproducer,
+)
 from tests.faulty.cases import square
 
 # Runs a script with Hypothesis made unimportable: a reproducer must not need it.

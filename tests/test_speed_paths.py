@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from diagfuzz.core.case import Case, Layout, Values, call_arguments
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.journal import Journal, read, verdict_text
 from diagfuzz.oracles import check_error_parity
 from diagfuzz.oracles.checks import READ, _twin_arguments
-from diagfuzz.core.verdict import Verdict
 
 
 def _case(op: str = "diagonal", **changes: object) -> Case:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.execution import journal
 from diagfuzz.core.case import Case
+from diagfuzz.execution import journal
 from diagfuzz.impl import load_impl
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,11 +22,11 @@ import diagfuzz.ops as ops
 import diagfuzz.ops.registration as registration
 from diagfuzz import oracles
 from diagfuzz.core.case import Case, Layout, Values, materialise
+from diagfuzz.execution.runner import InProcessRunner
 from diagfuzz.impl import aten, triton_aten
 from diagfuzz.oracles import index_reference, metamorphic
 from diagfuzz.oracles._bits import bits, differing, same_bits
 from diagfuzz.oracles.sentinel import PREFERRED, choose_sentinel
-from diagfuzz.execution.runner import InProcessRunner
 
 DEVICE = ops.DEVICE
 

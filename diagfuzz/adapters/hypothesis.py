@@ -169,7 +169,7 @@ def _primitive(strategy: st.SearchStrategy[Any]) -> Any:
     return raw if type(raw) in PRIMITIVE_TYPES and not raw.is_empty else None
 
 
-def fast(draw: Callable[..., Any]) -> Callable[..., Any]:
+def fast(draw: Any) -> Any:
     """``draw``, but one-choice strategies (integers, sampled_from, booleans, bytes) make
     their choice straight on Hypothesis' ConjectureData, without the span and checks that
     ``draw`` wraps every draw in.

@@ -15,10 +15,11 @@ tests/test_adapters.py fails loudly when any of these moves; pyproject.toml boun
 the versions proven to work.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001  (the runtime first, then Triton)
 
 from typing import Any
 
+import diagfuzz.core.runtime  # noqa: F401  (it picks Triton's interpreter where there is no GPU)
 import triton
 
 #: What a direct launch needs of a compiled kernel: itself, its launcher, its function

@@ -130,7 +130,7 @@ class Case:
         object.__setattr__(self, "sizes", tuple(self.sizes))
         object.__setattr__(self, "raw_args", tuple((str(k), _frozen(v))
                                                    for k, v in self.raw_args))
-        object.__setattr__(self, "others", tuple((str(n), l, v) for n, l, v in self.others))
+        object.__setattr__(self, "others", tuple((str(n), lay, v) for n, lay, v in self.others))
         if not isinstance(self.op, str) or not self.op.isidentifier():
             raise ValueError(f"Case.op must be an op's name, got {self.op!r}")
         for name, layout, _ in (("layout", self.layout, None), *self.others):
@@ -160,8 +160,8 @@ class Case:
             "out_device": self.out_device,
         }
         if self.others:
-            data["others"] = [{"name": n, "layout": _layout_dict(l), "values": _values_dict(v)}
-                              for n, l, v in self.others]
+            data["others"] = [{"name": n, "layout": _layout_dict(lay), "values": _values_dict(v)}
+                              for n, lay, v in self.others]
         return data
 
     def to_json(self) -> str:

@@ -93,8 +93,8 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 
         impl = load_impl(impl_spec)
         health_check(device)
-        # Start-up, not the first Cases' time (diagfuzz.execution.warmup). A replacement after a crash
-        # starts inside a shard's time anyway: it goes straight to work.
+        # Start-up, not the first Cases' time (diagfuzz.execution.warmup). A replacement
+        # after a crash starts inside a shard's time anyway: it goes straight to work.
         warmed = 0 if os.environ.get(msg.WARM_UP_ENV) == "0" else warm_up(device)
         settle_heap()  # full collections would walk every import's objects (runner.py)
     except ImplError as exc:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 
 
 class FanoutRunner:

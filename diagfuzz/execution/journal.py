@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.execution.runner import Runner
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.runner import Runner
 
 #: fsync every journal line (survives a machine crash, at ~1.9 ms a line); off by default.
 _FSYNC = os.environ.get("DIAGFUZZ_JOURNAL_FSYNC", "") not in ("", "0")

@@ -35,9 +35,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -318,7 +316,8 @@ class ProcessRunner:
         if self._out is not None and self._alive() and not self._starting:
             try:
                 self._out.send(msg.encode(msg.Close()))
-                self._proc.wait(2)
+                if self._proc is not None:
+                    self._proc.wait(2)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
@@ -392,7 +391,7 @@ class ProcessRunner:
                 if step is None:
                     break
                 if step is not _RETRYING:
-                    done.append(step)
+                    done.append(step)  # type: ignore[arg-type]
         except BaseException:
             self._ready[:0] = done
             raise
@@ -410,7 +409,7 @@ class ProcessRunner:
             while len(self._queue) > in_flight:
                 step = self._step(block=True)
                 if step is not None and step is not _RETRYING:
-                    done.append(step)
+                    done.append(step)  # type: ignore[arg-type]
         except BaseException:
             self._ready[:0] = done
             raise

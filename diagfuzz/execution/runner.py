@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from diagfuzz import oracles
 from diagfuzz.core.case import Case
-from diagfuzz.impl import load_impl
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.impl import load_impl
 
 _unfreeze_at_exit = False
 

@@ -218,7 +218,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also documents every option)."""
-    from diagfuzz.gate import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Options
+    from diagfuzz.gate.stages import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Options
 
     defaults = Options()
     formatter = argparse.RawDescriptionHelpFormatter

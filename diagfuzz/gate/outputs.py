@@ -8,9 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.gate import corpus
-from diagfuzz.harness.findings import evidence_lines
-from diagfuzz.gate import (
+from diagfuzz.gate.stages import (
     EXIT_CLEAN,
     EXIT_CUT,
     EXIT_ERROR,
@@ -19,8 +17,10 @@ from diagfuzz.gate import (
     Finding,
     Result,
     _env_line,
+    corpus,
     reproduce_command,
 )
+from diagfuzz.harness.findings import evidence_lines
 
 _HEADLINE = {
     EXIT_CLEAN: "PASSED",

@@ -18,11 +18,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from diagfuzz.gate import corpus
 from diagfuzz.core.case import Case
-from diagfuzz.execution.parent import DEFAULT_TIMEOUT
-from diagfuzz.impl import DEFAULT_IMPL
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.parent import DEFAULT_TIMEOUT
+from diagfuzz.gate import corpus
+from diagfuzz.impl import DEFAULT_IMPL
 
 _TEMPLATE = '''#!/usr/bin/env python3
 """diagfuzz reproducer: @TITLE@

@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.gate import corpus
 from diagfuzz.core.case import Case
-from diagfuzz.gate.classification import DEFAULT_REPEATS, Classification, classify
+from diagfuzz.core.signature import Signature, explained_by, signature_of
+from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
+from diagfuzz.gate import corpus
+from diagfuzz.gate.classification import DEFAULT_REPEATS, Classification, classify
+from diagfuzz.gate.reproducers import write_reproducer
 from diagfuzz.harness.findings import Finding as SuiteFinding
 from diagfuzz.impl import DEFAULT_IMPL, ImplError, import_roots, load_impl, use_roots
-from diagfuzz.gate.reproducers import write_reproducer
-from diagfuzz.core.signature import Signature, explained_by, signature_of
 from diagfuzz.specs import all_specs
-from diagfuzz.core.verdict import KINDS, Verdict
 
 EXIT_CLEAN, EXIT_FAILURE, EXIT_FLAKY, EXIT_ERROR, EXIT_USAGE, EXIT_CUT = 0, 1, 2, 3, 4, 6
 
@@ -322,7 +322,8 @@ def compile_stage(opts: Options, runner: ProcessRunner, deadline: float | None) 
     if stage.failures and opts.impl != BASELINE_IMPL:
         with ProcessRunner(BASELINE_IMPL, runner.device, timeout=timeout,
                            oracle="check_compile") as baseline:
-            kept, shared = [], []
+            kept: list[Finding] = []
+            shared: list[Finding] = []
             for finding in stage.failures:
                 assert finding.verdict.case is not None
                 base = baseline.run(finding.verdict.case)

@@ -53,8 +53,8 @@ class Finding:
     @staticmethod
     def harness(test_id: str, case: Case | None, exc: BaseException) -> Finding:
         """The harness itself failed on ``case`` (the runner raised): not the impl's verdict."""
-        details = {"type": type(exc).__name__}
-        data = {"kind": "harness-error", "check": "harness",
+        details: dict[str, Any] = {"type": type(exc).__name__}
+        data: dict[str, Any] = {"kind": "harness-error", "check": "harness",
                 "message": f"{type(exc).__name__}: {exc}",
                 "case": case.to_dict() if case else None, "details": details}
         return Finding(signature_from("harness-error", "harness", data["case"], details),

@@ -108,8 +108,8 @@ def _impl_capabilities(config: pytest.Config, spec: str,
     """(ops fuzzed, streams skipped with why, dtypes per op) from the options and the
     impl's declarations."""
     from diagfuzz.core.case import available_dtypes
-    from diagfuzz.specs import SPECS as OPS
     from diagfuzz.impl import ImplError, declared_dtypes, load_impl, provided_ops
+    from diagfuzz.specs import SPECS as OPS
 
     try:
         impl = load_impl(spec)

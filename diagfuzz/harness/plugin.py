@@ -29,20 +29,19 @@ import importlib.util
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from diagfuzz.harness import planning
-from diagfuzz.harness import workers
 from diagfuzz.execution.profiling import Profiler
+from diagfuzz.harness import planning, workers
 from diagfuzz.harness.sharding import RunPlan
 
 if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
-    from diagfuzz.harness.findings import Finding
     from diagfuzz.execution.journal import JournaledRunner
+    from diagfuzz.harness.findings import Finding
     from diagfuzz.harness.shard import Shard
 
 #: The fixture the suite's shard tests take; the plugin parametrizes it with shard indices.
@@ -219,10 +218,10 @@ class RunController:
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
                                sched: Any) -> None:
         """Replace xdist's bare "worker crashed" with the Case the worker's journal names."""
-        from diagfuzz.execution.crash import attribute_crash
-        from diagfuzz.harness.findings import Finding
-        from diagfuzz.execution.journal import journal_path, last_unfinished
         from diagfuzz.core.verdict import Verdict
+        from diagfuzz.execution.crash import attribute_crash
+        from diagfuzz.execution.journal import journal_path, last_unfinished
+        from diagfuzz.harness.findings import Finding
 
         worker = report.node.gateway.id  # type: ignore[attr-defined]
         journal_dir = self.plan.journal_dir
@@ -333,7 +332,7 @@ class Reporter:
                 old.unlink()
             for finding in self.findings:
                 verdict = finding.as_verdict()
-                if verdict is None:
+                if verdict is None or verdict.case is None:
                     continue
                 finding.reproducer = str(repro.write_reproducer(
                     verdict.case, directory, impl=self.plan.impl, device=_device(),
@@ -406,13 +405,14 @@ def _default_timeout() -> float:
 
 def _unattributed(report: pytest.TestReport) -> Finding:
     """A failed shard item with no finding of its own: a dead worker or a harness fault."""
-    from diagfuzz.harness.findings import Finding
     from diagfuzz.core.signature import Signature
+    from diagfuzz.harness.findings import Finding
 
     kind = "crash" if report.when == "???" else "harness-error"
-    data = {"kind": kind, "check": "worker" if kind == "crash" else "harness",
-            "message": _tail(report.longreprtext), "case": None, "details": {}}
-    return Finding(Signature("", kind, data["check"]), data, test_ids=[report.nodeid])
+    check = "worker" if kind == "crash" else "harness"
+    data: dict[str, Any] = {"kind": kind, "check": check,
+                            "message": _tail(report.longreprtext), "case": None, "details": {}}
+    return Finding(Signature("", kind, check), data, test_ids=[report.nodeid])
 
 
 def _is_shard_id(nodeid: str) -> bool:
@@ -536,8 +536,8 @@ class ShardSession:
 
     # --- reporting ----------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo[None]) -> Iterator[None]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         shard = item.stash.get(_SHARD, None)
         if call.when == "call" and shard is not None:

@@ -21,6 +21,7 @@ a project that merely installs diagfuzz keeps its own ``dev``/``ci`` profiles.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -104,7 +105,7 @@ def budget_for(profile: str) -> Budget:
     return Budget(settings.get_profile(profile).max_examples, dev.shards, dev.max_elements)
 
 
-def shard_settings(profile: str, *, max_examples: int, database: object) -> settings:
+def shard_settings(profile: str, *, max_examples: int, database: Any) -> settings:
     """The settings one shard runs under: ``profile`` with the shard's budget and database.
 
     A foreign profile gets the same deadline and health-check relief as ours. A profile

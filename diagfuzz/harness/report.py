@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,7 @@ class Tally:
         for axes in self.classes.values():
             for axis, values in axes.items():
                 merged[axis].update(values)
-        return {a: dict(sorted(merged[a].items(), key=lambda kv, a=a: _class_order(a, kv[0])))
+        return {a: dict(sorted(merged[a].items(), key=partial(_class_key, a)))
                 for a in sorted(merged, key=_axis_order)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,6 +171,10 @@ def _axis_order(axis: str) -> tuple[int, str]:
     return (AXES.index(axis) if axis in AXES else len(AXES), axis)
 
 
+def _class_key(axis: str, item: tuple[str, int]) -> tuple[int, int, str]:
+    return _class_order(axis, item[0])
+
+
 def _class_order(axis: str, value: str) -> tuple[int, int, str]:
     if axis == "rank" and value.isdigit():
         return (0, int(value), "")
@@ -196,7 +201,7 @@ def format_table(tally: Tally) -> list[str]:
     axes = sorted({a for g in groups for a in tally.classes[g]}, key=_axis_order)
     for axis in axes:
         values = sorted({v for g in groups for v in tally.classes[g][axis]},
-                        key=lambda v, a=axis: _class_order(a, v))
+                        key=partial(_class_order, axis))
         for i, value in enumerate(values):
             rows.append((axis if i == 0 else "", value,
                          [tally.classes[g][axis][value] for g in groups]))

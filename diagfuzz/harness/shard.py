@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from diagfuzz.core.signature import Signature, signature_of
 from diagfuzz.harness.findings import Finding
 from diagfuzz.harness.sharding import families_per_shard
-from diagfuzz.core.signature import Signature, signature_of
 
 if TYPE_CHECKING:
     import pytest

@@ -78,5 +78,13 @@ def read_tensors(case: Case, args: dict[str, Any]) -> dict[str, Any]:
     return {o.name: args[o.name] for o in spec_of(case.op).operands}
 
 
-__all__ = ["SPECS", "Operand", "OpSpec", "Relation", "all_specs", "arguments",
-           "read_tensors", "spec_of"]
+__all__ = [
+    "SPECS",
+    "OpSpec",
+    "Operand",
+    "Relation",
+    "all_specs",
+    "arguments",
+    "read_tensors",
+    "spec_of",
+]

@@ -73,6 +73,12 @@ class OpSpec:
     fields: dict[str, str] = field(default_factory=dict)
     #: Inclusive ranks of ``Case.sizes`` the strategies draw by default.
     ranks: tuple[int, int] = (2, 8)
+    #: What the tensor of ``Case.sizes`` is to the op: "read" (an operand, which a layout
+    #: may expand to hold a long diagonal cheaply) or "result" (the op makes it: held in
+    #: memory whole).
+    full: str = "read"
+    #: dim1 and dim2 when they are not the op's arguments (``diag``: (0, 1)), else None.
+    dims: tuple[int, int] | None = None
     #: The invalid classes that apply to this op (``diagfuzz.strategies``' names).
     invalid: tuple[str, ...] = ()
     #: diagfuzz's kernel: the launch counter's name and ``module:function`` of the
@@ -98,12 +104,14 @@ class OpSpec:
     #: function of one input, for torch.compile parity; None when not differentiable.
     compile_function: Callable[..., Any] | None = None
 
-    # --- drawing ------------------------------------------------------------------------
-    #: ``draw_case(draw, narrowing) -> Case``: one valid Case.
-    draw_case: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    # --- drawing (the strategies draw every op alike from ``operands``; these override) ---
+    #: ``draw_case(draw, narrowing, geometry) -> Case``: the dtype and tensors of a valid
+    #: Case of the drawn geometry (default: ``strategies._cases.draw_tensors``).
+    draw_case: Callable[..., Any] | None = None
     #: ``draw_sibling(draw, base, narrowing) -> Case``: a Case sharing ``base``'s dear
-    #: choices (sizes, dims, layouts), drawing its own few.
-    draw_sibling: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
+    #: choices (sizes, dims, layouts), drawing its own few (default:
+    #: ``strategies._families.draw_sibling``).
+    draw_sibling: Callable[..., Any] | None = None
     #: ``break_case(draw, kind, case, narrowing) -> Case | None`` for the invalid classes
     #: only this op has (None: not one of them).
     break_case: Callable[..., Any] | None = None

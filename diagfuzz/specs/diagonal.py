@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from diagfuzz.core.case import Case, Layout, Values
+from diagfuzz.core.case import Case, Layout
 from diagfuzz.specs import common
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
@@ -59,36 +59,6 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     with common.registration_off(x):
         grad = torch.ones_like(torch.diagonal(x, case.offset, case.dim1, case.dim2))
     return fn, x, grad
-
-
-def draw_case(draw: Any, n: Any) -> Case:
-    """Sizes, dims, offset, dtype, the input's layout, its values (specials on the
-    diagonal mostly)."""
-    from diagfuzz.strategies import _cases as c
-
-    sizes = c.draw_sizes(draw, n.ranks, n.max_elements)
-    dim1, dim2, d1, d2 = c.draw_dims(draw, len(sizes))
-    offset = c.draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
-    dtype = draw(c.choice(c.dtype_options(n.dtypes)))
-    layout = c.draw_some_layout(draw, sizes, n)
-    where = c.placement(layout, common.diagonal(sizes, offset, d1, d2)) if n.specials else None
-    values = c.draw_values(draw, dtype, where, n.value_modes)
-    return Case("diagonal", sizes, offset, dim1, dim2, dtype, layout, values)
-
-
-def draw_sibling(draw: Any, base: Case, n: Any) -> Case:
-    """The base's sizes, dims and layout; its own offset, dtype and values (the input's
-    shape is the sizes, whatever the offset)."""
-    from diagfuzz.strategies import _cases as c
-
-    rank = len(base.sizes)
-    d1, d2 = base.dim1 % rank, base.dim2 % rank
-    offset = c.draw_offset(draw, n.offsets, base.sizes[d1], base.sizes[d2])
-    dtype = draw(c.choice(c.dtype_options(n.dtypes)))
-    where = (c.placement(base.layout, common.diagonal(base.sizes, offset, d1, d2))
-             if n.specials else None)
-    values = c.draw_values(draw, dtype, where, n.value_modes)
-    return base.replace(offset=offset, dtype=dtype, values=values)
 
 
 def error_cases() -> list[Case]:
@@ -146,8 +116,6 @@ SPEC = OpSpec(
     aten_kernel=aten_kernel,
     relations=(Relation("metamorphic:diagonal_copy==diagonal-view", copy_equals_view),),
     compile_function=compile_function,
-    draw_case=draw_case,
-    draw_sibling=draw_sibling,
     error_cases=error_cases,
     compile_cases=compile_cases,
     warm_up_cases=warm_up_cases,

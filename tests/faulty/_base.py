@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from diagfuzz.impl import aten
 from diagfuzz.core.words import as_words
+from diagfuzz.impl import aten
 
 
 def flip_first_bit(result: torch.Tensor) -> torch.Tensor:
