@@ -1,4 +1,4 @@
-"""``strategies._draws.fast``: the same choices and Cases as Hypothesis' own ``draw``, only
+"""``adapters.hypothesis.fast``: the same choices and Cases as Hypothesis' own ``draw``, only
 cheaper, and the public ``draw`` wherever the shortcut cannot apply."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture.data import ConjectureData
 
+from diagfuzz.adapters import hypothesis as hypothesis_adapter
 from diagfuzz.strategies import (
-    _draws,
     diagonal_backward_case_families,
     diagonal_case_families,
     invalid_case_families,
@@ -44,7 +44,7 @@ def test_families_drawn_fast_replay_identically_the_public_way(
     make = FAMILIES[stream]
     drawn = [_draw_fresh(make(), seed) for seed in range(40)]
     with monkeypatch.context() as m:
-        m.setattr(_draws, "PRIMITIVE_TYPES", ())  # every draw the public way
+        m.setattr(hypothesis_adapter, "PRIMITIVE_TYPES", ())  # every draw the public way
         draw = ConjectureData(random=Random(0)).draw
         assert fast(draw) is draw
         public = [_draw_fresh(make(), seed) for seed in range(40)]
@@ -67,7 +67,7 @@ def test_fast_draws_make_no_span_per_choice() -> None:
         data.freeze()
         return len(data.spans)
 
-    if _draws.PRIMITIVE_TYPES and _draws._DATA_TYPE is not None:
+    if hypothesis_adapter.PRIMITIVE_TYPES and hypothesis_adapter._DATA_TYPE is not None:
         assert spans("fast") + 4 <= spans("public")
     else:
         assert spans("fast") == spans("public")

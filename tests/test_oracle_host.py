@@ -25,12 +25,29 @@ from diagfuzz.core.case import Case, Layout, Values, upload
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
 from diagfuzz.impl import aten, triton_aten
-from diagfuzz.oracles import checks, index_reference, reference, transfer
+from diagfuzz.oracles import checks, index_reference, transfer
 from diagfuzz.oracles.sentinel import SentinelAllocations
 from diagfuzz.oracles.transfer import host_view, storage_bytes
+from diagfuzz.specs import spec_of
 
 DEVICE = ops.DEVICE
 SCRIBBLE = 0x77
+
+
+def patch_aten_kernel(monkeypatch: pytest.MonkeyPatch, replace_with: Any) -> Any:
+    """Make the oracle use ``replace_with(real, case, args)`` as every op's device reference
+    (each spec's ``aten_kernel``); returns nothing useful: the patch undoes itself."""
+    import dataclasses
+
+    from diagfuzz.oracles import checks
+    from diagfuzz.specs import spec_of
+
+    def patched(op: str) -> Any:
+        spec = spec_of(op)
+        return dataclasses.replace(
+            spec, aten_kernel=lambda case, args: replace_with(spec.aten_kernel, case, args))
+
+    monkeypatch.setattr(checks, "spec_of", patched)
 
 
 def fwd(sizes: tuple[int, ...] = (4, 5), offset: int = 1, dtype: str = "float32",
@@ -142,18 +159,15 @@ def _flip_first_bit(t: torch.Tensor) -> torch.Tensor:
 def test_a_disagreeing_device_reference_is_reported(monkeypatch: pytest.MonkeyPatch,
                                                     emulated: bool, case: Case,
                                                     source: str) -> None:
-    real = reference.aten_kernel
-    monkeypatch.setattr(reference, "aten_kernel",
-                        lambda case, t: _flip_first_bit(real(case, t)))
+    patch_aten_kernel(monkeypatch,
+                      lambda real, case, args: _flip_first_bit(real(case, args)))
     verdict = oracles.check(case, triton_aten, DEVICE)
     assert_fails(verdict, "mismatch", f"reference:device-vs-{source}")
     assert verdict.details["differing"] == 1
 
 
 def test_device_reference_metadata_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = reference.aten_kernel
-    monkeypatch.setattr(reference, "aten_kernel",
-                        lambda case, t: real(case, t).to(torch.float64))
+    patch_aten_kernel(monkeypatch, lambda real, case, args: real(case, args).to(torch.float64))
     verdict = oracles.check(fwd(), aten, DEVICE)
     assert_fails(verdict, "mismatch", "reference:device-vs-aten")
     assert verdict.details["field"] == "dtype"
@@ -162,11 +176,11 @@ def test_device_reference_metadata_counts(monkeypatch: pytest.MonkeyPatch) -> No
 def test_device_reference_refusal_goes_to_error_parity(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
-    def refuses(case: Case, t: torch.Tensor) -> torch.Tensor:
+    def refuses(real: Any, case: Case, args: dict[str, Any]) -> torch.Tensor:
         ran.append(case.op)
         raise RuntimeError("not on this device")
 
-    monkeypatch.setattr(reference, "aten_kernel", refuses)
+    patch_aten_kernel(monkeypatch, refuses)
     verdict = oracles.check(fwd(), triton_aten, DEVICE)
     assert ran == ["diagonal"]
     assert (verdict.check, verdict.ok) == ("error-parity", True), str(verdict)
@@ -177,12 +191,13 @@ def test_device_reference_is_aten_whatever_the_registration() -> None:
     x = torch.randn(5, 6, device=DEVICE)
     with ops.use_triton(True):
         before = ops.launches("diagonal_copy")
-        got = reference.aten_kernel(case, x)
+        got = spec_of("diagonal").aten_kernel(case, {"input": x})
         assert ops.launches("diagonal_copy") == before  # no Triton kernel served it
     assert torch.equal(as_words(got), as_words(torch.diagonal(x, -1).contiguous()))
     grad = torch.randn(4, 5, device=DEVICE)
     with ops.use_triton(True):
-        got = reference.aten_kernel(bwd((4, 5, 6), 0, dim1=1, dim2=2), grad)
+        got = spec_of("diagonal_backward").aten_kernel(bwd((4, 5, 6), 0, dim1=1, dim2=2),
+                                                       {"grad_output": grad})
     with ops.use_triton(False):
         want = torch.ops.aten.diagonal_backward(grad, [4, 5, 6], 0, 1, 2)
     assert torch.equal(as_words(got), as_words(want))
@@ -310,13 +325,12 @@ def test_a_stray_write_into_the_device_reference_is_the_impls_out_of_bounds_writ
     out-of-bounds write (aten's kernel, run again alone, agrees), not as a reference
     disagreement that would point at aten or the harness."""
     made: list[torch.Tensor] = []
-    real = reference.aten_kernel
 
-    def remembered(case: Case, tensor: torch.Tensor) -> torch.Tensor:
-        made.append(real(case, tensor))
+    def remembered(real: Any, case: Case, args: dict[str, Any]) -> torch.Tensor:
+        made.append(real(case, args))
         return made[-1]
 
-    monkeypatch.setattr(reference, "aten_kernel", remembered)
+    patch_aten_kernel(monkeypatch, remembered)
 
     class StrayWrite:
         uses_triton_registration = False

@@ -20,7 +20,8 @@ from diagfuzz.core.case import Case, Layout, Values, call_arguments
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.journal import Journal, read, verdict_text
 from diagfuzz.oracles import check_error_parity
-from diagfuzz.oracles.checks import READ, _twin_arguments
+from diagfuzz.oracles.checks import _twin_arguments
+from diagfuzz.specs import spec_of
 
 
 def _case(op: str = "diagonal", **changes: object) -> Case:
@@ -61,7 +62,7 @@ def test_twin_arguments_are_call_arguments_again_in_buffers_of_their_own(case: C
         assert bytes(got.untyped_storage()) == bytes(want.untyped_storage())
         mine = first[name].untyped_storage()
         assert mine.nbytes() == 0 or got.untyped_storage().data_ptr() != mine.data_ptr()
-    name = READ[case.op]
+    name = spec_of(case.op).first.name
     if isinstance(first[name], torch.Tensor):  # the twin is a copy, not a view of first's
         first[name].untyped_storage()[0] = 1 + first[name].untyped_storage()[0] % 255
         assert bytes(twin[name].untyped_storage()) == bytes(again[name].untyped_storage())
