@@ -19,7 +19,7 @@ def test_replay_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     out = capsys.readouterr().out
     assert "mismatch" in out and "2/3 corpus Cases pass" in out
     assert main(["replay", str(tmp_path), "--impl", "diagfuzz.impl:aten"]) == 0
-    assert main(["replay", str(tmp_path / "empty")]) == 3
+    assert main(["replay", str(tmp_path / "empty")]) == 4  # usage error
     assert main(["replay", str(tmp_path), "--impl", "tests.faulty.nope:impl"]) == 3
     assert "nope" in capsys.readouterr().err
 
@@ -28,7 +28,7 @@ def test_repro_runs_corpus_files_and_scripts(tmp_path: Path) -> None:
     saved = corpus.save(square(1), tmp_path, impl="tests.faulty.wrong:impl")
     assert main(["repro", str(saved), "--in-process"]) == 1
     assert main(["repro", str(saved), "--in-process", "--impl", "diagfuzz.impl:aten"]) == 0
-    assert main(["repro", str(tmp_path / "missing.py")]) == 3
+    assert main(["repro", str(tmp_path / "missing.py")]) == 4  # usage error
 
 
 def test_corpus_files_are_stable_and_reviewable(tmp_path: Path) -> None:
