@@ -5,10 +5,14 @@ TRITON_INTERPRET on machines without a CUDA GPU before any kernel is decorated).
 """
 
 from diagfuzz.ops._runtime import DEVICE, DISPATCH_KEY, INTERPRET  # noqa: I001  (must be first)
-from diagfuzz.ops._counters import launches
-from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_out
-from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out
-from diagfuzz.ops.registration import disable, enable, enabled, use_triton
+from diagfuzz.core.runtime import check_import_order
+
+check_import_order()
+
+from diagfuzz.ops._counters import launches  # noqa: E402
+from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_out  # noqa: E402
+from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out  # noqa: E402
+from diagfuzz.ops.registration import disable, enable, enabled, use_triton  # noqa: E402
 
 __all__ = [
     "DEVICE",

@@ -9,8 +9,15 @@ TRITON_INTERPRET.
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
+
+#: Triton was imported before this module decided on the interpreter: its language's own
+#: ``@triton.jit`` helpers were then decorated for a GPU, and interpreted kernels that call
+#: them fail ("Cannot call @triton.jit'd outside of the scope of a kernel").
+TRITON_FIRST: bool = ("triton" in sys.modules
+                      and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
 
 #: Set to 1 to plan and compile kernels for a CUDA GPU on a machine without one
 #: (``python -m diagfuzz.ops._gpu_compile``): nothing is interpreted, nothing launched.
@@ -29,3 +36,12 @@ INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 #: they are registered under.
 DEVICE: str = "cpu" if INTERPRET else "cuda"
 DISPATCH_KEY: str = "CPU" if INTERPRET else "CUDA"
+
+
+def check_import_order() -> None:
+    """Refuse to load interpreted kernels when Triton came first (``TRITON_FIRST``)."""
+    if INTERPRET and TRITON_FIRST and not COMPILE_ONLY:
+        raise ImportError(
+            "triton was imported before diagfuzz on a machine without a CUDA GPU, so "
+            "Triton's interpreter cannot run diagfuzz's kernels: import diagfuzz before "
+            "triton, or set TRITON_INTERPRET=1 before importing triton")
