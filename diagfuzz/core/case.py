@@ -235,9 +235,11 @@ class Case:
                          f"({'+'.join(layout.kinds)})")
             text = f"{'':{len(name)}}  values: seed {values.seed}, {values.mode}"
             if values.specials:
+                # What the storage holds: a later special at the same element overwrites.
+                held = {i % max(layout.storage_size, 1): b for i, b in values.specials}
                 shown = [f"storage[{i}] = {special_repr(self.dtype, b)}"
-                         for i, b in values.specials[:4]]
-                more = len(values.specials) - len(shown)
+                         for i, b in sorted(held.items())[:4]]
+                more = len(held) - len(shown)
                 text += "; specials " + ", ".join(shown) + (f" (+{more} more)" if more
                                                             else "")
             lines.append(text)
