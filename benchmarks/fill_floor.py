@@ -4,8 +4,8 @@ and diagonal_backward, and plain Triton fills of several shapes, in the same rou
 Why: at ``16384²`` float32 ours took 237-239 µs in the kernel against aten's fill 229-231
 (ncu: DRAM 91% of peak against 94%), with 27 registers, full occupancy and its instruction
 slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 threads, two
-16-byte stores each); ours then wrote 16 KiB a program of 4 warps (eight stores a thread;
-outputs of 256 MB and more now take 8 KiB, four). Plain Triton fills of each block shape
+16-byte stores each); ours writes 16 KiB a program of 4 warps (eight stores a thread;
+outputs of 256 MB and more take 8 KiB, four). Plain Triton fills of each block shape
 tell the store pattern's cost apart from ours' diagonal work. Each ``--set`` list is one
 more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked bitwise against aten
 before it is timed, written into 0x5A bytes so that an unwritten word shows. Rows: the

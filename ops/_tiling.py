@@ -211,8 +211,8 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
               words_per_lane: int = 1) -> FlatTile:
     """Cover ``total`` words, rows of ``width`` words holding runs of at most ``run`` words.
 
-    Rows of any width cost no lanes of their own: a narrow row used to need its own tile
-    shape (a compiled variant per power of two) or left most lanes masked off.
+    Rows of any width cost no lanes of their own: a narrow row needs no tile shape of its
+    own (a compiled variant per power of two) and leaves no lanes masked off.
     """
     if INTERPRET:
         block = min(triton.next_power_of_2(total), _INTERPRET_MAX_WORDS)

@@ -29,8 +29,8 @@ MAX_SPECIALS = 8
 #: 7 in 10 got 0 from 3 choices, about half from 16; measured over both valid streams'
 #: families, 6 Cases in 10 carry specials), so the range is wide. Drawn for every Case, even
 #: one with nowhere to put them, so an empty tensor is not one choice shorter than a
-#: non-empty one: Hypothesis orders shorter choice sequences first, and the missing choice
-#: used to pull shrinking towards empty diagonals (offset 1 over 0).
+#: non-empty one: Hypothesis orders shorter choice sequences first, and a missing choice
+#: would pull shrinking towards empty diagonals (offset 1 over 0).
 SPECIALS_COUNT = st.integers(0, 2 * MAX_SPECIALS)
 
 

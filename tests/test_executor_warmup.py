@@ -1,6 +1,6 @@
 """An executor warms up before it is ready, and can be spawned without waiting for it.
 
-The first Cases of a run used to pay for lazy loading (CUDA modules of each aten op and
+Without a warm-up the first Cases of a run pay for lazy loading (CUDA modules of each aten op and
 dtype, torch modules on the first backward, Triton variants): start-up counted as fuzzing
 time. ``diagfuzz.execution.warmup`` pays it before "ready", judging aten against itself only.
 """

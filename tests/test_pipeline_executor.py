@@ -125,7 +125,7 @@ def test_oracle_error_names_its_ticket_and_the_queue_goes_on(tmp_path: Path) -> 
 def test_a_crash_whose_replacement_cannot_start_keeps_its_verdict(tmp_path: Path) -> None:
     """The crashing Case's verdict is settled before the replacement executor is started
     for the Cases behind it; if that start fails, the verdict still reaches the caller and
-    the journal (it used to be lost, and the next Case blamed)."""
+    the journal (else it would be lost, and the next Case blamed)."""
     inner = ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=60, workdir=tmp_path)
     journal = tmp_path / "journal.jsonl"
     runner = JournaledRunner(inner, Journal(journal, env=ENV), "t")

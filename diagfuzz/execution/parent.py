@@ -63,8 +63,8 @@ def default_timeout() -> float:
 #: Seconds an executor may take to import torch, Triton and the impl, pass a health check and
 #: warm up (diagfuzz.execution.warmup).
 START_TIMEOUT = 300.0
-#: Cases ``submit`` keeps in flight at most: two and a half Case families of the average 6
-#: (two of the former most, 8; families now hold up to 12). Enough to keep the executor busy
+#: Cases ``submit`` keeps in flight at most: about two Case families of the average 7
+#: (families hold up to 12). Enough to keep the executor busy
 #: while the caller draws the next family; few enough that memory stays bounded, a failure is
 #: seen within about three families, and the requests (about 1 KB each) never fill the pipe
 #: (64 KB) while the executor is busy.

@@ -3,8 +3,8 @@
 Why: a fresh process pays once for much of what a Case uses. CUDA loads each aten kernel's
 module on first use (lazy loading: every op and dtype the oracle touches), and torch imports
 modules on the first autograd backward (``symbolic_shapes``: 0.25 s on the CPU machine, more
-on a GPU host). Paid inside the first shards, it counted as fuzzing time (the report's pace)
-although it is start-up. The executor now pays it while the shard is set up.
+on a GPU host). Paid inside the first shards, it would count as fuzzing time (the report's
+pace) although it is start-up: the executor pays it while the shard is set up.
 
 Nothing here can hide or cause a verdict: only the oracle runs, judging aten against itself
 (diagfuzz's kernels and the impl under test are never called; a kernel bug must show as the
