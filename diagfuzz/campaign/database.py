@@ -41,13 +41,18 @@ class DatabaseError(ValueError):
     """A ``--diagfuzz-database`` value that cannot be used (a usage error)."""
 
 
+def client_installed() -> bool:
+    """Whether the ``redis`` client (``diagfuzz[redis]``) can be imported."""
+    return importlib.util.find_spec("redis") is not None
+
+
 def check_url(url: str) -> str:
     """``url`` if it names a Redis server and the client is installed."""
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme not in SCHEMES:
         raise DatabaseError(f"--diagfuzz-database={redact(url)!r}: give a Redis URL, "
                             "redis://HOST:PORT/DB (or rediss://, unix://PATH)")
-    if importlib.util.find_spec("redis") is None:
+    if not client_installed():
         raise DatabaseError(f"--diagfuzz-database={redact(url)}: needs the redis client: "
                             "pip install 'diagfuzz[redis]'")
     from redis.connection import parse_url
