@@ -1,4 +1,4 @@
-"""The ``diagfuzz`` command: ``gate``, ``repro PATH``, ``replay DIR``.
+"""The ``diagfuzz`` command: ``gate``, ``repro PATH``, ``replay DIR``, ``merge FILE...``.
 
 Every subcommand checks its arguments before it does any work, and a usage error exits 4
 (as pytest's do), never a code that means something about the implementation.
@@ -23,7 +23,8 @@ diagfuzz: a bitwise test oracle and fuzzer for Triton kernels of PyTorch's diago
 
 The fuzz suite is a pytest plugin:
   pytest -n auto -p diagfuzz --pyargs diagfuzz.suite --impl=MODULE:ATTR
-This command runs the pre-merge gate and reproduces what a run found."""
+This command runs the pre-merge gate, reproduces what a run found and merges the
+reports of a campaign's partitions (diagfuzz merge)."""
 
 EXIT_CODES = """\
 exit codes (every subcommand):
@@ -298,6 +299,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=_device)
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT)
     p.set_defaults(func=_replay)
+    from diagfuzz.campaign.cli import add_parser as add_merge
+
+    add_merge(sub, formatter)  # diagfuzz merge: a campaign's partitions as one run
     return top
 
 

@@ -175,7 +175,10 @@ def _across_families(findings: list[Finding]) -> list[Finding]:
         first, *rest = sorted(groups[key], key=lambda f: (
             f.case is None or f.case.dtype != "float32", f.preference()))
         if rest:
-            families = "+".join(sorted({f.signature.family for f in groups[key]}))
+            # A merged report's family may be joined already ("float+integer"): merging
+            # partitions' reports gives the whole run's families (diagfuzz merge).
+            families = "+".join(sorted({part for f in groups[key]
+                                        for part in f.signature.family.split("+")}))
             first = Finding.from_dict(first.to_dict())
             first.signature = replace(first.signature, family=families)
             for other in rest:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from diagfuzz.campaign import options as campaign
 from diagfuzz.harness import workers
 from diagfuzz.harness.sharding import (
     STREAM_KINDS,
@@ -25,7 +26,6 @@ from diagfuzz.harness.sharding import (
     RunPlan,
     examples_per_shard,
     new_run_seed,
-    shard_count,
 )
 
 #: The exit status of a run cut by its time cap with no failure in what ran (the gate's
@@ -180,9 +180,13 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         raise pytest.UsageError(f"--hypothesis-profile={profile!r}: {exc}; diagfuzz's "
                                 f"profiles are {', '.join(profiles.BUDGETS)}") from exc
     active = len(STREAMS) - len(skipped)
-    shards = positive(config, "diagfuzz_shards") or shard_count(budget.shards, n_workers)
+    part = campaign.partition(config)  # --diagfuzz-partition: the shards of one campaign
+    shards = (positive(config, "diagfuzz_shards")
+              or campaign.shards_for(part, budget.shards, n_workers, active))
     total = positive(config, "diagfuzz_budget") or budget.total
     seed = config.getoption("diagfuzz_seed")
+    campaign.check_partition(part, seed, derandomize, shards, active,
+                             config.getoption("diagfuzz_shards") is not None)
     if seed is None:
         seed = 0 if derandomize else new_run_seed()
     max_seconds = positive(config, "diagfuzz_max_seconds")
@@ -197,7 +201,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         max_elements=positive(config, "diagfuzz_max_elements") or budget.max_elements,
         isolation=isolation(config.getoption("diagfuzz_isolation")),
         timeout=timeout,
-        run_dir=str(root.resolve() / f"run-{seed}"),
+        run_dir=str(root.resolve() / campaign.run_dir_name(seed, part)),
         workers=n_workers,
         max_members=positive(config, "diagfuzz_max_members") or budget.max_members,
         pipeline=config.getoption("diagfuzz_pipeline") == "on",
@@ -212,6 +216,9 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         max_seconds=max_seconds,
         impl_path=tuple(roots),
         skipped=skipped,
+        partition=part.index if part else None,
+        partitions=part.count if part else None,
+        database=campaign.database(config),
     )
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from diagfuzz.campaign import options as campaign_options
 from diagfuzz.execution.profiling import Profiler
 from diagfuzz.harness import planning, workers
 from diagfuzz.harness.sharding import RunPlan
@@ -122,6 +123,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--diagfuzz-workers-per-gpu", type=int, default=None, metavar="N",
                     help="workers per GPU for -n auto on a GPU machine "
                          f"(default min({workers.MAX_WORKERS_PER_GPU}, CPUs per GPU))")
+    campaign_options.add_options(group)  # --diagfuzz-partition, --diagfuzz-database
 
 
 def active(config: pytest.Config) -> bool:
@@ -252,6 +254,9 @@ class Reporter:
         self.shrink_checks = 0
         self.exitstatus = 0
         self._printer: Any = None
+        from diagfuzz.campaign.report import CampaignTally
+
+        self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
 
     def pytest_report_header(self) -> list[str]:
         return [line for line in (self.plan.describe(), planning.root_warning(self.config))
@@ -277,6 +282,7 @@ class Reporter:
                 self.pace.add(payload["worker"], shard.total, payload["shard_s"])
             self.cut_shards += bool(payload.get("cut"))
             self.shrink_checks += int(payload.get("shrink_checks", 0))
+            self.campaign.add(payload)
             self.findings += [Finding.from_dict(f) for f in payload["findings"]]
             if payload["findings"]:
                 return
@@ -296,6 +302,7 @@ class Reporter:
             "cut": self.cut_shards > 0,
             "shrink_checks": self.shrink_checks,
             "pace": self.pace.to_dict(duration),
+            **self.campaign.header(),
         }
 
     @pytest.hookimpl(tryfirst=True)
@@ -305,6 +312,7 @@ class Reporter:
 
         if self._printer is not None:
             self._printer.stop()
+        self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
         self.findings = merge_findings(self.findings)
         if self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
@@ -384,6 +392,8 @@ class Reporter:
             write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended "
                   f"{self.cut_shards} shard(s) before their budget (exit "
                   f"{planning.EXIT_CUT} when nothing failed)")
+        for line in self.campaign.lines():
+            write(line)
         write(f"rerun: --diagfuzz-seed {self.plan.seed}")
         if self.written is not None:
             write(f"report: {self.written}")
@@ -438,6 +448,9 @@ class ShardSession:
         self.worker_id = workers.worker_id(os.environ)
         self.worker_dir = plan.worker_dir(self.worker_id)
         self.database_dir = workers.isolate(self.worker_dir, os.environ)
+        from diagfuzz.campaign.worker import WorkerCampaign
+
+        self.campaign = WorkerCampaign(plan, self.worker_id, self.database_dir)
         self.progress = WorkerProgress(self.worker_dir)
         self._runner: Any = None
         self._warned = False
@@ -448,6 +461,13 @@ class ShardSession:
         if SHARD_FIXTURE in metafunc.fixturenames:
             metafunc.parametrize(SHARD_FIXTURE, range(self.plan.shards), indirect=True,
                                  ids=[f"shard{i}" for i in range(self.plan.shards)])
+
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """--diagfuzz-partition: this partition's shard items only (diagfuzz.campaign)."""
+        from diagfuzz.campaign.partition import deselect
+
+        deselect(self.plan, config, items, SHARD_FIXTURE)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Spawn the executor once this worker knows it has shards to run: its start-up
@@ -550,6 +570,7 @@ class ShardSession:
                 "shrink_checks": shard.shrink_checks,
                 "worker": workers.worker_id(os.environ),
                 "shard_s": report.duration,
+                **self.campaign.payload(),
             })
             if report.failed and shard.findings and not self.plan_tracebacks:
                 report.longrepr = shard.summary()

@@ -117,7 +117,6 @@ class Shard:
         every finding (see the module docstring)."""
         import pytest
         from hypothesis import given, seed, settings
-        from hypothesis.database import DirectoryBasedExampleDatabase
 
         from diagfuzz.adapters import hypothesis as pipeline
         from diagfuzz.harness import profiles
@@ -130,7 +129,7 @@ class Shard:
         shard_settings = profiles.shard_settings(
             plan.profile,
             max_examples=families_per_shard(plan.cases_per_shard, mean_members(plan.max_members)),
-            database=DirectoryBasedExampleDatabase(self.session.database_dir))
+            database=self.session.campaign.database)  # local, or shared behind it
 
         def run(test: Callable[..., None], how: settings) -> None:
             how(seed(self.seed)(given(strategy)(test)))()
@@ -139,6 +138,8 @@ class Shard:
         replayable = not pipeline.unavailable()
         refusal = self.session.pipeline_refusal(shard_settings)
         try:
+            # With a shared database: failures found elsewhere first (diagfuzz.campaign).
+            self.session.campaign.replay_known(self, run, shard_settings, explorer)
             if refusal:
                 self._explore_synchronously(run, shard_settings, explorer, replayable)
             else:
@@ -212,6 +213,7 @@ class Shard:
         from diagfuzz.adapters import hypothesis as pipeline
 
         steps = [0]
+        chosen: list[bytes] = []  # the representative's family (a shared database's entry)
         budget = (MAX_SHRINK_STEPS_RESTARTING if signature.kind in ("crash", "hang")
                   else MAX_SHRINK_STEPS)
         # Shrink candidates keep many members as they were: each Case is checked once.
@@ -230,6 +232,7 @@ class Shard:
                     self.shrink_checks += 1
                 if not verdict.ok and signature_of(verdict) == signature:
                     self._last[signature] = verdict
+                    chosen[:] = [pipeline.current_choices()]
                     raise AssertionError(signature.describe())
 
         # Each signature replays and saves under a key of its own.
@@ -251,6 +254,7 @@ class Shard:
             return finding
         finding = Finding.of(last, self.item.nodeid)
         finding.shrunk = True
+        self.session.campaign.remember(self.stream, shard_settings.database, chosen)
         return finding
 
 

@@ -100,6 +100,13 @@ class RunPlan:
     #: Why a stream is skipped (an op the impl does not provide, a narrowing that leaves
     #: nothing to draw); streams not named here run.
     skipped: dict[str, str] = field(default_factory=dict)
+    #: --diagfuzz-partition=i/N: this run is partition ``partition`` (1-based) of
+    #: ``partitions`` of one campaign (diagfuzz.campaign.partition); None: the whole run.
+    partition: int | None = None
+    partitions: int | None = None
+    #: --diagfuzz-database: a shared example database's URL (diagfuzz.campaign.database);
+    #: None: each worker's own directory database.
+    database: str | None = None
 
     @property
     def pipelines(self) -> bool:
@@ -183,6 +190,9 @@ class RunPlan:
             lines.append("diagfuzz: narrowed to " + self._narrowing())
         lines += [f"diagfuzz: skipped {stream.removeprefix('test_')}: {why}"
                   for stream, why in self.skipped.items()]
+        from diagfuzz.campaign.report import plan_lines
+
+        lines += plan_lines(self)  # the partition, the shared database
         if self.deadline is not None:
             lines.append("diagfuzz: shards draw no new Case after the time cap "
                          "(--diagfuzz-max-seconds); a cut run is reported as cut")
