@@ -2,8 +2,10 @@
 
 Forward and backward are separate kernels under the backend key (CUDA, or CPU when Triton
 runs interpreted): never an ``autograd.Function`` or an Autograd key, so ``aten::diagonal``
-stays a view, autograd reaches our backward through ``aten::diagonal_backward``, and
-torch.compile sees plain aten ops. Dropping the library restores aten's kernels exactly.
+stays a view, autograd reaches our kernels wherever derivatives.yaml routes it through a
+registered op (``diagonal_backward``; ``diagonal_scatter`` for diagonal_scatter's own
+backward), and torch.compile sees plain aten ops. Dropping the library restores aten's
+kernels exactly.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ from collections.abc import Iterable, Iterator
 import torch
 
 from diagfuzz.ops._runtime import DEVICE, DISPATCH_KEY
+from diagfuzz.ops.diag_embed import diag_embed, diag_embed_out
 from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_out
 from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out
+from diagfuzz.ops.diagonal_scatter import diagonal_scatter, diagonal_scatter_out
 
-#: (aten overload name, implementation): everything this package registers.
+#: (aten overload name, implementation): everything this package registers. ``aten::diag``
+#: is not among them: it is CompositeImplicitAutograd and calls ``diag_embed`` (1-D input)
+#: or ``diagonal_copy`` (2-D), and their ``.out`` overloads, which are registered.
 KERNELS = (
     ("diagonal_backward", diagonal_backward),
     ("diagonal_backward.out", diagonal_backward_out),
     ("diagonal_copy", diagonal_copy),
     ("diagonal_copy.out", diagonal_copy_out),
+    ("diag_embed", diag_embed),
+    ("diag_embed.out", diag_embed_out),
+    ("diagonal_scatter", diagonal_scatter),
+    ("diagonal_scatter.out", diagonal_scatter_out),
 )
 
 _library: torch.library.Library | None = None
@@ -69,9 +79,9 @@ def use_triton(on: bool = True, *, tensors: Iterable[object] | None = None) -> I
 
     ``tensors``: every tensor the block's ops take, when the caller knows them. If the
     registration serves none of them (``serves``), nothing is switched: a switch
-    re-registers four kernels, ~25 us on a CPU machine and ~240 us on the H200 hosts, where
-    the oracle's switch for its host references cost a third of a fuzz Case and changed
-    nothing (a CUDA registration never serves CPU tensors).
+    re-registers every kernel of KERNELS (four of them took ~25 us on a CPU machine and ~240
+    us on the H200 hosts), where the oracle's switch for its host references cost a third
+    of a fuzz Case and changed nothing (a CUDA registration never serves CPU tensors).
     """
     if tensors is not None and not serves(tensors):
         yield
