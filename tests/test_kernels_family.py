@@ -297,3 +297,21 @@ def test_expanded_out_raises_like_atens_copy() -> None:
     out = torch.empty(3, device=ops.DEVICE)[None].expand(2, 3)
     with pytest.raises(RuntimeError, match="more than one element"):
         ops.diagonal_scatter_out(x, torch.ones(2, device=ops.DEVICE), out=out)
+
+
+def test_bench_family_smoke_runs_and_checks_against_aten(tmp_path) -> None:
+    """benchmarks/bench_family.py --smoke runs anywhere (interpreted on CPU) and its
+    bitwise checks pass, so the GPU session's grid starts from a working script."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_family.py"
+    run = subprocess.run([sys.executable, str(script), "--smoke", "--only", "scatter|diag ",
+                          "--out", str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((tmp_path / "family.json").read_text())
+    assert report["meta"]["bitwise_mismatches"] == []
+    assert {row["op"] for row in report["rows"]} == {"scatter", "diag"}
