@@ -201,13 +201,16 @@ COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1
 #: (16-byte vector loads and stores: the input's storage and the result are both allocator
 #: aligned), then, after a barrier, stores src's words that fall inside its block,
 #: SCATTER_DIAG_LANES diagonal elements a round. Results of at most SMALL_OUTPUT_BYTES take
-#: SCATTER_SMALL_BLOCK_BYTES (more programs on 132 SMs). Starting values: diagonal_backward's
-#: fill plans (a copy moves twice a fill's bytes); no H200 sweep of them exists yet in
-#: BENCHMARKS.md, so ``--set`` them in a bench run.
+#: SCATTER_SMALL_BLOCK_BYTES (more programs on 132 SMs). The values are diagonal_backward's
+#: fill plans (a copy moves twice a fill's bytes), unswept on the H200: benchmarks/
+#: bench_family.py ``--set`` sweeps them.
 SCATTER_BLOCK_BYTES = 16384
 SCATTER_SMALL_BLOCK_BYTES = 4096
 SCATTER_NUM_WARPS = 4
 SCATTER_DIAG_LANES = 128
+#: 1: the clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
+#: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
+SCATTER_COPY_EVICT = 0
 #: diagonal_scatter's gather mode (an expanded input, or a contiguous ``out=``) peels every
 #: word into the input's strides: at most this many words a program (8 a thread on 4
 #: warps). Blocks of 16 KiB of int8 took 55 s to compile for sm_90 (10,489 PTX lines).

@@ -58,7 +58,7 @@ def diag_embed(
 _PLANS: dict = {}
 
 
-def _key(input, offset, dim1, dim2) -> tuple | None:
+def _key(input: object, offset: int, dim1: int, dim2: int) -> tuple | None:
     """What determines validation, result and plan; None where the fast path does not apply
     (a tensor subclass, conj/neg bits)."""
     if type(input) is not torch.Tensor or input.is_conj() or input.is_neg():
@@ -105,7 +105,8 @@ def embed_sizes(shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> tu
     return tuple(sizes)
 
 
-def _prepare(input, offset, dim1, dim2) -> tuple[tuple[int, ...], Diagonal, torch.Tensor]:
+def _prepare(input: torch.Tensor, offset: int, dim1: int,
+             dim2: int) -> tuple[tuple[int, ...], Diagonal, torch.Tensor]:
     """Validate like aten; return the result's sizes, its diagonal, and input as read."""
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input must be a Tensor, got {type(input).__name__}")

@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from diagfuzz.ops import _counters
+from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._geometry import Diagonal, diagonal_of
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
@@ -73,7 +73,7 @@ def _diagonal_scatter_kernel(
     dsrc0, dsrc1, dsrc2, dsrc3, dsrc4, dsrc5, dsrc6, dsrc7,
     n_ddims, diag_base, n_diag, monotone,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
-    DIAG_LANES: tl.constexpr,
+    DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     pid = tl.program_id(0)
@@ -129,10 +129,11 @@ def _diagonal_scatter_kernel(
     else:
         # Clone: the input's storage word for word, 16-byte vectors for full blocks.
         if start + BLOCK <= total:
-            tl.store(out_ptr + offs, tl.load(in_ptr + offs))
+            tl.store(out_ptr + offs, tl.load(in_ptr + offs, eviction_policy=COPY_EVICT),
+                     eviction_policy=COPY_EVICT)
         else:
-            copied = tl.load(in_ptr + offs, mask=offs < total)
-            tl.store(out_ptr + offs, copied, mask=offs < total)
+            copied = tl.load(in_ptr + offs, mask=offs < total, eviction_policy=COPY_EVICT)
+            tl.store(out_ptr + offs, copied, mask=offs < total, eviction_policy=COPY_EVICT)
     # Phase 2 overwrites some of those words: order the two phases across the threads.
     tl.debug_barrier()
     end = tl.minimum(start + BLOCK, total)
@@ -316,7 +317,7 @@ def diagonal_scatter(
 _PLANS: dict = {}
 
 
-def _key(input, src, offset, dim1, dim2) -> tuple | None:
+def _key(input: object, src: object, offset: int, dim1: int, dim2: int) -> tuple | None:
     """What determines validation, result and plan; None where the fast path does not apply
     (tensor subclasses, conj/neg bits, a src aten's copy_ converts first)."""
     if (type(input) is not torch.Tensor or type(src) is not torch.Tensor or input.is_conj()
@@ -351,7 +352,8 @@ def diagonal_scatter_out(
     )
 
 
-def _prepare(input, src, offset, dim1, dim2) -> tuple[torch.Tensor, torch.Tensor, Diagonal]:
+def _prepare(input: torch.Tensor, src: torch.Tensor, offset: int, dim1: int,
+             dim2: int) -> tuple[torch.Tensor, torch.Tensor, Diagonal]:
     """Validate like aten; return the input and src as the kernel reads them (conj/neg
     resolved, src in the input's dtype and on its device) and the diagonal."""
     if not isinstance(input, torch.Tensor):
@@ -478,7 +480,8 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
         (total, in_base, outer_stride, *sizes, *strides, len(peeled), *dsizes, *douts,
          *dsrcs, len(dims), diag_base, n_diag, int(monotone)),
         {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
-         "DIAG_LANES": lanes},
+         "DIAG_LANES": lanes,
+         "COPY_EVICT": "evict_first" if _tiling.SCATTER_COPY_EVICT else ""},
         num_warps,
     )
 
