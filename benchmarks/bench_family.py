@@ -45,8 +45,8 @@ import torch
 import triton
 from bench_diagonal import DTYPES, bandwidths, interleaved_us, random_bits, variants
 # isort: on
+from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.ops import _tiling
-from diagfuzz.ops._geometry import diagonal_of
 
 MB = 1 << 20
 #: Rows writing less than this are timed in --small-rounds rounds (bench_diagonal's reason).

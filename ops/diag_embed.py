@@ -20,8 +20,8 @@ import importlib
 
 import torch
 
+from diagfuzz.core.geometry import Diagonal, diagonal_of, wrap_dim
 from diagfuzz.ops import _counters
-from diagfuzz.ops._geometry import Diagonal, diagonal_of, wrap_dim
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import remember
 

@@ -39,8 +39,9 @@ import torch
 import triton
 import triton.language as tl
 
+from diagfuzz.core.geometry import Diagonal, diagonal_of
+from diagfuzz.core.words import words_per_element
 from diagfuzz.ops import _counters, _tiling
-from diagfuzz.ops._geometry import Diagonal, diagonal_of
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
     MAX_ROW_DIMS,
@@ -54,7 +55,6 @@ from diagfuzz.ops._tiling import (
     remember,
     row_args,
 )
-from diagfuzz.ops._words import words_per_element
 
 _DIAG_SIZES = [f"dsize{j}" for j in range(MAX_ROW_DIMS)]
 _DIAG_OUT = [f"dout{j}" for j in range(MAX_ROW_DIMS)]
