@@ -271,14 +271,17 @@ def family_strategy(op: str, n: Narrowing, max_members: int) -> st.SearchStrateg
 def draw_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
     """A sibling of ``base``: its sizes, dims and layouts; its own offset, dtype and
     values. An op reading a diagonal-shaped tensor keeps the diagonal's length (the tensor
-    must fit), so its offset is one of ``same_length_offsets`` (the base's first); specials
-    on a full tensor's diagonal follow the sibling's own offset."""
+    must fit), so its offset is one of ``same_length_offsets`` (the base's first; for an
+    op making a square tensor from it, ``OpSpec.square``, ± the base's); specials on a
+    full tensor's diagonal follow the sibling's own offset."""
     spec = spec_of(base.op)
     rank = len(base.sizes)
     d1, d2 = base.dim1 % rank, base.dim2 % rank
     rows, cols = base.sizes[d1], base.sizes[d2]
     if any(o.role == "diagonal" for o in spec.operands):
         offsets = same_length_offsets(rows, cols, base.offset)
+        if spec.square:  # the sizes follow from |offset| too: only its sign is free
+            offsets = tuple(o for o in offsets if abs(o) == abs(base.offset))
         offset = offsets[below(draw, len(offsets))]
     else:
         offset = draw_offset(draw, n.offsets, rows, cols)
@@ -325,6 +328,9 @@ def _low_rank_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
     """A LOW_RANK Case with ``base``'s sizes and layout, its own dims, offset, dtype and
     values (drawn as ``_low_rank`` draws them)."""
     dim1, dim2, offset = draw(SMALL_INTS), draw(SMALL_INTS), draw(SMALL_INTS)
+    fixed = spec_of(base.op).dims
+    if fixed is not None:
+        dim1, dim2 = fixed
     dtype = draw(choice(n.dtypes))
     values = draw_values(draw, dtype, placement(base.layout), n.value_modes)
     return base.replace(dim1=dim1, dim2=dim2, offset=offset, dtype=dtype, values=values)

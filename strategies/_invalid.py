@@ -32,9 +32,9 @@ from diagfuzz.strategies._values import draw_values
 
 #: Every invalid class, in shrink order. The generic ones are broken here; an op's spec
 #: breaks the others (``OpSpec.break_case``), and says which apply to it (``OpSpec.invalid``).
-CLASS_ORDER = ("rank0", "rank1", "dim_above_range", "dim_below_range", "same_dims",
-               "grad_output_shape", "src_shape", "negative_size", "out_dtype", "out_device",
-               "non_integer", "int_overflow", "non_tensor")
+CLASS_ORDER = ("rank0", "rank1", "high_rank", "dim_above_range", "dim_below_range",
+               "same_dims", "grad_output_shape", "src_shape", "negative_size", "huge_offset",
+               "out_dtype", "out_device", "non_integer", "int_overflow", "non_tensor")
 
 
 def _classes() -> dict[str, tuple[str, ...]]:
@@ -169,15 +169,23 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
 
 def _low_rank(draw: st.DrawFn, op: str, kind: str, n: Narrowing) -> Case:
     """Sizes of rank 0 or 1, any small dims and offset; each tensor the op reads shaped
-    like the sizes (a "full" one) or small and of any rank up to 2 (a "diagonal" one)."""
+    like the sizes (a "full" one) or small and of any rank up to 2 (a "diagonal" one; of
+    rank 0 for an op that makes the sizes from it, ``OpSpec.square``: a rank-1 result)."""
     spec = spec_of(op)
     rank = 0 if kind == "rank0" else 1
     sizes = draw_sizes(draw, (rank, rank), n.max_elements)
     dim1, dim2, offset = draw(ints(-2, 2)), draw(ints(-2, 2)), draw(ints(-2, 2))
+    if spec.dims is not None:
+        dim1, dim2 = spec.dims
     dtype = draw(choice(n.dtypes))
     tensors = []
     for operand in spec.operands:
-        shape = sizes if operand.role == "full" else draw_sizes(draw, (0, 2), n.max_elements)
+        if operand.role == "full":
+            shape = sizes
+        elif spec.square:
+            shape = sizes[:-1]
+        else:
+            shape = draw_sizes(draw, (0, 2), n.max_elements)
         layout = draw_some_layout(draw, shape, n)
         tensors.append((operand.name, layout,
                         draw_values(draw, dtype, placement(layout), n.value_modes)))

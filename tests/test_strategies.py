@@ -63,6 +63,9 @@ def check_case(case: Case, budget: int | None = None) -> torch.Tensor:
     plain = json.loads(json.dumps(asdict(case)))
     if not case.others:
         del plain["others"]
+    else:  # each other tensor as an object naming it
+        plain["others"] = [{"name": name, "layout": layout, "values": values}
+                           for name, layout, values in plain["others"]]
     assert json.loads(case.to_json()) == {**plain, "version": 2}
     assert case.to_json() is case.to_json()
     layout = case.layout
