@@ -415,18 +415,26 @@ def boundary_span(op: str, n: Narrowing) -> st.SearchStrategy[Geometry] | None:
 
 def draw_geometry(draw: st.DrawFn, n: Narrowing,
                   boundary: st.SearchStrategy[Geometry] | None,
-                  fixed_dims: tuple[int, int] | None = None) -> Geometry:
+                  fixed_dims: tuple[int, int] | None = None, square: bool = False) -> Geometry:
     """A plain Case's sizes, dims and offset; then, with ``boundary``, one draw that makes
     about BOUNDARY_PERCENT Cases in 100 boundary ones, drawn in the span ``boundary``.
 
     The plain geometry comes first even for a boundary Case so that the shrinker turns a
     boundary Case into a plain one in one step, lowering that draw by one and deleting the
     span (its fix-up for a size dependency): the plain choices stay where they were and
-    every later choice (dtype, layout, values) keeps its place.
+    every later choice (dtype, layout, values) keeps its place. ``fixed_dims``: an op's
+    dims when they are not its arguments (``OpSpec.dims``). ``square``: an op that makes
+    the tensor of the sizes from the diagonal (``OpSpec.square``): both diagonal dims are
+    one size m (``square_sizes``), and the offset is of a kind within ±m
+    (``square_offsets``).
     """
     sizes = draw_sizes(draw, n.ranks, n.max_elements)
     dim1, dim2, d1, d2 = _dims(draw, len(sizes), fixed_dims)
-    offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+    kinds = n.offsets
+    if square:
+        sizes = square_sizes(sizes, d1, d2, n.max_elements)
+        kinds = square_offsets(kinds)
+    offset = draw_offset(draw, kinds, sizes[d1], sizes[d2])
     if boundary is not None and is_boundary(draw):
         return draw(boundary)
     return Geometry(sizes, dim1, dim2, d1, d2, offset, n.max_elements)
@@ -499,6 +507,25 @@ def _square_room(size: int, cap: int) -> int:
     return room
 
 
+def square_sizes(sizes: tuple[int, ...], d1: int, d2: int, budget: int) -> tuple[int, ...]:
+    """``sizes`` with both diagonal dims one size m: the longer one's where the tensor
+    stays within ``budget`` elements, else the shorter one's (which always does)."""
+    rest = prod(max(size, 1) for d, size in enumerate(sizes) if d not in (d1, d2))
+    longer, shorter = max(sizes[d1], sizes[d2]), min(sizes[d1], sizes[d2])
+    m = longer if longer * longer * rest <= budget else shorter
+    return tuple(m if d in (d1, d2) else size for d, size in enumerate(sizes))
+
+
+@lru_cache(maxsize=64)
+def square_offsets(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The offset kinds of ``kinds`` an op making a square of the diagonal can have:
+    "beyond" and "extreme" would ask for a result larger than memory (the invalid class
+    huge_offset), so they become "size" (an empty diagonal, ±m)."""
+    return tuple(k for k in OFFSET_KINDS
+                 if (k in kinds and k not in ("beyond", "extreme"))
+                 or (k == "size" and ("beyond" in kinds or "extreme" in kinds)))
+
+
 def square_geometry(g: Geometry) -> Geometry:
     """``g`` as an op that makes the tensor of its sizes from the diagonal sees it
     (``OpSpec.square``): both diagonal dims as long as the shorter one, m, and ``|offset|``
@@ -532,8 +559,8 @@ def case_strategy(op: str, n: Narrowing) -> st.SearchStrategy[Case]:
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         draw = fast(draw)
-        g = draw_geometry(draw, n, boundary, fixed_dims=spec.dims)
-        if spec.square:
+        g = draw_geometry(draw, n, boundary, fixed_dims=spec.dims, square=spec.square)
+        if spec.square:  # a boundary geometry's extents: its diagonal dims made square
             g = square_geometry(g)
         if spec.draw_case is not None:
             return spec.draw_case(draw, n, g)

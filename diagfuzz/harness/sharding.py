@@ -81,7 +81,7 @@ class RunPlan:
     #: Executor processes one pipelined worker feeds (diagfuzz.execution.fanout; 1: a single one).
     executors: int = 1
     #: The ops fuzzed (requested and provided by the impl), and the stream kinds.
-    ops: tuple[str, ...] = ("diagonal", "diagonal_backward")
+    ops: tuple[str, ...] = SPECS
     streams: tuple[str, ...] = STREAM_KINDS
     #: Narrowing of every stream's draws (None: the strategies' defaults), per op for dtypes
     #: (what was asked, within what the impl declares).
