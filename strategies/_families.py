@@ -42,8 +42,8 @@ from diagfuzz.strategies._invalid import (
     break_case,
     draw_invalid,
     invalid_cases,
+    invalid_ops,
 )
-from diagfuzz.strategies._invalid import OPS as INVALID_OPS
 from diagfuzz.strategies._values import draw_values
 
 #: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings). 12, not
@@ -145,7 +145,8 @@ def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANK
     return family_strategy("diagonal_backward", n, check_max_members(max_members))
 
 
-def invalid_case_families(op: str | None = None, *, classes: Collection[str] | None = None,
+def invalid_case_families(op: str | Sequence[str] | None = None, *,
+                          classes: Collection[str] | None = None,
                           ranks: int | Sequence[int] = DEFAULT_RANKS,
                           dtypes: Sequence[str | torch.dtype] | None = None,
                           max_elements: int = DEFAULT_MAX_ELEMENTS,
@@ -166,7 +167,7 @@ def invalid_case_families(op: str | None = None, *, classes: Collection[str] | N
     """
     invalid_cases(op, classes=classes, ranks=ranks, dtypes=dtypes,
                   max_elements=max_elements, layout_kinds=layout_kinds, devices=devices)
-    ops = INVALID_OPS if op is None else (op,)
+    ops = invalid_ops(op)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
     chosen = check_kinds("classes", classes, applicable)

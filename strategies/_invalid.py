@@ -58,29 +58,42 @@ NOT_INTS = (1.5, "0", None, 1.0, (1,))
 OVERFLOWING = (INT64_MAX + 1, -INT64_MAX - 2, 2**64)
 
 
-def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = None,
+def invalid_ops(op: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The ops an invalid strategy draws: ``op``, several, or every op (None), in report
+    order; Hypothesis' InvalidArgument for an op without invalid classes."""
+    if op is None:
+        return OPS
+    asked = (op,) if isinstance(op, str) else tuple(op)
+    unknown = [o for o in asked if o not in OPS]
+    if unknown or not asked:
+        raise InvalidArgument(f"op={op!r} must be None, or one or more of {OPS}")
+    return tuple(o for o in OPS if o in asked)
+
+
+def invalid_cases(op: str | Sequence[str] | None = None, *,
+                  classes: Collection[str] | None = None,
                   ranks: int | Sequence[int] = DEFAULT_RANKS,
                   dtypes: Sequence[str | torch.dtype] | None = None,
                   max_elements: int = DEFAULT_MAX_ELEMENTS,
                   layout_kinds: Collection[str] | None = None,
                   devices: Sequence[str] = ("meta",)) -> st.SearchStrategy[Case]:
-    """Cases of ``op`` (default: both ops) that aten rejects; ``Case.invalid`` names why.
+    """Cases of ``op`` (an op, several, or None: every op) that aten rejects;
+    ``Case.invalid`` names why.
 
     ``classes`` narrows INVALID_CLASSES: a dim above or below its range, dim1 == dim2 after
-    normalisation (any spelling), rank 1 and rank 0 inputs, a grad_output that does not
-    broadcast to the diagonal (aten broadcasts one that does, so that is valid), negative
-    input_sizes, an ``out`` of another dtype or on another device (``devices``: devices
-    other than the one the Cases will run on; default "meta"; through ``.out``),
-    non-integer or int64-overflowing int arguments and non-tensor tensor arguments
-    (``Case.raw_args``). The other arguments narrow the
-    valid Case each class starts from, as in ``diagonal_cases``.
+    normalisation (any spelling), rank 1 and rank 0 inputs (and diag's of rank 3 or more),
+    a grad_output that does not broadcast to the diagonal (aten broadcasts one that does,
+    so that is valid), a src not of the diagonal's shape, negative input_sizes, an offset
+    whose result cannot exist, an ``out`` of another dtype or on another device
+    (``devices``: devices other than the one the Cases will run on; default "meta";
+    through ``.out``), non-integer or int64-overflowing int arguments and non-tensor
+    tensor arguments (``Case.raw_args``). The other arguments narrow the valid Case each
+    class starts from, as in ``diagonal_cases`` (each op within the ranks it has).
 
     Shrinks towards the earlier classes (a rank-0 input has the fewest choices of all), and
     within a class as ``diagonal_cases`` does.
     """
-    ops = OPS if op is None else (op,)
-    if op is not None and op not in OPS:
-        raise InvalidArgument(f"op={op!r} must be None or one of {OPS}")
+    ops = invalid_ops(op)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
     chosen = check_kinds("classes", classes, applicable)
