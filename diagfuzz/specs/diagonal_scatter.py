@@ -190,12 +190,14 @@ def error_cases() -> list[Case]:
 
 def compile_cases() -> list[Case]:
     """Contiguous, and an offset with swapped dims on a sliced input."""
-    src = (("src", Layout.contiguous((3,)), Values(1)),)
+    def src(length: int) -> tuple[tuple[str, Layout, Values], ...]:
+        return (("src", Layout.contiguous((length,)), Values(1)),)
+
     return [
         Case("diagonal_scatter", (3, 4), 0, 0, 1, "float32", Layout.contiguous((3, 4)),
-             others=src),
+             others=src(3)),
         Case("diagonal_scatter", (4, 3), -1, 1, 0, "float32",
-             Layout((4, 3), (6, 2), 1, ("sliced", "offset")), others=src),
+             Layout((4, 3), (6, 2), 1, ("sliced", "offset")), others=src(2)),
     ]
 
 
