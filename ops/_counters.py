@@ -91,7 +91,8 @@ def write_generated_out(
     if out.device != torch.device(device):
         raise RuntimeError(f"Expected out tensor to have device {device}, but got "
                            f"{out.device} instead")
-    if result is None and out.is_contiguous() and not out.is_conj() and not out.is_neg():
+    if (fill is not None and result is None and out.is_contiguous() and not out.is_conj()
+            and not out.is_neg()):
         fill(out)
     else:
         out.copy_(compute() if result is None else result)

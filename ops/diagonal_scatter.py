@@ -423,7 +423,7 @@ def _result(source: torch.Tensor) -> Result:
     numel = _storage_numel(source)
     whole = (source.storage_offset() == 0 and source.is_contiguous()
              and source.numel() == numel)
-    return Result(True, sizes, source.stride(), source.storage_offset(), numel, whole)
+    return Result(True, sizes, source.stride(), int(source.storage_offset()), numel, whole)
 
 
 def _storage_of(source: torch.Tensor, result: Result) -> torch.Tensor:
@@ -453,7 +453,7 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
     if not clone:
         order = sorted(range(source.dim()), key=lambda d: out_strides[d], reverse=True)
         rows = coalesce([RowDim(source.shape[d], source.stride(d) * words) for d in order])
-        in_base = source.storage_offset() * words
+        in_base = int(source.storage_offset()) * words
         if rows:
             outer_stride, peeled = rows[0].stride, rows[1:]
         in_extent = in_base + sum(r.stride * (r.size - 1) for r in rows) + words

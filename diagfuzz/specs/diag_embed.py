@@ -73,7 +73,7 @@ def index(x: torch.Tensor, case: Case) -> torch.Tensor:
     steps = (*(strides[d] for d in others), strides[d1] + strides[d2])
     start = (row0 * strides[d1] + col0 * strides[d2]) if shape[-1] else 0
     dest = common.word_positions(shape, steps, start, x.dtype, x.device)
-    source = common.word_positions(shape, tuple(x.stride()), x.storage_offset(), x.dtype,
+    source = common.word_positions(shape, tuple(x.stride()), int(x.storage_offset()), x.dtype,
                                    x.device)
     words = common.storage_words(x)
     per = 2 if x.dtype.itemsize == 16 else 1

@@ -61,9 +61,9 @@ def index(x: torch.Tensor, src: torch.Tensor, case: Case) -> torch.Tensor:
     if _overlaps(x):
         out = torch.empty_like(x)  # the layout only: every element is written below
         out_words = common.storage_words(out)
-        dest = common.word_positions(shape, tuple(out.stride()), out.storage_offset(),
+        dest = common.word_positions(shape, tuple(out.stride()), int(out.storage_offset()),
                                      x.dtype, x.device)
-        source = common.word_positions(shape, tuple(x.stride()), x.storage_offset(),
+        source = common.word_positions(shape, tuple(x.stride()), int(x.storage_offset()),
                                        x.dtype, x.device)
         out_words[dest] = words[source]
     else:
@@ -78,9 +78,9 @@ def index(x: torch.Tensor, src: torch.Tensor, case: Case) -> torch.Tensor:
         row0, col0 = (0, case.offset) if case.offset >= 0 else (-case.offset, 0)
         steps = (*(strides[d] for d in range(rank) if d not in (d1, d2)),
                  strides[d1] + strides[d2])
-        start = out.storage_offset() + row0 * strides[d1] + col0 * strides[d2]
+        start = int(out.storage_offset()) + row0 * strides[d1] + col0 * strides[d2]
         dest = common.word_positions(diag, steps, start, x.dtype, x.device)
-        source = common.word_positions(diag, tuple(src.stride()), src.storage_offset(),
+        source = common.word_positions(diag, tuple(src.stride()), int(src.storage_offset()),
                                        x.dtype, x.device)
         out_words[dest] = common.storage_words(src)[source]
     return out
