@@ -24,7 +24,7 @@ DEFAULT_DIR = "corpus"
 
 def case_id(case: Case) -> str:
     """A stable 16-hex-digit name for ``case`` (sha256 of its canonical JSON)."""
-    return hashlib.sha256(case.to_json().encode()).hexdigest()[:16]
+    return hashlib.sha256(case.canonical_json().encode()).hexdigest()[:16]
 
 
 def file_name(case: Case) -> str:
