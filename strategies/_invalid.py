@@ -161,11 +161,12 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
         return case.replace(out_dtype=draw(choice(tuple(others))))
     if kind == "out_device":
         return case.replace(out_device=draw(choice(devices)))
-    names = [a for a in spec.arguments if a != "input_sizes"]
+    sizes = [a for a in spec.arguments if spec.fields.get(a, a) == "input_sizes"]
+    names = [a for a in spec.arguments if a not in sizes]
     if kind == "non_integer":
-        names += [a for a in spec.arguments if a == "input_sizes"]
+        names += sizes
         name = draw(choice(tuple(names)))
-        if name != "input_sizes":
+        if name not in sizes:
             value = _as_json(draw(choice(NOT_INTS)))
         elif draw(BOOLS):
             value = [*case.sizes[:-1], 1.5]
