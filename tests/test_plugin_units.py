@@ -73,6 +73,12 @@ def test_run_plan_round_trips_through_workerinput() -> None:
         "max_elements": 64, "max_members": 12, "ranks": (2, 3),
         "layout_kinds": ("contiguous",), "dtypes": ("float32", "float16"),
         "op": "diagonal_backward"}
+    # Some ops but not one: the invalid Cases of those ops (each valid stream its own).
+    some = sharding.RunPlan(1, "m:a", "dev", 4, 10, 64, "process", None, "/tmp/r", 2,
+                            ops=("diagonal", "diag"))
+    assert some.strategy_args("test_invalid")["op"] == ("diagonal", "diag")
+    assert "op" not in some.strategy_args("test_diag")
+    assert "op" not in plan.strategy_args("test_invalid")  # every op: the default
     text = narrowed.describe()
     assert "skipped diagonal: the impl provides no diagonal" in text
     assert "diagonal_backward dtypes float32, float16" in text
