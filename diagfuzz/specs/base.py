@@ -2,8 +2,9 @@
 
 In the spirit of PyTorch's OpInfo: the harness, the strategies, the oracles, the gate and
 the benchmarks are generic and read an op's spec; nothing outside ``diagfuzz/specs/`` asks
-which op a Case is. A new op is one spec module here plus one kernel module in ``ops/``
-(named by import path, so reading a spec never loads Triton).
+which op a Case is. A new op is one spec module here plus, where diagfuzz has a kernel for
+it, one kernel module in ``ops/`` (named by import path, so reading a spec never loads
+Triton); docs/adding-an-op.md walks through one.
 
 Every op of the family is described by one geometry: ``Case.sizes``, ``offset``, ``dim1``
 and ``dim2`` name a diagonal of a tensor of ``sizes`` (the op's input for ``diagonal``, its
