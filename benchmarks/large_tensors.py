@@ -1,4 +1,5 @@
-"""Bitwise check of both kernels on results of more than 2**31 elements (CUDA GPU only).
+"""Bitwise check of the kernels on results of more than 2**31 elements (CUDA GPU only):
+diagonal_backward, diagonal_copy, diag_embed and diagonal_scatter (both modes).
 
 int8 keeps each tensor at 2-4.3 GB. Every case compares our result with aten's (registration
 off) bit for bit, and also reads a few elements back by hand where the index is beyond
@@ -80,6 +81,50 @@ def check_copy(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
             "first_call_s": round(seconds, 2)}
 
 
+def check_embed(shape: tuple[int, ...], offset: int, dim1: int, dim2: int) -> dict:
+    """diag_embed into a result of more than 2**31 int8 elements."""
+    x = _random_int8(shape)
+    t0 = time.perf_counter()
+    ours = ops.diag_embed(x, offset, dim1, dim2)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    ref = torch.ops.aten.diag_embed(x, offset, dim1, dim2)
+    ok = _equal(ours, ref)
+    del ours  # the same plan through out= into 0x5A bytes: an unwritten word shows
+    ours = ops.diag_embed_out(x, offset, dim1, dim2, out=sentinel(ref.shape, torch.int8))
+    ok = ok and _equal(ours, ref) and bool(torch.equal(
+        ours.diagonal(offset, dim1, dim2)[..., -1], x[..., -1]))
+    n = ours.numel()
+    del ours, ref, x
+    return {"op": "diag_embed", "sizes": shape, "offset": offset, "dims": (dim1, dim2),
+            "result_elements": n, "bitwise_equal": ok, "first_call_s": round(seconds, 2)}
+
+
+def check_scatter(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
+                  expand_first: bool = False) -> dict:
+    """diagonal_scatter into a result of more than 2**31 int8 elements: a clone of the
+    input's storage, or (``expand_first``: a stride-0 outer dim) a dense gather of it."""
+    x = _random_int8((1, *sizes[1:])).expand(sizes) if expand_first else _random_int8(sizes)
+    src = _random_int8(tuple(x.diagonal(offset, dim1, dim2).shape))
+    t0 = time.perf_counter()
+    ours = ops.diagonal_scatter(x, src, offset, dim1, dim2)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    ref = torch.ops.aten.diagonal_scatter(x, src, offset, dim1, dim2)
+    ok = (_equal(ours, ref) and ours.storage_offset() == ref.storage_offset()
+          and ours.untyped_storage().nbytes() == ref.untyped_storage().nbytes()
+          and bool(torch.equal(ours.diagonal(offset, dim1, dim2)[..., -1], src[..., -1])))
+    del ours  # the gather through out= into 0x5A bytes: an unwritten word shows
+    ours = ops.diagonal_scatter_out(x, src, offset, dim1, dim2,
+                                    out=sentinel(ref.shape, torch.int8))
+    ok = ok and bool(torch.equal(ours, ref))
+    n = ours.numel()
+    del ours, ref, x, src
+    return {"op": "diagonal_scatter", "sizes": sizes, "offset": offset, "dims": (dim1, dim2),
+            "expanded": expand_first, "result_elements": n, "bitwise_equal": ok,
+            "first_call_s": round(seconds, 2)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "bench-out")
@@ -98,6 +143,10 @@ def main() -> int:
         lambda: check_backward((2, 2, 2**30), 0, 0, 1),           # transposed runs, 2**32
         lambda: check_copy((2**30 + 9, 2, 2), 0, 1, 2),           # input 4.3 GB, result 2**31+
         lambda: check_copy((524800, 4096, 4096), 1, 2, 1, expand_first=True),
+        lambda: check_embed((2, 32769), 0, -2, -1),               # 2 * 32769**2
+        lambda: check_embed((46341,), -5, 1, 0),                  # 46346**2
+        lambda: check_scatter((46341, 46341), 3, 1, 0),           # clone of 2**31 + 4633
+        lambda: check_scatter((2**30 + 9, 2, 2), 0, 1, 2, expand_first=True),  # gather
     ]
     for case in cases:
         r = case()

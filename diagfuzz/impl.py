@@ -66,8 +66,8 @@ def _through_aten(functional: str, out_overload: str, enable: bool
 def _with_every_op(cls: type, enable: bool, out: bool) -> type:
     for spec in all_specs():
         call, call_out = _through_aten(spec.aten[0], spec.aten[1], enable)
-        call.__name__, call.__doc__ = spec.name, f"aten::{spec.aten[0]}"
-        setattr(cls, spec.name, call)
+        call.__name__, call.__doc__ = spec.method_name, f"aten::{spec.aten[0]}"
+        setattr(cls, spec.method_name, call)
         if out:
             call_out.__name__, call_out.__doc__ = spec.out_method, f"aten::{spec.aten[1]}"
             setattr(cls, spec.out_method, call_out)

@@ -1,12 +1,15 @@
 """FlagGems 5.0.2: the Triton kernels FlagGems ships for the diagonal family.
 
 FlagGems (https://github.com/flagos-ai/FlagGems) ships ``diagonal_backward``, ``diag`` and
-``diag_embed`` in ``flag_gems.ops``, and no ``diagonal_copy``: this implementation provides
-``diagonal_backward`` only (``flag_gems.ops.diagonal.diagonal_backward``, called directly,
-as FlagGems' aten registration calls it). ``dtypes`` names the dtypes FlagGems' own tests
-run ``diagonal_backward`` with; diagfuzz counts Cases of other dtypes as unsupported.
-``diag(x, diagonal=0)`` and ``diag_embed(x, offset=0, dim1=-2, dim2=-1)`` are FlagGems'
-functions of those names, for the ops diagfuzz adds later.
+``diag_embed`` in ``flag_gems.ops`` (``diagonal.py``, ``diag.py``, ``diag_embed.py``), and
+no ``diagonal_copy`` nor ``diagonal_scatter``: this implementation provides those three,
+each FlagGems' function called directly, as FlagGems' aten registration calls it:
+``diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)``, ``diag(x,
+diagonal=0)`` (a 1-D input's square matrix, or a 2-D input's diagonal: diagfuzz's ``diag``
+and ``diag_1d`` streams both call it) and ``diag_embed(x, offset=0, dim1=-2, dim2=-1)``.
+``dtypes`` names, per op, the dtypes FlagGems' own tests run it with; diagfuzz counts
+Cases of other dtypes as unsupported. No ``.out`` forms (FlagGems registers none of these
+ops' ``.out`` overloads): the oracle skips ``.out`` Cases.
 
 GPU only. FlagGems 5.0.2 does not import on a machine without a GPU: it finds its vendor by
 running ``nvidia-smi`` and the like, and its kernel wrappers (``libentry``,
@@ -79,11 +82,15 @@ uses_triton_registration = False
 #: The dtypes FlagGems tests diagonal_backward with: FLOAT_DTYPES of its tests
 #: (tests/accuracy_utils.py: float16, float32, and bfloat16 where the device has it;
 #: test_accuracy_diagonal_backward in tests/test_special_ops.py).
-dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
+backward_dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
 
 #: The dtypes FlagGems tests diag and diag_embed with: FLOAT_DTYPES + INT_DTYPES (int16,
 #: int32) + BOOL_TYPES (test_accuracy_diag, test_accuracy_diag_embed).
 diag_dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32", "int16", "int32", "bool")
+
+#: What diagfuzz fuzzes, per op (``diag`` is the method of the diag and diag_1d streams).
+dtypes: dict[str, tuple[str, ...]] = {"diagonal_backward": backward_dtypes,
+                                      "diag": diag_dtypes, "diag_embed": diag_dtypes}
 
 
 def diagonal_backward(grad_output: torch.Tensor, input_sizes: Sequence[int], offset: int,

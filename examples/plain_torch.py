@@ -2,10 +2,12 @@
 
 ``diagonal`` is ``torch.diagonal(...)`` cloned into a contiguous tensor (what
 ``aten::diagonal_copy`` does); ``diagonal_backward`` is ``torch.zeros`` plus a ``copy_`` into
-its ``torch.diagonal`` view (what ``aten::diagonal_backward`` does). The ``.out`` forms do
-what aten's generated ``out=`` kernels of both ops do: an ``out`` of another dtype or device
-is a RuntimeError, otherwise ``out`` is resized to the result's shape and the result copied in.
-No Triton anywhere: it runs on any device torch runs on.
+its ``torch.diagonal`` view (what ``aten::diagonal_backward`` does). ``diag_embed``,
+``diagonal_scatter`` and ``diag`` are torch's public functions of those names, called as a
+user calls them. The ``.out`` forms do what aten's generated ``out=`` kernels do: an
+``out`` of another dtype or device is a RuntimeError, otherwise ``out`` is resized to the
+result's shape and the result copied in. No Triton anywhere: it runs on any device torch
+runs on.
 
 Fuzz it, and gate it, from the repository root::
 
@@ -37,12 +39,30 @@ def diagonal_backward(grad_output: torch.Tensor, input_sizes: Sequence[int], off
     return grad_input
 
 
+def diag_embed(x: torch.Tensor, offset: int = 0, dim1: int = -2,
+               dim2: int = -1) -> torch.Tensor:
+    """``x`` on the diagonal of a new tensor of zeros with one dim more."""
+    return torch.diag_embed(x, offset, dim1, dim2)
+
+
+def diagonal_scatter(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> torch.Tensor:
+    """A copy of ``x`` with ``src`` on its diagonal."""
+    return torch.diagonal_scatter(x, src, offset, dim1, dim2)
+
+
+def diag(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """A matrix's diagonal, or a vector on the diagonal of a square matrix."""
+    return torch.diag(x, diagonal)
+
+
 def _into(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
     """``result`` written into ``out`` as aten's generated ``out=`` kernels write it.
 
-    Those kernels (``diagonal_copy.out``, ``diagonal_backward.out``) compute the functional
-    result, resize ``out`` to its shape and copy it in, after checking that dtype and device
-    match exactly: ``copy_`` alone would convert the dtype silently.
+    Those kernels (``diagonal_copy.out``, ``diagonal_backward.out`` and the others)
+    compute the functional result, resize ``out`` to its shape and copy it in, after
+    checking that dtype and device match exactly: ``copy_`` alone would convert the dtype
+    silently.
     """
     if out.dtype != result.dtype:
         raise RuntimeError(f"Expected out tensor to have dtype {result.dtype}, but got "
@@ -64,6 +84,23 @@ def diagonal_backward_out(grad_output: torch.Tensor, input_sizes: Sequence[int],
                           dim1: int, dim2: int, *, out: torch.Tensor) -> torch.Tensor:
     """``diagonal_backward`` into ``out``."""
     return _into(out, diagonal_backward(grad_output, input_sizes, offset, dim1, dim2))
+
+
+def diag_embed_out(x: torch.Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1, *,
+                   out: torch.Tensor) -> torch.Tensor:
+    """``diag_embed`` into ``out``."""
+    return _into(out, diag_embed(x, offset, dim1, dim2))
+
+
+def diagonal_scatter_out(x: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
+                         dim2: int = 1, *, out: torch.Tensor) -> torch.Tensor:
+    """``diagonal_scatter`` into ``out``."""
+    return _into(out, diagonal_scatter(x, src, offset, dim1, dim2))
+
+
+def diag_out(x: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.diag(x, diagonal, out=out)``."""
+    return torch.diag(x, diagonal, out=out)
 
 
 #: The implementation ``--impl=examples.plain_torch:impl`` names: this module.

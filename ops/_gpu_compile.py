@@ -8,7 +8,7 @@ first compile on the H200. Run it as a module (it runs itself again with
 ``DIAGFUZZ_COMPILE_ONLY=1``, set before ``diagfuzz.ops`` is imported: kernels are then JIT
 functions and plans are GPU plans)::
 
-    python -m diagfuzz.ops._gpu_compile [--set NAME=VALUE ...] [--json PATH]
+    python -m diagfuzz.ops._gpu_compile [--set NAME=VALUE ...] [--ops OP,...] [--json PATH]
 
 It plans ``GEOMETRIES`` on meta tensors (nothing is allocated or launched), compiles each
 distinct variant once, prints one line per variant and exits 1 naming the geometry of any
@@ -39,7 +39,10 @@ _WORD_TYPES = {1: "i8", 2: "i16", 4: "i32", 8: "i64"}
 #: (op, input sizes, offset, dim1, dim2): small and large outputs, narrow and wide runs, runs
 #: in rows and in columns, transposable runs (16x16x256x256 d=(0,1)), and 64-bit indices
 #: (more than 2**31 elements, or a tile's masked lanes past int32); each is planned for every
-#: dtype in DTYPES.
+#: dtype in DTYPES. ``diag_embed`` rows give its input's sizes (diagonal_backward's kernel);
+#: ``diagonal_scatter`` rows plan a contiguous input (clone mode) and, as
+#: ``diagonal_scatter:expanded``, the same input with a zero stride on its first dim (gather
+#: mode, a dense result).
 GEOMETRIES = [
     ("diagonal_backward", (64, 64), 1, 0, 1),
     ("diagonal_backward", (4, 8, 8, 3), 0, 1, 2),
@@ -56,48 +59,83 @@ GEOMETRIES = [
     ("diagonal_copy", (65536, 40000), 0, 0, 1),
     ("diagonal_copy", (16, 16, 256, 256), 0, 0, 1),  # transposed tiles
     ("diagonal_copy", (4, 4, 2**30), 0, 0, 1),  # transposed, > 2**31 elements
+    ("diag_embed", (64,), 1, -2, -1),
+    ("diag_embed", (8, 8), 0, 0, 2),
+    ("diag_embed", (16, 4096), 0, -2, -1),  # large output
+    ("diag_embed", (2, 40000), 0, -2, -1),  # > 2**31 elements
+    ("diagonal_scatter", (64, 64), 1, 0, 1),
+    ("diagonal_scatter", (4, 8, 8, 3), 0, 1, 2),
+    ("diagonal_scatter", (4096, 4096), -1, 0, 1),  # large output
+    ("diagonal_scatter", (512, 512, 64), 0, 0, 1),
+    ("diagonal_scatter", (65536, 40000), 0, 0, 1),  # > 2**31 elements
+    ("diagonal_scatter:expanded", (64, 64), 0, 0, 1),
+    ("diagonal_scatter:expanded", (16, 256, 256), 1, 1, 2),
+    ("diagonal_scatter:expanded", (3, 65536, 16384), 0, 1, 2),  # > 2**31 elements
 ]
 DTYPES = (torch.int8, torch.float16, torch.float32, torch.float64, torch.complex128)
 
 
 def plan_of(op: str, sizes: tuple[int, ...], offset: int, dim1: int, dim2: int,
             dtype: torch.dtype) -> LaunchPlan | None:
-    """The plan a GPU makes for this call, from a meta tensor of the contiguous argument."""
-    module = sys.modules[f"diagfuzz.ops.{op}"]
+    """The plan a GPU makes for this call, from meta tensors of contiguous arguments."""
+    module = sys.modules[f"diagfuzz.ops.{op.partition(':')[0]}"]
+    if op == "diag_embed":
+        embedded = module.embed_sizes(tuple(sizes), offset, dim1, dim2)
+        backward = sys.modules["diagfuzz.ops.diagonal_backward"]
+        return backward._plan(embedded, torch.empty(sizes, dtype=dtype, device="meta"),
+                              diagonal_of(embedded, offset, dim1, dim2))
     diag = diagonal_of(sizes, offset, dim1, dim2)
     if op == "diagonal_backward":
         grad = torch.empty(diag.shape, dtype=dtype, device="meta")
         return module._plan(tuple(sizes), grad, diag)
+    if op.startswith("diagonal_scatter"):
+        source = torch.empty(sizes, dtype=dtype, device="meta")
+        if op.endswith(":expanded"):
+            source = source[:1].expand(sizes)
+        src = torch.empty(diag.shape, dtype=dtype, device="meta")
+        result = module._result(source)
+        return module._plan(source, src, diag, result.clone, result.strides,
+                            result.storage_offset, result.storage_numel)
     return module._plan(torch.empty(sizes, dtype=dtype, device="meta"), diag)
 
 
 def kernel_of(op: str) -> Any:
-    module = sys.modules[f"diagfuzz.ops.{op}"]
-    return getattr(module, f"_{op}_kernel")
+    """The @triton.jit kernel ``op``'s plans launch (diag_embed: diagonal_backward's)."""
+    name = {"diag_embed": "diagonal_backward"}.get(op, op.partition(":")[0])
+    return getattr(sys.modules[f"diagfuzz.ops.{name}"], f"_{name}_kernel")
 
 
-def compile_plan(kernel: Any, plan: LaunchPlan, word_bytes: int, *, aligned: bool = True,
+def aligned_of(op: str) -> int:
+    """How many leading pointers ``op``'s launcher specialises on 16-byte alignment."""
+    name = {"diag_embed": "diagonal_backward"}.get(op, op.partition(":")[0])
+    return sys.modules[f"diagfuzz.ops.{name}"]._launch.aligned
+
+
+def compile_plan(kernel: Any, plan: LaunchPlan, word_bytes: int, *, aligned: int | bool = 1,
                  target: tuple[str, int, int] = H200) -> Any:
-    """Compile the variant ``plan`` launches for two tensors of ``word_bytes``-byte words
-    (result first); returns Triton's compiled kernel (``.asm`` holds ttir ... cubin).
+    """Compile the variant ``plan`` launches for tensors of ``word_bytes``-byte words
+    (result first; the kernel's leading runtime arguments that the plan's integers do not
+    fill are the pointers); returns Triton's compiled kernel (``.asm`` holds ttir ... cubin).
 
-    Integers are typed as Triton's binder types them (i32 when they fit); ``aligned`` marks
-    the result pointer 16-byte aligned, as the launcher's variant key does.
+    Integers are typed as Triton's binder types them (i32 when they fit); the first
+    ``aligned`` pointers are marked 16-byte aligned, as the launcher's variant key does.
     """
     from diagfuzz.adapters.triton import compile_for
 
     names = kernel.arg_names
     constexprs = dict(plan.constexprs)
     runtime = [name for name in names if name not in constexprs]
-    if len(runtime) != 2 + len(plan.ints):
+    pointers = len(runtime) - len(plan.ints)
+    if pointers < 2:
         raise ValueError(f"{kernel.__name__} takes {len(runtime)} runtime arguments, the "
-                         f"plan gives 2 pointers and {len(plan.ints)} integers")
+                         f"plan gives {len(plan.ints)} integers: fewer than 2 pointers left")
     pointer = f"*{_WORD_TYPES[word_bytes]}"
     signature = dict.fromkeys(names, "constexpr")
-    signature.update({runtime[0]: pointer, runtime[1]: pointer})
-    for name, value in zip(runtime[2:], plan.ints, strict=True):
+    signature.update(dict.fromkeys(runtime[:pointers], pointer))
+    for name, value in zip(runtime[pointers:], plan.ints, strict=True):
         signature[name] = "i32" if fits_int32((value,)) else "i64"
-    attrs = {(0,): [["tt.divisibility", 16]]} if aligned else {}
+    attrs = {(names.index(runtime[i]),): [["tt.divisibility", 16]]
+             for i in range(int(aligned))}
     return compile_for(kernel, signature, constexprs, attrs, target, plan.num_warps)
 
 
@@ -123,7 +161,8 @@ def compile_all(geometries: list[tuple] = GEOMETRIES,
                    "constexprs": plan.constexprs}
             t0 = time.perf_counter()
             try:
-                compiled = compile_plan(kernel_of(op), plan, word_bytes)
+                compiled = compile_plan(kernel_of(op), plan, word_bytes,
+                                        aligned=aligned_of(op))
                 row["shared_bytes"] = compiled.metadata.shared
                 row["ptx_lines"] = compiled.asm["ptx"].count("\n")
             except Exception as exc:  # named and reported; the run goes on
@@ -138,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a planning constant of ops._tiling (e.g. TRANSPOSE_RUNS=1)")
     parser.add_argument("--json", help="write the variants here")
+    parser.add_argument("--ops", default="", metavar="OP,...",
+                        help="only these ops' geometries (diagonal_scatter includes its "
+                             "expanded rows); default: every op")
     args = parser.parse_args(argv)
     if not _runtime.COMPILE_ONLY:  # kernels were decorated for this machine: start afresh
         env = {**os.environ, _runtime.COMPILE_ONLY_ENV: "1", "TRITON_INTERPRET": "0"}
@@ -145,11 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.run([sys.executable, "-m", "diagfuzz.ops._gpu_compile", *argv],
                               env=env).returncode
     _tiling.override(args.set)
-    rows = compile_all()
+    wanted = {op for op in args.ops.split(",") if op}
+    unknown = wanted - {g[0].partition(":")[0] for g in GEOMETRIES}
+    if unknown:
+        parser.error(f"--ops: no geometries for {sorted(unknown)}")
+    rows = compile_all([g for g in GEOMETRIES
+                        if not wanted or g[0].partition(":")[0] in wanted])
     for row in rows:
         how = row.get("error") or f"{row['seconds']} s, {row['ptx_lines']} PTX lines"
         shown = {k: v for k, v in row["constexprs"].items() if k not in ("SELECT_INDEX",)}
-        print(f"{row['op']:18} {row['geometry']:34} {how}  {shown}")
+        print(f"{row['op']:25} {row['geometry']:34} {how}  {shown}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)

@@ -198,6 +198,24 @@ COPY_TRANSPOSE_C_BLOCK = 128
 COPY_TRANSPOSE_NUM_WARPS = 4
 #: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
 COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1
+#: diagonal_scatter on a GPU: a program copies SCATTER_BLOCK_BYTES of the result's storage
+#: (16-byte vector loads and stores: the input's storage and the result are both allocator
+#: aligned), then, after a barrier, stores src's words that fall inside its block,
+#: SCATTER_DIAG_LANES diagonal elements a round. Results of at most SMALL_OUTPUT_BYTES take
+#: SCATTER_SMALL_BLOCK_BYTES (more programs on 132 SMs). The values are diagonal_backward's
+#: fill plans (a copy moves twice a fill's bytes), unswept on the H200: benchmarks/
+#: bench_family.py ``--set`` sweeps them.
+SCATTER_BLOCK_BYTES = 16384
+SCATTER_SMALL_BLOCK_BYTES = 4096
+SCATTER_NUM_WARPS = 4
+SCATTER_DIAG_LANES = 128
+#: 1: the clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
+#: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
+SCATTER_COPY_EVICT = 0
+#: diagonal_scatter's gather mode (an expanded input, or a contiguous ``out=``) peels every
+#: word into the input's strides: at most this many words a program (8 a thread on 4
+#: warps). Blocks of 16 KiB of int8 took 55 s to compile for sm_90 (10,489 PTX lines).
+SCATTER_GATHER_BLOCK_WORDS = 1024
 #: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
 #: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds (of an 8 KiB one, 2 or 1).
 #: (Blocks of 4096 words for every word size, one round, cost 1-byte outputs a quarter of
@@ -248,6 +266,23 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
     if INTERPRET or tile.num_warps == warps:
         return tile
     return dataclasses.replace(tile, num_warps=warps)
+
+
+def plan_scatter(total: int, word_bytes: int, n_diag: int,
+                 gather: bool) -> tuple[int, int, int]:
+    """diagonal_scatter's (block words, diagonal lanes, warps) for a result of ``total``
+    words with ``n_diag`` diagonal elements; the SCATTER_* constants are read when a call
+    signature is first planned (plans are cached per signature)."""
+    if INTERPRET:  # one program and one round where possible: programs run one by one
+        block = min(triton.next_power_of_2(max(total, 2)), _INTERPRET_MAX_WORDS)
+        lanes = min(triton.next_power_of_2(max(n_diag, 2)), _INTERPRET_MAX_WORDS)
+        return block, lanes, 4
+    block_bytes = (SCATTER_SMALL_BLOCK_BYTES if total * word_bytes <= SMALL_OUTPUT_BYTES
+                   else SCATTER_BLOCK_BYTES)
+    block = max(block_bytes // word_bytes, 2)
+    if gather:
+        block = min(block, max(SCATTER_GATHER_BLOCK_WORDS, 2))
+    return block, SCATTER_DIAG_LANES, SCATTER_NUM_WARPS
 
 
 def cache_hints() -> dict[str, str]:
@@ -341,19 +376,22 @@ class Launcher:
     """Launch a kernel; after the first launch of a variant, skip Triton's binder.
 
     ``JITFunction.run`` binds and type-checks every argument on every call (tens of µs for
-    ~30 arguments). A variant is fixed by the constexprs, the word size, the result
-    pointer's 16-byte alignment and every integer fitting int32 (all shape ints and the
-    source pointer are unspecialised), so the compiled kernel that the first call returns
-    serves every later call of that variant, with raw pointers. Those calls go to the
-    compiled kernel's launcher itself (``CompiledKernel.run``) on torch's current stream,
-    minus the closure and device lookups ``CompiledKernel[grid]`` builds per call, and
-    without launch metadata and hooks when no hook listens (``adapters.triton``; diagonal_copy's
-    host time was 1.5x aten's). Any failure of that path switches it off for good: Triton's
-    own path is always right, only slower.
+    ~30 arguments). A variant is fixed by the constexprs, the word size, the 16-byte
+    alignment of the first ``aligned`` pointers (the result's; the pointers after them and
+    every shape int are unspecialised) and every integer fitting int32, so the compiled
+    kernel that the first call returns serves every later call of that variant, with raw
+    pointers. Those calls go to the compiled kernel's launcher itself
+    (``CompiledKernel.run``) on torch's current stream, minus the closure and device lookups
+    ``CompiledKernel[grid]`` builds per call, and without launch metadata and hooks when no
+    hook listens (``adapters.triton``; diagonal_copy's host time was 1.5x aten's). Any failure
+    of that path switches it off for good: Triton's own path is always right, only slower.
     """
 
-    def __init__(self, kernel: Any) -> None:
+    def __init__(self, kernel: Any, aligned: int = 1) -> None:
         self.kernel = kernel
+        #: how many leading tensors' pointers Triton specialises on 16-byte alignment: the
+        #: result's (vector stores), and for diagonal_scatter the storage it copies from
+        self.aligned = aligned
         self._direct: dict[tuple, Direct] = {}
         self.direct = not INTERPRET
 
@@ -379,8 +417,8 @@ class Launcher:
             if variant is not None:
                 # A compiled kernel is loaded on one device: the device is part of the key.
                 out = tensors[0]
-                key = (out.device.index, out.element_size(), out.data_ptr() % 16 == 0,
-                       *variant)
+                key = (out.device.index, out.element_size(),
+                       *(t.data_ptr() % 16 == 0 for t in tensors[:self.aligned]), *variant)
                 direct = self._direct.get(key)
                 if direct is not None:
                     try:

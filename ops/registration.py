@@ -2,8 +2,10 @@
 
 Forward and backward are separate kernels under the backend key (CUDA, or CPU when Triton
 runs interpreted): never an ``autograd.Function`` or an Autograd key, so ``aten::diagonal``
-stays a view, autograd reaches our backward through ``aten::diagonal_backward``, and
-torch.compile sees plain aten ops. Dropping the library restores aten's kernels exactly.
+stays a view, autograd reaches our kernels wherever derivatives.yaml routes it through a
+registered op (``diagonal_backward``; ``diagonal_scatter`` for diagonal_scatter's own
+backward), and torch.compile sees plain aten ops. Dropping the library restores aten's
+kernels exactly.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def _entry(path: str) -> Any:
 
 
 #: (aten overload name, implementation): everything this package registers, from the op
-#: specs' kernel entry points (functional and ``.out``).
+#: specs' kernel entry points (functional and ``.out``). ``aten::diag`` is not
+#: among them: it is CompositeImplicitAutograd and calls ``diag_embed`` (1-D input) or
+#: ``diagonal_copy`` (2-D), and their ``.out`` overloads, which are registered.
 KERNELS = tuple(
     (overload, _entry(entry))
     for spec in all_specs() if spec.kernel
@@ -76,9 +80,9 @@ def use_triton(on: bool = True, *, tensors: Iterable[object] | None = None) -> I
 
     ``tensors``: every tensor the block's ops take, when the caller knows them. If the
     registration serves none of them (``serves``), nothing is switched: a switch
-    re-registers every kernel, ~25 us on a CPU machine and ~240 us on the H200 hosts, where
-    the oracle's switch for its host references cost a third of a fuzz Case and changed
-    nothing (a CUDA registration never serves CPU tensors).
+    re-registers every kernel of KERNELS, ~25 us on a CPU machine and ~240 us on the H200
+    hosts, where the oracle's switch for its host references cost a third of a fuzz Case
+    and changed nothing (a CUDA registration never serves CPU tensors).
     """
     if tensors is not None and not serves(tensors):
         yield

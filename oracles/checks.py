@@ -161,17 +161,18 @@ def _twin_arguments(case: Case, args: dict[str, Any]) -> dict[str, Any]:
 # --- comparison -------------------------------------------------------------------------
 
 def _metadata(case: Case, expected: torch.Tensor, actual: Any,
-              device: torch.device | None = None, offset: int = 0) -> Verdict | None:
+              device: torch.device | None = None) -> Verdict | None:
     """Device (``device``; default ``expected``'s), dtype, shape, the reference's strides
     where they address anything (aten's layout: contiguous, or the input's for an op that
-    clones it), the reference's storage offset past where a fresh allocation starts
-    (``offset``: 0, or what the sentinel allocator handed out), no lazy conj/neg bit."""
+    clones its storage), the reference's storage offset (0, or the input's for such an
+    op; the sentinel allocator's tensors start their storages as fresh ones do), no lazy
+    conj/neg bit."""
     if not isinstance(actual, torch.Tensor):
         return _fail("mismatch", "metadata", f"impl returned {type(actual).__name__}, "
                      "not a Tensor", case)
     device = expected.device if device is None else device
     want = tuple(int(s) for s in expected.stride())
-    offset += int(expected.storage_offset())
+    offset = int(expected.storage_offset())
     if not (device == actual.device and expected.dtype == actual.dtype
             and expected.shape == actual.shape and _same_addressing(want, actual)
             and actual.storage_offset() == offset):
@@ -372,8 +373,7 @@ def _judge(case: Case, tensors: dict[str, torch.Tensor], snapshots: dict[str, to
                 return _fail("alias", "alias",
                              f"result shares storage with {name}: the op returns a new "
                              "tensor", case, {"tensor": name})
-    handed = run.alloc.handed_out_offset(result) if isinstance(result, torch.Tensor) else None
-    found = _metadata(case, expected, result, run.device, handed or 0)
+    found = _metadata(case, expected, result, run.device)
     if found:
         return found
     if run.out is not None and result.data_ptr() != run.out.data_ptr():
@@ -442,6 +442,11 @@ def _raised(case: Case, exc: BaseException) -> Verdict:
                  case, {"actual": _exception(exc)})
 
 
+def _launched(kernels: tuple[str, ...]) -> int:
+    """Launches of ``kernels`` so far, together (the dispatch proof's counter)."""
+    return sum(counters.launches(kernel) for kernel in kernels)
+
+
 def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
     """A valid Case: the full bitwise judgement (see the module docstring)."""
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
@@ -471,7 +476,7 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
     byte = choose_sentinel(expected)
     # All 256 byte values occur: two runs with different sentinels (see sentinel.py).
     bytes_to_use = [byte] if byte is not None else list(PREFERRED[:2])
-    before = counters.launches(spec.kernel)
+    before = _launched(spec.launch_counters)
     for n, sentinel in enumerate(bytes_to_use):
         run = device_side(impl, case, host, expected.shape, sentinel, device,
                           with_reference=n == 0)
@@ -485,11 +490,12 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
         found = _judge(case, tensors, snapshots, expected, source, run)
         if found:
             return found
-    if (getattr(impl, "uses_triton_registration", False) and spec.kernel
-            and expected.numel() > 0 and counters.launches(spec.kernel) == before):
+    if (getattr(impl, "uses_triton_registration", False) and spec.launch_counters
+            and expected.numel() > 0 and _launched(spec.launch_counters) == before):
+        kernels = " or ".join(spec.launch_counters)
         return _fail("dispatch", "dispatch",
-                     f"the Triton {spec.kernel} kernel did not run: aten served the call",
-                     case, {"kernel": spec.kernel, "launches": before})
+                     f"the Triton {kernels} kernel did not run: aten served the call",
+                     case, {"kernel": kernels, "launches": before})
     return Verdict("pass", "all", "", case, {"reference": source,
                                              "sentinel": f"0x{bytes_to_use[0]:02x}"})
 

@@ -8,8 +8,9 @@ Two rules keep a verdict on someone else's code about differences a user can obs
   into aten runs. Called directly, an implementation only has to refuse them: it must raise
   (any type), never return. ``strict`` demands one of the types the public bindings raise
   (TypeError or ValueError from torch's Python functions, RuntimeError from ``torch.ops``).
-  Value-level classes (dims out of range, identical dims, a grad_output of the wrong shape,
-  negative sizes, an ``out`` of another dtype or device) reach the kernel's own checks, so
+  Value-level classes (an input of a rank the op refuses, dims out of range, identical
+  dims, a grad_output or src of the wrong shape, negative sizes, an offset whose result
+  cannot exist, an ``out`` of another dtype or device) reach the kernel's own checks, so
   the implementation must raise exactly aten's type: an AssertionError, a KeyError or an
   AttributeError there is a finding. Wrapped exceptions (``raise ... from``, torch._dynamo's
   wrappers) are unwrapped first: the wrapper is how a compiler reports aten's error.
@@ -34,8 +35,9 @@ POLICY = (
      "raises (any type); `--diagfuzz-strict`: TypeError, ValueError or RuntimeError",
      "torch's Python binding or schema matching rejects the call before any registered "
      "kernel runs; each public entry point raises its own type"),
-    ("rank0, rank1, dim_above_range, dim_below_range, same_dims, grad_output_shape, "
-     "negative_size, out_dtype, out_device", "value",
+    ("rank0, rank1, high_rank, dim_above_range, dim_below_range, same_dims, "
+     "grad_output_shape, src_shape, negative_size, huge_offset, out_dtype, out_device",
+     "value",
      "raises exactly aten's type (after unwrapping `raise ... from` and torch._dynamo "
      "wrappers)",
      "the kernel's own argument checks run: another type (AssertionError, KeyError, ...) "

@@ -13,6 +13,15 @@ buffer whose ``GUARD`` bytes on either side also hold the sentinel. Everything b
 them (``empty_like``, ``new_empty``, ``zeros``, the Triton launchers' ``torch.empty``) is
 covered; memory obtained without aten's factories (``resize_``, raw storages) is not.
 
+The tensor handed out has a storage that starts at its first byte: a slice of the buffer's
+storage from there to the buffer's end (the slice keeps the buffer alive), so it looks like
+a fresh allocation, storage offset 0, and code that addresses a fresh storage from its
+start sees what it would see anywhere. ``clone_preserve_strides`` (diagonal_scatter)
+clones a storage and views it at the input's storage offset: inside a storage that began
+with the guard bytes that view would start in them. The trailing guard bytes stay in the
+slice, so a write one element past the end (``as_strided`` allows it, as a kernel's
+pointer does) still lands in them; the slice itself cannot be resized.
+
 Why one run suffices: the oracle picks the sentinel byte *after* computing the reference,
 as a byte ``b`` such that no reference element's bits are ``b`` repeated
 (``choose_sentinel``). An element the implementation never wrote then holds ``b...b``,
@@ -75,7 +84,8 @@ class _Allocation:
 
     ``tensor`` (held until the check ends) and its original geometry tell a legitimate
     in-place ``resize_``/``set_`` (torch may grow a tensor inside its storage, which here
-    includes the guards) from an out-of-bounds write, which changes no metadata.
+    includes the trailing guard bytes) from an out-of-bounds write, which changes no
+    metadata.
     """
 
     buffer: torch.Tensor
@@ -169,19 +179,10 @@ class SentinelAllocations:
         buffer = _aten.empty.memory_format.redispatch(
             ks, [2 * GUARD + nbytes], dtype=torch.uint8, device=real.device)
         buffer.fill_(self.byte)
-        inner = buffer[GUARD:GUARD + nbytes].view(real.dtype)
-        tensor = inner.as_strided(real.shape, real.stride())
+        own = buffer.untyped_storage()[GUARD:]  # shares (and keeps) the buffer's memory
+        tensor = real.set_(own, 0, tuple(real.shape), real.stride())  # real's memory freed
         self.allocations.append(_Allocation(buffer, nbytes, tensor, _geometry(tensor)))
         return tensor
-
-    def handed_out_offset(self, t: torch.Tensor) -> int | None:
-        """The storage offset this allocator gave a tensor of ``t``'s storage (the guard
-        bytes come first), or None when ``t``'s storage is not one it handed out."""
-        ptr = t.untyped_storage().data_ptr()
-        for a in self.allocations:
-            if a.geometry[0] == ptr:
-                return int(a.geometry[1])
-        return None
 
     # --- evidence --------------------------------------------------------------------
     def guard_violations(self, copies: Sequence[torch.Tensor | None] | None = None

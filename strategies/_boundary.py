@@ -100,23 +100,25 @@ class Options:
 
 @lru_cache(maxsize=64)
 def boundary_options(full: str, cap: int, ranks: tuple[int, int], zero_offset: bool,
-                     expanded: bool) -> Options:
+                     expanded: bool, square: bool = False) -> Options:
     """The (kind, block) options, with the block's sizes whose smallest Case fits the
     budget ``cap``, in shrink order; each size weighs what BOUNDARY_WEIGHTS gives its block.
 
     ``full`` is what the tensor of the sizes is to the op (``OpSpec.full``). ``extent``:
-    the size itself must fit (an op that reads the full tensor also needs rank 3 for a
-    batch dim of its result). ``length`` needs offset 0 among the offset kinds
-    (``zero_offset``) and, where the op makes the full tensor, a size² result; an op
-    reading it holds a size² input only when ``expanded`` layouts are not allowed,
-    otherwise it expands a diagonal dim (stride 0) when the input would not fit.
+    the size itself must fit (an op that reads the full tensor, or makes a square one from
+    the diagonal, ``square``, also needs rank 3 for a batch dim). ``length`` needs offset
+    0 among the offset kinds (``zero_offset``) and, where the op makes the full tensor, a
+    size² result; an op reading it holds a size² input only when ``expanded`` layouts are
+    not allowed, otherwise it expands a diagonal dim (stride 0) when the input would not
+    fit.
     """
     options: list[Option] = []
     weights: list[int] = []
+    batch = full == "read" or square
     for kind in KINDS:
         for block in BOUNDARY_BLOCKS:
             sizes = tuple(s for s in (block, block + 1, block - 1)
-                          if _fits(full, kind, s, cap, ranks, zero_offset, expanded))
+                          if _fits(full, kind, s, cap, ranks, zero_offset, expanded, batch))
             if sizes:
                 options.append(Option(kind, block, sizes))
                 weights.append(BOUNDARY_WEIGHTS[(full, kind)][block] * len(sizes))
@@ -124,9 +126,9 @@ def boundary_options(full: str, cap: int, ranks: tuple[int, int], zero_offset: b
 
 
 def _fits(full: str, kind: str, size: int, cap: int, ranks: tuple[int, int],
-          zero_offset: bool, expanded: bool) -> bool:
+          zero_offset: bool, expanded: bool, batch: bool) -> bool:
     if kind == "extent":
-        return size <= cap and (full != "read" or ranks[1] >= 3)
+        return size <= cap and (not batch or ranks[1] >= 3)
     if full == "result" or not expanded:
         return zero_offset and size * size <= cap
     return zero_offset and size <= cap

@@ -9,7 +9,7 @@ layout and plain values.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from math import prod
 from typing import TypeVar
@@ -243,6 +243,15 @@ def draw_dims(draw: st.DrawFn, rank: int) -> tuple[int, int, int, int]:
     return (d1 - rank if spelling & 1 else d1), (d2 - rank if spelling & 2 else d2), d1, d2
 
 
+def _dims(draw: st.DrawFn, rank: int,
+          fixed: tuple[int, int] | None) -> tuple[int, int, int, int]:
+    """``draw_dims``, or ``fixed`` without a draw for an op whose dims are not arguments
+    (``diag``)."""
+    if fixed is None:
+        return draw_dims(draw, rank)
+    return fixed[0], fixed[1], fixed[0] % rank, fixed[1] % rank
+
+
 _BEYOND = st.integers(1, 2**40)
 #: Extreme magnitudes: 2**63 - 1, 2**63 (-2**63 as a negative offset; 2**63 - 1 as a
 #: positive one), or (0) one of _LARGE: one uniform draw of three, so each exact extreme
@@ -388,45 +397,52 @@ def boundary_span(op: str, n: Narrowing) -> st.SearchStrategy[Geometry] | None:
     boundary Case fits."""
     if not n.boundary:
         return None
-    full = spec_of(op).full
+    spec = spec_of(op)
+    full, square, dims = spec.full, spec.square, spec.dims
     options = boundary_options(full, n.boundary_elements, n.ranks, "zero" in n.offsets,
-                               "expanded" in n.layout_kinds)
+                               "expanded" in n.layout_kinds, square)
     if not options.options:
         return None
 
     @st.composite
     def draw_span(draw: st.DrawFn) -> Geometry:
         draw = fast(draw)
-        return draw_boundary(draw, full, n, draw_option(draw, options))
+        return draw_boundary(draw, full, n, draw_option(draw, options), square=square,
+                             fixed_dims=dims)
 
     return draw_span()
 
 
 def draw_geometry(draw: st.DrawFn, n: Narrowing,
                   boundary: st.SearchStrategy[Geometry] | None,
-                  fixed_dims: tuple[int, int] | None = None) -> Geometry:
+                  fixed_dims: tuple[int, int] | None = None, square: bool = False) -> Geometry:
     """A plain Case's sizes, dims and offset; then, with ``boundary``, one draw that makes
     about BOUNDARY_PERCENT Cases in 100 boundary ones, drawn in the span ``boundary``.
 
     The plain geometry comes first even for a boundary Case so that the shrinker turns a
     boundary Case into a plain one in one step, lowering that draw by one and deleting the
     span (its fix-up for a size dependency): the plain choices stay where they were and
-    every later choice (dtype, layout, values) keeps its place.
+    every later choice (dtype, layout, values) keeps its place. ``fixed_dims``: an op's
+    dims when they are not its arguments (``OpSpec.dims``). ``square``: an op that makes
+    the tensor of the sizes from the diagonal (``OpSpec.square``): both diagonal dims are
+    one size m (``square_sizes``), and the offset is of a kind within ±m
+    (``square_offsets``).
     """
     sizes = draw_sizes(draw, n.ranks, n.max_elements)
-    if fixed_dims is None:
-        dim1, dim2, d1, d2 = draw_dims(draw, len(sizes))
-    else:  # an op whose dims are not arguments (diag): no choice to draw
-        dim1, dim2 = fixed_dims
-        d1, d2 = dim1 % len(sizes), dim2 % len(sizes)
-    offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
+    dim1, dim2, d1, d2 = _dims(draw, len(sizes), fixed_dims)
+    kinds = n.offsets
+    if square:
+        sizes = square_sizes(sizes, d1, d2, n.max_elements)
+        kinds = square_offsets(kinds)
+    offset = draw_offset(draw, kinds, sizes[d1], sizes[d2])
     if boundary is not None and is_boundary(draw):
         return draw(boundary)
     return Geometry(sizes, dim1, dim2, d1, d2, offset, n.max_elements)
 
 
 def draw_boundary(draw: st.DrawFn, full: str, n: Narrowing,
-                  option: tuple[str, int]) -> Geometry:
+                  option: tuple[str, int], *, square: bool = False,
+                  fixed_dims: tuple[int, int] | None = None) -> Geometry:
     """The geometry of a boundary Case of ``option``, a (kind, size) pair (see
     ``strategies._boundary``).
 
@@ -435,18 +451,22 @@ def draw_boundary(draw: st.DrawFn, full: str, n: Narrowing,
     left of both budgets once the boundary extent is taken (so the Case costs about what
     its boundary extent does); dims; for an extent, its position and a plain offset, for
     a length an offset of the full-length run (0 first). An input of diagonal whose
-    storage would exceed the budget gets its longer diagonal dim expanded.
+    storage would exceed the budget gets its longer diagonal dim expanded. For an op
+    that makes a square tensor from the diagonal (``square``), an extent is a batch dim
+    and a length L sits on an (L + e) x (L + e) matrix at offset ±e. ``fixed_dims``: as
+    ``draw_geometry``'s.
     """
     (kind, size), cap = option, n.boundary_elements
     # ``full``: what the tensor of the sizes is to the op (OpSpec.full): "read" (its result
     # is diagonal-shaped: an extent of it is a batch dim) or "result" (held in memory).
-    low = max(n.ranks[0], 3) if full == "read" and kind == "extent" else n.ranks[0]
+    batch = full == "read" or square
+    low = max(n.ranks[0], 3) if batch and kind == "extent" else n.ranks[0]
     rank = below(draw, n.ranks[1] - low + 1) + low
     share = max(1, min(cap, n.max_elements) // size)  # of the other extents together
     if kind == "extent":
         rest = _draw_rest(draw, rank - 1, share)
-        dim1, dim2, d1, d2 = draw_dims(draw, rank)
-        if full == "read":  # an extent of the (diagonal-shaped) result: a batch dim
+        dim1, dim2, d1, d2 = _dims(draw, rank, fixed_dims)
+        if batch:  # an extent of the diagonal-shaped tensor: a batch dim
             slots = [d for d in range(rank) if d not in (d1, d2)]
             at = slots[below(draw, len(slots))]
         else:  # input_sizes are the result: any dim
@@ -455,21 +475,65 @@ def draw_boundary(draw: st.DrawFn, full: str, n: Narrowing,
         offset = draw_offset(draw, n.offsets, sizes[d1], sizes[d2])
         return Geometry(sizes, dim1, dim2, d1, d2, offset, cap)
     held = full == "result" or "expanded" not in n.layout_kinds
-    extra = below(draw, min(MAX_EXTRA, cap // size - size) + 1 if held else MAX_EXTRA + 1)
+    room = (cap // size - size) if not square else _square_room(size, cap)
+    extra = below(draw, min(MAX_EXTRA, room) + 1 if held else MAX_EXTRA + 1)
     longer = size + extra
-    rows, cols = (longer, size) if extra and draw(BOOLS) else (size, longer)
+    if square:  # the diagonal, e off the main one, of a square it makes
+        rows = cols = longer if _offset_kind(extra) in n.offsets else size
+    else:
+        rows, cols = (longer, size) if extra and draw(BOOLS) else (size, longer)
     if held:
         share = max(1, min(cap // (rows * cols), n.max_elements // size))
     rest = _draw_rest(draw, rank - 2, share)
-    dim1, dim2, d1, d2 = draw_dims(draw, rank)
+    dim1, dim2, d1, d2 = _dims(draw, rank, fixed_dims)
     others = iter(rest)
     sizes = tuple(rows if d == d1 else cols if d == d2 else next(others) for d in range(rank))
+    if square:
+        offset = (rows - size) * (-1 if rows > size and draw(BOOLS) else 1)
+        return Geometry(sizes, dim1, dim2, d1, d2, offset, cap)
     runs = [o for o in range(extra + 1) if _offset_kind(o) in n.offsets]  # "zero" is
     offset = runs[below(draw, len(runs))] * (1 if cols >= rows else -1)
     expand: tuple[int, ...] = ()
     if prod(max(s, 1) for s in rest) * rows * cols > cap:  # diagonal only (not held)
         expand = (d2 if cols >= rows else d1,)
     return Geometry(sizes, dim1, dim2, d1, d2, offset, cap, expand)
+
+
+def _square_room(size: int, cap: int) -> int:
+    """The largest e with (size + e)² within ``cap`` (0 when size² alone fills it)."""
+    room = 0
+    while room < MAX_EXTRA and (size + room + 1) ** 2 <= cap:
+        room += 1
+    return room
+
+
+def square_sizes(sizes: tuple[int, ...], d1: int, d2: int, budget: int) -> tuple[int, ...]:
+    """``sizes`` with both diagonal dims one size m: the longer one's where the tensor
+    stays within ``budget`` elements, else the shorter one's (which always does)."""
+    rest = prod(max(size, 1) for d, size in enumerate(sizes) if d not in (d1, d2))
+    longer, shorter = max(sizes[d1], sizes[d2]), min(sizes[d1], sizes[d2])
+    m = longer if longer * longer * rest <= budget else shorter
+    return tuple(m if d in (d1, d2) else size for d, size in enumerate(sizes))
+
+
+@lru_cache(maxsize=64)
+def square_offsets(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The offset kinds of ``kinds`` an op making a square of the diagonal can have:
+    "beyond" and "extreme" would ask for a result larger than memory (the invalid class
+    huge_offset), so they become "size" (an empty diagonal, ±m)."""
+    return tuple(k for k in OFFSET_KINDS
+                 if (k in kinds and k not in ("beyond", "extreme"))
+                 or (k == "size" and ("beyond" in kinds or "extreme" in kinds)))
+
+
+def square_geometry(g: Geometry) -> Geometry:
+    """``g`` as an op that makes the tensor of its sizes from the diagonal sees it
+    (``OpSpec.square``): both diagonal dims as long as the shorter one, m, and ``|offset|``
+    at most m (an offset beyond becomes ±m: an empty diagonal, an m x m result of zeros).
+    The result never grows: m² is within the sizes' budget."""
+    m = min(g.sizes[g.d1], g.sizes[g.d2])
+    sizes = tuple(m if d in (g.d1, g.d2) else size for d, size in enumerate(g.sizes))
+    return replace(g, sizes=sizes, offset=max(-m, min(m, g.offset)))
 
 
 def _draw_rest(draw: st.DrawFn, count: int, budget: int) -> tuple[int, ...]:
@@ -489,18 +553,30 @@ def case_strategy(op: str, n: Narrowing) -> st.SearchStrategy[Case]:
     """Valid Cases of ``op``: a geometry (plain, or a boundary one), then the dtype and
     every tensor the op reads (``draw_tensors``; an op's spec may draw them its own way)."""
     spec = spec_of(op)
+    n = op_narrowing(spec, n)
     boundary = boundary_span(op, n)
 
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         draw = fast(draw)
-        g = draw_geometry(draw, n, boundary, fixed_dims=spec.dims)
+        g = draw_geometry(draw, n, boundary, fixed_dims=spec.dims, square=spec.square)
+        if spec.square:  # a boundary geometry's extents: its diagonal dims made square
+            g = square_geometry(g)
         if spec.draw_case is not None:
             return spec.draw_case(draw, n, g)
         dtype = draw(choice(dtype_options(n.dtypes)))
         return tensors_case(op, g, dtype, draw_tensors(draw, spec, n, g, dtype))
 
     return draw_case()
+
+
+def op_narrowing(spec: OpSpec, n: Narrowing) -> Narrowing:
+    """``n`` within the ranks ``spec``'s op can have (``OpSpec.max_rank``): a run narrowed
+    to ranks 3..4 still draws ``diag``'s rank-2 Cases."""
+    top = spec.max_rank
+    if top is None or n.ranks[1] <= top:
+        return n
+    return replace(n, ranks=(min(n.ranks[0], top), top))
 
 
 def draw_tensors(draw: st.DrawFn, spec: OpSpec, n: Narrowing, g: Geometry,

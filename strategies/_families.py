@@ -42,8 +42,8 @@ from diagfuzz.strategies._invalid import (
     break_case,
     draw_invalid,
     invalid_cases,
+    invalid_ops,
 )
-from diagfuzz.strategies._invalid import OPS as INVALID_OPS
 from diagfuzz.strategies._values import draw_values
 
 #: The most Cases one family holds (the base and up to MAX_MEMBERS - 1 siblings). 12, not
@@ -145,7 +145,8 @@ def diagonal_backward_case_families(*, ranks: int | Sequence[int] = DEFAULT_RANK
     return family_strategy("diagonal_backward", n, check_max_members(max_members))
 
 
-def invalid_case_families(op: str | None = None, *, classes: Collection[str] | None = None,
+def invalid_case_families(op: str | Sequence[str] | None = None, *,
+                          classes: Collection[str] | None = None,
                           ranks: int | Sequence[int] = DEFAULT_RANKS,
                           dtypes: Sequence[str | torch.dtype] | None = None,
                           max_elements: int = DEFAULT_MAX_ELEMENTS,
@@ -166,7 +167,7 @@ def invalid_case_families(op: str | None = None, *, classes: Collection[str] | N
     """
     invalid_cases(op, classes=classes, ranks=ranks, dtypes=dtypes,
                   max_elements=max_elements, layout_kinds=layout_kinds, devices=devices)
-    ops = INVALID_OPS if op is None else (op,)
+    ops = invalid_ops(op)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
     chosen = check_kinds("classes", classes, applicable)
@@ -271,14 +272,17 @@ def family_strategy(op: str, n: Narrowing, max_members: int) -> st.SearchStrateg
 def draw_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
     """A sibling of ``base``: its sizes, dims and layouts; its own offset, dtype and
     values. An op reading a diagonal-shaped tensor keeps the diagonal's length (the tensor
-    must fit), so its offset is one of ``same_length_offsets`` (the base's first); specials
-    on a full tensor's diagonal follow the sibling's own offset."""
+    must fit), so its offset is one of ``same_length_offsets`` (the base's first; for an
+    op making a square tensor from it, ``OpSpec.square``, ± the base's); specials on a
+    full tensor's diagonal follow the sibling's own offset."""
     spec = spec_of(base.op)
     rank = len(base.sizes)
     d1, d2 = base.dim1 % rank, base.dim2 % rank
     rows, cols = base.sizes[d1], base.sizes[d2]
     if any(o.role == "diagonal" for o in spec.operands):
         offsets = same_length_offsets(rows, cols, base.offset)
+        if spec.square:  # the sizes follow from |offset| too: only its sign is free
+            offsets = tuple(o for o in offsets if abs(o) == abs(base.offset))
         offset = offsets[below(draw, len(offsets))]
     else:
         offset = draw_offset(draw, n.offsets, rows, cols)
@@ -325,6 +329,9 @@ def _low_rank_sibling(draw: st.DrawFn, base: Case, n: Narrowing) -> Case:
     """A LOW_RANK Case with ``base``'s sizes and layout, its own dims, offset, dtype and
     values (drawn as ``_low_rank`` draws them)."""
     dim1, dim2, offset = draw(SMALL_INTS), draw(SMALL_INTS), draw(SMALL_INTS)
+    fixed = spec_of(base.op).dims
+    if fixed is not None:
+        dim1, dim2 = fixed
     dtype = draw(choice(n.dtypes))
     values = draw_values(draw, dtype, placement(base.layout), n.value_modes)
     return base.replace(dim1=dim1, dim2=dim2, offset=offset, dtype=dtype, values=values)

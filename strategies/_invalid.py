@@ -30,20 +30,19 @@ from diagfuzz.strategies._cases import (
 from diagfuzz.strategies._draws import BOOLS, choice, fast, ints
 from diagfuzz.strategies._values import draw_values
 
-#: Every invalid class, in shrink order. The generic ones are broken here; an op's spec
+#: The invalid classes in shrink order. The generic ones are broken here; an op's spec
 #: breaks the others (``OpSpec.break_case``), and says which apply to it (``OpSpec.invalid``).
-CLASS_ORDER = ("rank0", "rank1", "dim_above_range", "dim_below_range", "same_dims",
-               "grad_output_shape", "src_shape", "negative_size", "out_dtype", "out_device",
-               "non_integer", "int_overflow", "non_tensor")
+#: A class of a spec's not listed here comes after these, in the specs' order.
+CLASS_ORDER = ("rank0", "rank1", "high_rank", "dim_above_range", "dim_below_range",
+               "same_dims", "grad_output_shape", "src_shape", "negative_size", "huge_offset",
+               "out_dtype", "out_device", "non_integer", "int_overflow", "non_tensor")
 
 
 def _classes() -> dict[str, tuple[str, ...]]:
     """Each invalid class any op has, in shrink order, and the ops it applies to."""
     specs = all_specs()
-    unknown = {c for spec in specs for c in spec.invalid} - set(CLASS_ORDER)
-    if unknown:
-        raise ValueError(f"invalid classes {sorted(unknown)} are not in CLASS_ORDER")
-    return {c: tuple(spec.name for spec in specs if c in spec.invalid) for c in CLASS_ORDER
+    order = dict.fromkeys((*CLASS_ORDER, *(c for spec in specs for c in spec.invalid)))
+    return {c: tuple(spec.name for spec in specs if c in spec.invalid) for c in order
             if any(c in spec.invalid for spec in specs)}
 
 
@@ -58,29 +57,42 @@ NOT_INTS = (1.5, "0", None, 1.0, (1,))
 OVERFLOWING = (INT64_MAX + 1, -INT64_MAX - 2, 2**64)
 
 
-def invalid_cases(op: str | None = None, *, classes: Collection[str] | None = None,
+def invalid_ops(op: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The ops an invalid strategy draws: ``op``, several, or every op (None), in report
+    order; Hypothesis' InvalidArgument for an op without invalid classes."""
+    if op is None:
+        return OPS
+    asked = (op,) if isinstance(op, str) else tuple(op)
+    unknown = [o for o in asked if o not in OPS]
+    if unknown or not asked:
+        raise InvalidArgument(f"op={op!r} must be None, or one or more of {OPS}")
+    return tuple(o for o in OPS if o in asked)
+
+
+def invalid_cases(op: str | Sequence[str] | None = None, *,
+                  classes: Collection[str] | None = None,
                   ranks: int | Sequence[int] = DEFAULT_RANKS,
                   dtypes: Sequence[str | torch.dtype] | None = None,
                   max_elements: int = DEFAULT_MAX_ELEMENTS,
                   layout_kinds: Collection[str] | None = None,
                   devices: Sequence[str] = ("meta",)) -> st.SearchStrategy[Case]:
-    """Cases of ``op`` (default: both ops) that aten rejects; ``Case.invalid`` names why.
+    """Cases of ``op`` (an op, several, or None: every op) that aten rejects;
+    ``Case.invalid`` names why.
 
     ``classes`` narrows INVALID_CLASSES: a dim above or below its range, dim1 == dim2 after
-    normalisation (any spelling), rank 1 and rank 0 inputs, a grad_output that does not
-    broadcast to the diagonal (aten broadcasts one that does, so that is valid), negative
-    input_sizes, an ``out`` of another dtype or on another device (``devices``: devices
-    other than the one the Cases will run on; default "meta"; through ``.out``),
-    non-integer or int64-overflowing int arguments and non-tensor tensor arguments
-    (``Case.raw_args``). The other arguments narrow the
-    valid Case each class starts from, as in ``diagonal_cases``.
+    normalisation (any spelling), rank 1 and rank 0 inputs (and diag's of rank 3 or more),
+    a grad_output that does not broadcast to the diagonal (aten broadcasts one that does,
+    so that is valid), a src not of the diagonal's shape, negative input_sizes, an offset
+    whose result cannot exist, an ``out`` of another dtype or on another device
+    (``devices``: devices other than the one the Cases will run on; default "meta";
+    through ``.out``), non-integer or int64-overflowing int arguments and non-tensor
+    tensor arguments (``Case.raw_args``). The other arguments narrow the valid Case each
+    class starts from, as in ``diagonal_cases`` (each op within the ranks it has).
 
     Shrinks towards the earlier classes (a rank-0 input has the fewest choices of all), and
     within a class as ``diagonal_cases`` does.
     """
-    ops = OPS if op is None else (op,)
-    if op is not None and op not in OPS:
-        raise InvalidArgument(f"op={op!r} must be None or one of {OPS}")
+    ops = invalid_ops(op)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
     chosen = check_kinds("classes", classes, applicable)
@@ -149,11 +161,12 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
         return case.replace(out_dtype=draw(choice(tuple(others))))
     if kind == "out_device":
         return case.replace(out_device=draw(choice(devices)))
-    names = [a for a in spec.arguments if a != "input_sizes"]
+    sizes = [a for a in spec.arguments if spec.fields.get(a, a) == "input_sizes"]
+    names = [a for a in spec.arguments if a not in sizes]
     if kind == "non_integer":
-        names += [a for a in spec.arguments if a == "input_sizes"]
+        names += sizes
         name = draw(choice(tuple(names)))
-        if name != "input_sizes":
+        if name not in sizes:
             value = _as_json(draw(choice(NOT_INTS)))
         elif draw(BOOLS):
             value = [*case.sizes[:-1], 1.5]
@@ -169,15 +182,23 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
 
 def _low_rank(draw: st.DrawFn, op: str, kind: str, n: Narrowing) -> Case:
     """Sizes of rank 0 or 1, any small dims and offset; each tensor the op reads shaped
-    like the sizes (a "full" one) or small and of any rank up to 2 (a "diagonal" one)."""
+    like the sizes (a "full" one) or small and of any rank up to 2 (a "diagonal" one; of
+    rank 0 for an op that makes the sizes from it, ``OpSpec.square``: a rank-1 result)."""
     spec = spec_of(op)
     rank = 0 if kind == "rank0" else 1
     sizes = draw_sizes(draw, (rank, rank), n.max_elements)
     dim1, dim2, offset = draw(ints(-2, 2)), draw(ints(-2, 2)), draw(ints(-2, 2))
+    if spec.dims is not None:
+        dim1, dim2 = spec.dims
     dtype = draw(choice(n.dtypes))
     tensors = []
     for operand in spec.operands:
-        shape = sizes if operand.role == "full" else draw_sizes(draw, (0, 2), n.max_elements)
+        if operand.role == "full":
+            shape = sizes
+        elif spec.square:
+            shape = sizes[:-1]
+        else:
+            shape = draw_sizes(draw, (0, 2), n.max_elements)
         layout = draw_some_layout(draw, shape, n)
         tensors.append((operand.name, layout,
                         draw_values(draw, dtype, placement(layout), n.value_modes)))

@@ -140,5 +140,20 @@ def test_compiled_passes_the_oracle(case: Case) -> None:
 def test_flaggems_diagonal_backward_passes_the_oracle(case: Case) -> None:
     """FlagGems' diagonal_backward on float32 (skipped where FlagGems cannot be imported)."""
     flaggems = pytest.importorskip("examples.flaggems", exc_type=ImportError)
-    assert "float32" in flaggems.dtypes
+    assert "float32" in flaggems.dtypes["diagonal_backward"]
+    _assert_passes(case, flaggems.impl)
+
+
+@pytest.mark.flaggems
+@pytest.mark.parametrize("case", [
+    Case("diag_embed", (2, 4, 4), 1, -2, -1, "float32", Layout.contiguous((2, 3))),
+    Case("diag_embed", (5, 3, 5), -2, 2, 0, "int32", Layout((3, 3), (1, 3), 0, ("permuted",))),
+    Case("diag", (4, 6), 2, 0, 1, "float16", Layout((4, 6), (12, 2), 1, ("sliced", "offset"))),
+    Case("diag_1d", (5, 5), -2, 0, 1, "bool", Layout.contiguous((3,))),
+], ids=Case.describe)
+def test_flaggems_diag_and_diag_embed_pass_the_oracle(case: Case) -> None:
+    """FlagGems' diag (both directions) and diag_embed, on dtypes its tests use (skipped
+    where FlagGems cannot be imported)."""
+    flaggems = pytest.importorskip("examples.flaggems", exc_type=ImportError)
+    assert case.dtype in flaggems.dtypes["diag"]
     _assert_passes(case, flaggems.impl)

@@ -15,13 +15,14 @@ from diagfuzz.core.case import DTYPE_NAMES
 from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.execution.warmup import warm_up, warm_up_cases
 from diagfuzz.impl import aten
+from diagfuzz.specs import SPECS
 from tests.faulty.cases import square
 
 
 def test_warm_up_cases_cover_every_dtype_and_op_and_pass_against_aten() -> None:
     cases = warm_up_cases()
     assert {c.dtype for c in cases} == {n for n in DTYPE_NAMES if hasattr(torch, n)}
-    assert {c.op for c in cases} == {"diagonal", "diagonal_backward"}
+    assert {c.op for c in cases} == set(SPECS)
     assert {c.layout.kinds for c in cases} == {("contiguous",), ("sliced", "offset")}
     verdicts = [oracles.check(c, aten, ops.DEVICE) for c in cases]
     assert all(v.ok for v in verdicts), [str(v) for v in verdicts if not v.ok]

@@ -13,7 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from diagfuzz.gate import corpus
+from diagfuzz.gate import compile_cases, corpus, error_parity_cases
 from diagfuzz.gate.cli import main
 from tests.faulty.cases import square
 
@@ -43,8 +43,9 @@ def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
                             "torch.compile parity", "classification"]
     assert stages["corpus replay"]["cases"] == 1
     assert stages["fuzz suite"]["cases"] >= 24
-    assert stages["error parity"]["cases"] == 22
-    assert stages["torch.compile parity"]["cases"] == 4
+    # One error Case per invalid class of every op, and every op's compile sample.
+    assert stages["error parity"]["cases"] == len(error_parity_cases())
+    assert stages["torch.compile parity"]["cases"] == len(compile_cases())
     assert all(s["failures"] == 0 and not s["error"] for s in stages.values())
     assert report["findings"] == [] and "PASSED" in output
     assert set(report["coverage"]) >= {"group", "dtype", "layout", "invalid"}

@@ -27,11 +27,13 @@ def _compile_only(args: list[str], tmp_path: Path) -> subprocess.CompletedProces
 
 @pytest.mark.parametrize("transpose_runs", [0, 1])
 def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path) -> None:
-    """Both kernels' transposed paths are switched on or off together."""
+    """Both kernels' transposed paths are switched on or off together (diag_embed's and
+    diagonal_scatter's variants do not depend on them: the test below)."""
     out = tmp_path / "variants.json"
     run = _compile_only(["-m", "diagfuzz.ops._gpu_compile",
                          "--set", f"TRANSPOSE_RUNS={transpose_runs}",
                          "--set", f"COPY_TRANSPOSE={transpose_runs}",
+                         "--ops", "diagonal_backward,diagonal_copy",
                          "--json", str(out)], tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     rows = json.loads(out.read_text())
@@ -50,6 +52,26 @@ def test_every_gpu_variant_compiles_for_sm90(transpose_runs: int, tmp_path: Path
     for op in ("diagonal_copy", "diagonal_backward"):
         transposed = {k[2] for k in kinds if k[0] == op and k[1]}  # their INDEX_64 values
         assert transposed == ({False, True} if transpose_runs else set())
+
+
+def test_every_gpu_variant_of_the_family_compiles_for_sm90(tmp_path: Path) -> None:
+    """diag_embed (diagonal_backward's kernel, planned through its launcher) and
+    diagonal_scatter in both modes (clone: the input's storage; gather: an expanded input),
+    each with 32- and 64-bit indices and every word size."""
+    out = tmp_path / "variants.json"
+    run = _compile_only(["-m", "diagfuzz.ops._gpu_compile", "--ops",
+                         "diag_embed,diagonal_scatter", "--json", str(out)], tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = json.loads(out.read_text())
+    assert all("error" not in row and row["ptx_lines"] > 0 for row in rows)
+    kinds = {(row["op"], row["constexprs"]["INDEX_64"], row["word_bytes"],
+              row["constexprs"].get("GATHER")) for row in rows}
+    for word_bytes in (1, 2, 4, 8):
+        for index_64 in (False, True):
+            assert ("diag_embed", index_64, word_bytes, None) in kinds
+            assert ("diagonal_scatter", index_64, word_bytes, False) in kinds
+            assert ("diagonal_scatter:expanded", index_64, word_bytes, True) in kinds
+    assert {row["constexprs"]["WORDS"] for row in rows if row["word_bytes"] == 8} == {1, 2}
 
 
 BROKEN_KERNEL = textwrap.dedent('''

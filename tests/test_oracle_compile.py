@@ -1,4 +1,5 @@
-"""torch.compile parity: passes for diagfuzz's kernels, fails on a hand-made wrong compile."""
+"""torch.compile parity: passes for diagfuzz's kernels (a Case of every op), fails on a
+hand-made wrong compile."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ CASES = [
          Values(seed=1, mode="bits")),
     Case("diagonal_backward", (3, 4), -1, 0, 1, "float32", Layout((2,), (2,), 1, ("sliced",)),
          Values(seed=2, specials=((1, 0x80000000),))),
+    Case("diag_embed", (2, 5, 5), -2, 2, 1, "float32", Layout.contiguous((2, 3)),
+         Values(seed=3, mode="bits")),
+    Case("diagonal_scatter", (4, 3), -1, 1, 0, "float32",
+         Layout((4, 3), (6, 2), 1, ("sliced", "offset")), Values(seed=4),
+         others=(("src", Layout((2,), (3,), 0, ("sliced",)),
+                  Values(seed=5, specials=((0, 0x80000000),))),)),
+    Case("diag", (5, 3), 1, 0, 1, "float32", Layout((5, 3), (1, 5), 0, ("permuted",)),
+         Values(seed=6, mode="bits")),
+    Case("diag_1d", (5, 5), -2, 0, 1, "float32", Layout.contiguous((3,)), Values(seed=7)),
 ]
 
 

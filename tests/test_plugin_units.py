@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import settings
@@ -32,7 +33,7 @@ def _case(sizes=(3, 4), offset=0, dim1=0, dim2=1, dtype="float32", invalid="",
 
 def test_shard_seeds_are_stable_and_distinct() -> None:
     seeds = {sharding.derive_seed(7, s, k) for s in sharding.STREAMS for k in range(16)}
-    assert len(seeds) == 3 * 16
+    assert len(seeds) == len(sharding.STREAMS) * 16
     assert sharding.derive_seed(7, "test_diagonal", 3) == sharding.derive_seed(
         7, "test_diagonal", 3)
     assert sharding.derive_seed(7, "test_diagonal", 3) != sharding.derive_seed(
@@ -43,29 +44,41 @@ def test_shard_seeds_are_stable_and_distinct() -> None:
 
 def test_shards_cover_every_worker_and_budget_is_split() -> None:
     assert sharding.shard_count(4, workers=2) == 4
-    assert sharding.shard_count(4, workers=32) == 11  # 33 items for 32 workers
-    assert sharding.examples_per_shard(2400, 4) == 200
-    assert sharding.examples_per_shard(2400, 11) == 73  # total kept (rounded up)
+    assert sharding.shard_count(4, workers=32, streams=3) == 11  # 33 items for 32 workers
+    assert sharding.examples_per_shard(2400, 4, streams=3) == 200
+    assert sharding.examples_per_shard(2400, 11, streams=3) == 73  # total kept (rounded up)
     assert sharding.examples_per_shard(1, 4) == 1
+    # By default over every stream: one per op, and the invalid one.
+    streams = len(sharding.STREAMS)
+    assert sharding.shard_count(4, workers=64) == math.ceil(64 / streams)
+    assert sharding.examples_per_shard(100 * 4 * streams, 4) == 100
 
 
 def test_run_plan_round_trips_through_workerinput() -> None:
     plan = sharding.RunPlan(1, "m:a", "dev", 4, 10, 64, "inprocess", None, "/tmp/r", 2)
     assert sharding.RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     assert plan.worker_dir("gw1").as_posix() == "/tmp/r/gw1"
-    assert plan.total == 4 * 10 * 3
+    assert plan.total == 4 * 10 * len(sharding.STREAMS)
     assert "--diagfuzz-seed 1" in plan.describe()
     narrowed = sharding.RunPlan(
         1, "m:a", "dev", 4, 10, 64, "process", 9.0, "/tmp/r", 2, ops=("diagonal_backward",),
         dtypes={"diagonal_backward": ("float32", "float16")}, ranks=(2, 3),
         layouts=("contiguous",), strict=True, deadline=123.5, max_seconds=60.0,
-        impl_path=("/x",), skipped={"test_diagonal": "the impl provides no diagonal"})
+        impl_path=("/x",), skipped={
+            stream: f"the impl provides no {op}" for stream, op in sharding.STREAM_OPS.items()
+            if op != "diagonal_backward"})
     assert sharding.RunPlan.from_dict(json.loads(json.dumps(narrowed.to_dict()))) == narrowed
     assert narrowed.total == 4 * 10 * 2  # two streams run
     assert narrowed.strategy_args("test_invalid") == {
         "max_elements": 64, "max_members": 12, "ranks": (2, 3),
         "layout_kinds": ("contiguous",), "dtypes": ("float32", "float16"),
         "op": "diagonal_backward"}
+    # Some ops but not one: the invalid Cases of those ops (each valid stream its own).
+    some = sharding.RunPlan(1, "m:a", "dev", 4, 10, 64, "process", None, "/tmp/r", 2,
+                            ops=("diagonal", "diag"))
+    assert some.strategy_args("test_invalid")["op"] == ("diagonal", "diag")
+    assert "op" not in some.strategy_args("test_diag")
+    assert "op" not in plan.strategy_args("test_invalid")  # every op: the default
     text = narrowed.describe()
     assert "skipped diagonal: the impl provides no diagonal" in text
     assert "diagonal_backward dtypes float32, float16" in text

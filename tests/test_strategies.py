@@ -12,8 +12,17 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz import ops
-from diagfuzz.core.case import Case, Layout, Values, available_dtypes, materialise
+from diagfuzz.core.case import (
+    Case,
+    Layout,
+    Values,
+    available_dtypes,
+    call_arguments,
+    materialise,
+)
 from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.oracles import reference
+from diagfuzz.specs import SPECS, spec_of
 from diagfuzz.strategies import (
     DEFAULT_BOUNDARY_ELEMENTS,
     DEFAULT_MAX_ELEMENTS,
@@ -63,6 +72,9 @@ def check_case(case: Case, budget: int | None = None) -> torch.Tensor:
     plain = json.loads(json.dumps(asdict(case)))
     if not case.others:
         del plain["others"]
+    else:  # each other tensor as an object naming it
+        plain["others"] = [{"name": name, "layout": layout, "values": values}
+                           for name, layout, values in plain["others"]]
     assert json.loads(case.to_json()) == {**plain, "version": 2}
     assert case.to_json() is case.to_json()
     layout = case.layout
@@ -107,6 +119,51 @@ def test_backward_cases_materialise_and_run_on_aten(case: Case) -> None:
         out = torch.ops.aten.diagonal_backward(tensor, list(case.sizes), case.offset,
                                                case.dim1, case.dim2)
     assert tuple(out.shape) == case.sizes
+
+
+@pytest.mark.parametrize("op", SPECS)
+def test_every_ops_cases_materialise_and_run_on_aten(op: str) -> None:
+    """Each op's Cases: every tensor shaped as its role says (the full tensor of the sizes,
+    or its diagonal), aten returns the result the sizes name; an op that makes a square of
+    the diagonal (``OpSpec.square``) has both diagonal dims one size m, ``|offset| <= m``,
+    and an op of rank-2 sizes (diag) stays there whatever ranks are asked."""
+    spec = spec_of(op)
+
+    @settings(FAST, max_examples=60)
+    @given(cases(op, ranks=(2, 5)))
+    def run(case: Case) -> None:
+        assert case.op == op and not case.invalid
+        check_case(case)
+        diag = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2)
+        shapes = [case.layout.shape, *(layout.shape for _, layout, _ in case.others)]
+        for operand, shape in zip(spec.operands, shapes, strict=True):
+            assert shape == (case.sizes if operand.role == "full" else diag.shape), case
+        if spec.dims is not None:
+            assert (case.dim1, case.dim2) == spec.dims and len(case.sizes) == 2, case
+        if spec.square:
+            m = case.sizes[diag.dim1]
+            assert case.sizes[diag.dim2] == m and abs(case.offset) <= m, case
+        args = call_arguments(case)
+        with ops.use_triton(False):
+            out = reference.call_op(reference.ATEN, case, args)
+        expected = case.sizes if spec.full == "result" else diag.shape
+        assert tuple(out.shape) == expected, case
+
+    run()
+
+
+def test_invalid_cases_of_some_ops_draw_only_those() -> None:
+    seen: set[str] = set()
+
+    @settings(FAST, max_examples=80)
+    @given(invalid_cases(("diag", "diag_1d")))
+    def run(case: Case) -> None:
+        seen.add(case.op)
+
+    run()
+    assert seen == {"diag", "diag_1d"}
+    with pytest.raises(InvalidArgument, match="op="):
+        invalid_cases(("diag", "diagonal_copy"))
 
 
 @FAST

@@ -20,6 +20,7 @@ from typing import Any
 from diagfuzz.core.case import Case
 from diagfuzz.execution import journal
 from diagfuzz.impl import load_impl
+from diagfuzz.specs import SPECS
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--hypothesis-profile", "ci", "--diagfuzz-max-elements", "256"]
@@ -67,7 +68,7 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
     assert report["isolation"] == "process" and report["workers"] == 2
     assert report["findings"] == [] and report["diagfuzz_report"] == 2
     counts = report["counts"]
-    assert set(counts) == {"diagonal", "diagonal_backward", "invalid"}
+    assert set(counts) == {*SPECS, "invalid"}
     assert all(group["cases"] > 0 for group in counts.values())
     assert report["cases"] == sum(group["cases"] for group in counts.values())
     # Every Case a worker journaled is in the controller's total, from both workers.

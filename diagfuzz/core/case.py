@@ -221,12 +221,14 @@ class Case:
         scalars = {"input_sizes": list(self.sizes), "offset": self.offset, "dim1": self.dim1,
                    "dim2": self.dim2}
         parts = [f"{n}={raw[n]!r}" if n in raw else n for n in names]
-        parts += [f"{n}={raw[n]!r}" if n in raw else f"{n}={scalars.get(n)}"
+        parts += [f"{n}={raw[n]!r}" if n in raw else f"{n}={scalars.get(spec.fields.get(n, n))}"
                   for n in spec.arguments]
         call = ", ".join(parts)
         if self.out_dtype or self.out_device:
             call += f", out=<{self.out_dtype or self.dtype} on {self.out_device or 'device'}>"
-        lines = [f"{self.op}({call})" + (f"  [invalid: {self.invalid}]" if self.invalid else "")]
+        notes = [self.op] if spec.method_name != self.op else []  # diag_1d: diag's method
+        notes += [f"invalid: {self.invalid}"] if self.invalid else []
+        lines = [f"{spec.method_name}({call})" + (f"  [{'; '.join(notes)}]" if notes else "")]
         for name, layout, values in tensors:
             if name in raw:
                 continue

@@ -1,14 +1,15 @@
 """The implementation under test: its protocol, what it declares, how ``--impl`` finds it.
 
 An implementation is any object (a module works) providing any of the ops of
-``diagfuzz.specs``, each a callable named after the op (``Impl``'s docstring lists them).
-Optional: ``<op>_out(..., out=)`` for ``.out`` Cases; ``uses_triton_registration = True``
-when calls go through aten with diagfuzz's kernels (the oracle then proves the kernel ran).
+``diagfuzz.specs``, each a callable named after the op, or after the method its spec names
+(``Impl``'s docstring lists them). Optional: ``<method>_out(..., out=)`` for ``.out``
+Cases; ``uses_triton_registration = True`` when calls go through aten with diagfuzz's
+kernels (the oracle then proves the kernel ran).
 
 Capability declarations (optional): ``dtypes``, the dtype names (or torch dtypes) the
-implementation supports, or a dict of them per op; ``supports(case) -> bool`` for anything
-finer. A Case outside them is "unsupported": counted, not judged. An implementation that
-declares nothing supports everything it provides.
+implementation supports, or a dict of them per op (or per method); ``supports(case) ->
+bool`` for anything finer. A Case outside them is "unsupported": counted, not judged. An
+implementation that declares nothing supports everything it provides.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class Impl(Protocol):
 
     ``diagonal(input, offset=0, dim1=0, dim2=1) -> Tensor`` (a new tensor, as
     ``aten::diagonal_copy``), ``diagonal_backward(grad_output, input_sizes, offset, dim1,
-    dim2) -> Tensor``, and the other ops of ``diagfuzz.specs`` (their arguments in aten's
-    order). The protocol names no method: an implementation provides any subset of the ops,
-    declared by having them.
+    dim2) -> Tensor``, ``diag_embed(input, offset=0, dim1=-2, dim2=-1)``,
+    ``diagonal_scatter(input, src, offset=0, dim1=0, dim2=1)`` and ``diag(input,
+    diagonal=0)`` (the ``diag`` and ``diag_1d`` Cases both call it): every op of
+    ``diagfuzz.specs``, its arguments in aten's order. The protocol names no method: an
+    implementation provides any subset of the ops, declared by having them.
     """
 
 
@@ -50,8 +53,11 @@ def known_ops() -> tuple[str, ...]:
 
 
 def provides(impl: Any, op: str) -> bool:
-    """Whether ``impl`` provides ``op`` (a callable of that name)."""
-    return callable(getattr(impl, op, None))
+    """Whether ``impl`` provides ``op`` (a callable named as the op's spec says: the op's
+    name, or its ``method``)."""
+    from diagfuzz.specs import spec_of
+
+    return callable(getattr(impl, spec_of(op).method_name, None))
 
 
 def provided_ops(impl: Any) -> tuple[str, ...]:
@@ -68,14 +74,18 @@ def _dtype_name(value: Any, where: str) -> str:
 
 
 def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
-    """The dtype names ``impl`` declares for ``op``; None when it declares none."""
+    """The dtype names ``impl`` declares for ``op`` (a dict's entry for the op, else for
+    its method); None when it declares none."""
     dtypes = getattr(impl, "dtypes", None)
     if dtypes is None:
         return None
     if isinstance(dtypes, dict):
-        if op not in dtypes:
+        from diagfuzz.specs import spec_of
+
+        key = op if op in dtypes else spec_of(op).method_name
+        if key not in dtypes:
             return None
-        dtypes = dtypes[op]
+        dtypes = dtypes[key]
     if isinstance(dtypes, (str, torch.dtype)):
         dtypes = (dtypes,)
     return tuple(_dtype_name(d, f"{type(impl).__name__}.dtypes") for d in dtypes)

@@ -1,7 +1,8 @@
 """Hypothesis profiles of the fuzz suite, and the budget each one stands for.
 
-A profile's budget is ``examples`` Cases per shard × ``shards`` per stream × 3 streams
-(diagonal, diagonal_backward, invalid), on tensors of at most ``max_elements`` elements. The
+A profile's budget is ``examples`` Cases per shard × ``shards`` per stream × the suite's
+streams (one per op of ``diagfuzz.specs``, then the invalid Cases of every op), on tensors of
+at most ``max_elements`` elements. The
 Hypothesis profile carries ``max_examples = examples`` (right for a test drawing one Case per
 example); the rest lives here because Hypothesis settings cannot hold it. The suite draws
 Case families (``diagfuzz.strategies.*_case_families``), so a shard runs its Case budget
@@ -47,27 +48,32 @@ class Budget:
 
     @property
     def total(self) -> int:
-        """Cases over all shards of the three streams."""
-        return self.examples * self.shards * 3
+        """Cases over all shards of every stream (``diagfuzz.harness.sharding.STREAMS``)."""
+        from diagfuzz.harness.sharding import STREAMS
+
+        return self.examples * self.shards * len(STREAMS)
 
 
-#: The budgets, documented in the README. Times: ``pytest -n 2`` on 2 CPU cores (Triton
-#: interpreter, executor-process isolation, a busy machine): 6,000 Cases 84 s wall, 600 Cases 28 s.
-#: The gate draws no families (max_members=1): its budget is small (1,200 Cases; its tests
-#: use 24) and Hypothesis spends a shard's first example on the simplest family, a single
-#: minimal Case, so at 2 Cases a shard families left every shard that Case alone (a bug at
-#: offset 1 went unseen). A gate runs its Cases in executor processes, where running, not
-#: drawing, costs, so families would save it little; and it keeps drawing the Cases it drew
-#: before families, so its verdicts and corpus stay comparable.
+#: The budgets, documented in the README, per stream (``Budget.total``: over all streams).
+#: Times, with the three streams diagonal, diagonal_backward and invalid: ``pytest -n 2`` on
+#: 2 CPU cores (Triton interpreter, executor-process isolation, a busy machine): 6,000 Cases
+#: 84 s wall, 600 Cases 28 s; each op's stream adds its share.
+#: The gate draws no families (max_members=1): its budget is small (400 Cases a stream; its
+#: tests use 24) and Hypothesis spends a shard's first example on the simplest family, a
+#: single minimal Case, so at 2 Cases a shard families left every shard that Case alone (a
+#: bug at offset 1 went unseen). A gate runs its Cases in executor processes, where running,
+#: not drawing, costs, so families would save it little; and it keeps drawing the Cases it
+#: drew before families, so its verdicts and corpus stay comparable.
 BUDGETS: dict[str, Budget] = {
-    "dev": Budget(500, 4, 4096, doc="default: 6,000 Cases, about 1-1.5 minutes on 2 CPU cores"),
-    "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 600 Cases, about 30 s on 2 CPU cores"),
+    "dev": Budget(500, 4, 4096, doc="default: 2,000 Cases a stream"),
+    "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 200 Cases a stream"),
     "gate": Budget(100, 4, 4096, derandomize=True, max_members=1,
-                   doc="pre-merge gate: 1,200 Cases (diagfuzz gate passes its own --budget), "
-                       "derandomized, no example database: one seed, the same Cases; one "
-                       "Case per example"),
+                   doc="pre-merge gate: 400 Cases a stream (diagfuzz gate passes its own "
+                       "--budget), derandomized, no example database: one seed, the same "
+                       "Cases; one Case per example"),
     "nightly": Budget(10_000, 16, 1 << 20,
-                      doc="480,000 Cases up to 2**20 elements: meant for a GPU machine"),
+                      doc="160,000 Cases a stream up to 2**20 elements: meant for a GPU "
+                          "machine"),
 }
 
 _QUIET = (HealthCheck.too_slow, HealthCheck.data_too_large)

@@ -81,7 +81,7 @@ class RunPlan:
     #: Executor processes one pipelined worker feeds (diagfuzz.execution.fanout; 1: a single one).
     executors: int = 1
     #: The ops fuzzed (requested and provided by the impl), and the stream kinds.
-    ops: tuple[str, ...] = ("diagonal", "diagonal_backward")
+    ops: tuple[str, ...] = SPECS
     streams: tuple[str, ...] = STREAM_KINDS
     #: Narrowing of every stream's draws (None: the strategies' defaults), per op for dtypes
     #: (what was asked, within what the impl declares).
@@ -179,8 +179,9 @@ class RunPlan:
             for op in self.stream_ops(stream):
                 names += [d for d in self.dtypes.get(op, ()) if d not in names]
             args["dtypes"] = tuple(names)
-        if stream not in STREAM_OPS and len(self.ops) == 1:
-            args["op"] = self.ops[0]
+        if stream not in STREAM_OPS and set(self.ops) != set(SPECS):
+            # The invalid Cases of the ops fuzzed only (an impl providing some ops).
+            args["op"] = self.ops[0] if len(self.ops) == 1 else self.ops
         return args
 
     def describe(self) -> str:

@@ -2,14 +2,15 @@
 
 In the spirit of PyTorch's OpInfo: the harness, the strategies, the oracles, the gate and
 the benchmarks are generic and read an op's spec; nothing outside ``diagfuzz/specs/`` asks
-which op a Case is. A new op is one spec module here plus one kernel module in ``ops/``
-(named by import path, so reading a spec never loads Triton).
+which op a Case is. A new op is one spec module here plus, where diagfuzz has a kernel for
+it, one kernel module in ``ops/`` (named by import path, so reading a spec never loads
+Triton); docs/adding-an-op.md walks through one.
 
 Every op of the family is described by one geometry: ``Case.sizes``, ``offset``, ``dim1``
 and ``dim2`` name a diagonal of a tensor of ``sizes`` (the op's input for ``diagonal``, its
-result for ``diagonal_backward``). Each tensor the op reads is shaped either like that
-tensor ("full") or like its diagonal ("diagonal"); what differs from op to op lives in the
-functions a spec holds.
+result for ``diagonal_backward`` and ``diag_embed``). Each tensor the op reads is shaped
+either like that tensor ("full") or like its diagonal ("diagonal"); what differs from op to
+op lives in the functions a spec holds.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class OpSpec:
     torch and diagfuzz's building blocks, never a kernel.
     """
 
-    #: The op's name: the implementation's method, the suite's stream ``test_<name>``.
+    #: The op's name: the suite's stream ``test_<name>``, the reports' row, and the
+    #: implementation's method unless ``method`` names another.
     name: str
     #: Where the op comes in reports and the suite (lower first).
     order: int
@@ -73,18 +75,33 @@ class OpSpec:
     fields: dict[str, str] = field(default_factory=dict)
     #: Inclusive ranks of ``Case.sizes`` the strategies draw by default.
     ranks: tuple[int, int] = (2, 8)
+    #: The highest rank ``Case.sizes`` can have (``diag``: 2); None: any. Ranks asked of
+    #: the strategies above it are lowered to it.
+    max_rank: int | None = None
     #: What the tensor of ``Case.sizes`` is to the op: "read" (an operand, which a layout
     #: may expand to hold a long diagonal cheaply) or "result" (the op makes it: held in
     #: memory whole).
     full: str = "read"
     #: dim1 and dim2 when they are not the op's arguments (``diag``: (0, 1)), else None.
     dims: tuple[int, int] | None = None
+    #: Whether the op makes the tensor of ``Case.sizes`` from its diagonal-shaped operand
+    #: alone (``diag_embed``, ``diag`` of a vector): the two diagonal dims are then equal,
+    #: each as long as the diagonal plus ``|offset|``, and the strategies draw only such
+    #: sizes (so no offset beyond them: an empty diagonal has ``|offset|`` = the size).
+    square: bool = False
     #: The invalid classes that apply to this op (``diagfuzz.strategies``' names).
     invalid: tuple[str, ...] = ()
     #: diagfuzz's kernel: the launch counter's name and ``module:function`` of the
-    #: functional and ``.out`` entry points registered for the two aten overloads.
+    #: functional and ``.out`` entry points registered for the two aten overloads ("": the
+    #: op registers nothing of its own).
     kernel: str = ""
     entry_points: tuple[str, str] = ("", "")
+    #: The launch counters that prove a call ran diagfuzz's kernels, when they are not
+    #: ``kernel``'s: an op aten decomposes into registered ops counts theirs (``diag``).
+    counters: tuple[str, ...] = ()
+    #: The implementation's method, when it is not ``name`` (both directions of
+    #: ``aten::diag`` are the one method ``diag``).
+    method: str = ""
 
     # --- behaviour --------------------------------------------------------------------
     #: ``call(impl, case, args)``: the implementation's method on the materialised
@@ -100,8 +117,9 @@ class OpSpec:
     #: registration's state (the device reference).
     aten_kernel: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
     relations: tuple[Relation, ...] = ()
-    #: ``compile_function(case) -> (fn, inputs, grad)``: the op as a differentiable
-    #: function of one input, for torch.compile parity; None when not differentiable.
+    #: ``compile_function(case, args) -> (fn, x, grad)``: the op as a differentiable
+    #: function of one input ``x``, back-propagated with ``grad``, for torch.compile
+    #: parity; None when not differentiable.
     compile_function: Callable[..., Any] | None = None
 
     # --- drawing (the strategies draw every op alike from ``operands``; these override) ---
@@ -129,9 +147,19 @@ class OpSpec:
         return self.operands[0]
 
     @property
+    def method_name(self) -> str:
+        """The implementation's method for the op's Cases."""
+        return self.method or self.name
+
+    @property
     def out_method(self) -> str:
         """The implementation's method for ``.out`` Cases."""
-        return f"{self.name}_out"
+        return f"{self.method_name}_out"
+
+    @property
+    def launch_counters(self) -> tuple[str, ...]:
+        """The launch counters of the dispatch proof (none: nothing to prove)."""
+        return self.counters or ((self.kernel,) if self.kernel else ())
 
     @property
     def stream(self) -> str:

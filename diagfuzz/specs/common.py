@@ -100,6 +100,35 @@ def off_diagonal_zero(case: Case, result: torch.Tensor) -> tuple[str, dict[str, 
     return None
 
 
+#: Integer word of each element width (a 16-byte element is two int64 words).
+_WORD = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64, 16: torch.int64}
+
+
+def storage_words(t: torch.Tensor) -> torch.Tensor:
+    """All of ``t``'s storage as flat integer words of its element width (a view)."""
+    return torch.empty(0, dtype=_WORD[t.dtype.itemsize], device=t.device).set_(
+        t.untyped_storage())
+
+
+def word_positions(shape: tuple[int, ...], steps: tuple[int, ...], start: int,
+                   dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Flat word index (into ``storage_words``) of every word of every element at element
+    index ``start + sum(i_d * steps_d)``, for each multi-index ``i`` of ``shape``: shape
+    ``(*shape, words per element)``, by broadcast ``arange``s (index arithmetic alone)."""
+    per = 2 if dtype.itemsize == 16 else 1
+    index = torch.full((), start, dtype=torch.int64, device=device)
+    for d, (n, step) in enumerate(zip(shape, steps, strict=True)):
+        axis = torch.arange(n, dtype=torch.int64, device=device) * step
+        index = index + axis.view(*(n if e == d else 1 for e in range(len(shape))))
+    index = index.expand(shape)
+    return index.unsqueeze(-1) * per + torch.arange(per, dtype=torch.int64, device=device)
+
+
+def from_words(words: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    """Flat contiguous words as a contiguous tensor of ``dtype`` and ``shape``."""
+    return words.view(dtype).view(shape)
+
+
 def warm_dtypes() -> list[str]:
     """The dtype names this torch has."""
     return [name for name in DTYPE_NAMES if hasattr(torch, name)]

@@ -15,7 +15,7 @@ FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 class Correct:
-    """diagonal_copy and diagonal_backward in plain torch; override a seam to break it."""
+    """The diagonal family in plain torch; override a seam (or an op) to break it."""
 
     uses_triton_registration = False
 
@@ -50,17 +50,35 @@ class Correct:
         """Set every element of ``out`` to all-zero bits."""
         out.zero_()
 
+    def clone_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What aten's ``clone_preserve_strides`` makes of diagonal_scatter's input: its
+        whole storage copied into a new one and viewed alike, or for an input with a zero
+        stride on a dim of more than one element, a dense ``clone``."""
+        if x.numel() and any(n > 1 and s == 0 for n, s in zip(x.shape, x.stride(),
+                                                               strict=True)):
+            return x.clone()
+        numel = x.untyped_storage().nbytes() // x.element_size()
+        storage = self.allocate((numel,), x.dtype, x.device)
+        self.write(storage, x.as_strided((numel,), (1,), 0))
+        return storage.as_strided(x.shape, x.stride(), x.storage_offset())
+
     def validate(self, op: str, tensor: object, *args: object) -> None:
-        """aten's argument checks, run on meta tensors (no data): aten's exception types."""
+        """aten's argument checks, run on meta tensors (no data): aten's exception types.
+
+        diag_embed, diagonal_scatter and diag run aten's op itself on the tensors instead:
+        their meta kernels check less (a src of the wrong shape passes) or raise other
+        types (a TypeError for an offset whose sizes overflow int64)."""
         meta = tensor.to("meta") if isinstance(tensor, torch.Tensor) else tensor
         if op == "diagonal":
             offset, dim1, dim2 = self.dims(getattr(tensor, "ndim", 0), *args)
             torch.ops.aten.diagonal_copy(meta, offset, dim1, dim2)
-        else:
+        elif op == "diagonal_backward":
             sizes, offset, dim1, dim2 = args
             offset, dim1, dim2 = self.dims(len(sizes) if isinstance(sizes, (list, tuple))
                                            else 0, offset, dim1, dim2)
             torch.ops.aten.diagonal_backward(meta, sizes, offset, dim1, dim2)
+        else:
+            getattr(torch.ops.aten, op)(tensor, *args)
 
     # --- the ops ----------------------------------------------------------------------
     def diagonal(self, x: torch.Tensor, offset: int = 0, dim1: int = 0,
@@ -79,6 +97,29 @@ class Correct:
         diag = self.view(out, offset, dim1, dim2)
         self.write(diag, self.read_grad(grad_output).expand(diag.shape))
         return self.finish(out)
+
+    def diag_embed(self, x: torch.Tensor, offset: int = 0, dim1: int = -2,
+                   dim2: int = -1) -> torch.Tensor:
+        self.validate("diag_embed", x, offset, dim1, dim2)
+        sizes = torch.ops.aten.diag_embed(x.to("meta"), offset, dim1, dim2).shape
+        out = self.allocate(sizes, x.dtype, x.device)
+        self.zero(out)
+        self.write(self.view(out, offset, dim1, dim2), x)
+        return self.finish(out)
+
+    def diagonal_scatter(self, x: torch.Tensor, src: torch.Tensor, offset: int = 0,
+                         dim1: int = 0, dim2: int = 1) -> torch.Tensor:
+        self.validate("diagonal_scatter", x, src, offset, dim1, dim2)
+        out = self.clone_input(x)
+        self.write(self.view(out, offset, dim1, dim2), src)
+        return self.finish(out)
+
+    def diag(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+        """What aten::diag does: diag_embed of a vector, diagonal_copy of a matrix."""
+        self.validate("diag", x, diagonal)
+        if x.dim() == 1:
+            return self.diag_embed(x, diagonal, 0, 1)
+        return self.diagonal(x, diagonal, 0, 1)
 
 
 impl = Correct()

@@ -1,0 +1,527 @@
+"""diagonal_scatter as one Triton launch: a copy of ``input`` with ``src`` on its diagonal.
+
+What aten returns (``at::native::diagonal_scatter``: ``clone_preserve_strides(self)``, then
+``copy_`` of src into the clone's diagonal view), and so what this launcher returns:
+
+* an input with no zero stride on a dim of size > 1 (aten's ``has_internal_overlap`` is not
+  ``Yes``): a clone of the input's *whole storage* (every element, also those the view never
+  addresses), viewed with the input's sizes, strides and storage offset ("clone" mode);
+* an input with such a zero stride (expanded): ``input.clone()``, i.e. ``empty_like(input)``
+  (dense, in the stride order aten infers) holding the input's elements ("gather" mode).
+
+src's elements then sit on that result's diagonal positions. src must have the diagonal's
+shape exactly (no broadcasting: RuntimeError, aten's message); aten's ``copy_`` converts any
+dtype and device, so a src of another dtype or device goes through that same aten
+conversion first. Inputs with conj or neg bits reach aten's kernel resolved (its
+Conjugate/Negative fallback); the launcher resolves them too, so both see the same tensor.
+
+One launch, whatever the mode. Each program owns a block of the result's storage words: it
+copies them (clone: 16-byte vector loads and stores of the storage, no index work; gather:
+each word's element peeled into the input's strides), then, after a barrier, stores src's
+words on the diagonal positions inside its block. Which diagonal elements those are: sorted
+by the result's strides (outermost first), the diagonal's dims address the storage in
+increasing order when each stride exceeds the extent of the dims inside it, which holds for
+every layout made by slicing, permuting or expanding a dense tensor (and so for every dense
+result). A block's diagonal elements are then one run of that order, found from the block's
+two ends with one division per dim, and each is peeled into its storage and src positions.
+A diagonal that is not so ordered (only ``as_strided`` makes one) is scanned whole by every
+program; one whose positions repeat would make aten's result depend on the order of its
+``copy_``'s writes, and is refused (RuntimeError).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from diagfuzz.core.geometry import Diagonal, diagonal_of
+from diagfuzz.core.words import words_per_element
+from diagfuzz.ops import _counters, _tiling
+from diagfuzz.ops._runtime import check_device
+from diagfuzz.ops._tiling import (
+    MAX_ROW_DIMS,
+    SHAPE_ARGS,
+    Launcher,
+    LaunchPlan,
+    RowDim,
+    coalesce,
+    needs_int64,
+    plan_scatter,
+    remember,
+    row_args,
+)
+
+_DIAG_SIZES = [f"dsize{j}" for j in range(MAX_ROW_DIMS)]
+_DIAG_OUT = [f"dout{j}" for j in range(MAX_ROW_DIMS)]
+_DIAG_SRC = [f"dsrc{j}" for j in range(MAX_ROW_DIMS)]
+_SCATTER_ARGS = ["in_base", "outer_stride", *_DIAG_SIZES, *_DIAG_OUT, *_DIAG_SRC, "n_ddims",
+                 "diag_base", "n_diag", "monotone"]
+
+
+@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_SCATTER_ARGS, "src_ptr"])
+def _diagonal_scatter_kernel(
+    out_ptr, in_ptr, src_ptr, total, in_base, outer_stride,
+    size0, size1, size2, size3, size4, size5, size6, size7,
+    stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7, n_dims,
+    dsize0, dsize1, dsize2, dsize3, dsize4, dsize5, dsize6, dsize7,
+    dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7,
+    dsrc0, dsrc1, dsrc2, dsrc3, dsrc4, dsrc5, dsrc6, dsrc7,
+    n_ddims, diag_base, n_diag, monotone,
+    WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
+    DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr,
+):
+    # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    # Phase 1: every word of the block.
+    if GATHER:
+        # The result is dense: a word's element index peels, innermost dim first, into the
+        # input's strides (in words); the outermost dim needs no division.
+        element = offs // WORDS
+        rem = element
+        in_off = in_base + (offs - element * WORDS)
+        if n_dims > 0:
+            quotient = rem // size0
+            in_off += (rem - quotient * size0) * stride0
+            rem = quotient
+        if n_dims > 1:
+            quotient = rem // size1
+            in_off += (rem - quotient * size1) * stride1
+            rem = quotient
+        if n_dims > 2:
+            quotient = rem // size2
+            in_off += (rem - quotient * size2) * stride2
+            rem = quotient
+        if n_dims > 3:
+            quotient = rem // size3
+            in_off += (rem - quotient * size3) * stride3
+            rem = quotient
+        if n_dims > 4:
+            quotient = rem // size4
+            in_off += (rem - quotient * size4) * stride4
+            rem = quotient
+        if n_dims > 5:
+            quotient = rem // size5
+            in_off += (rem - quotient * size5) * stride5
+            rem = quotient
+        if n_dims > 6:
+            quotient = rem // size6
+            in_off += (rem - quotient * size6) * stride6
+            rem = quotient
+        if n_dims > 7:
+            quotient = rem // size7
+            in_off += (rem - quotient * size7) * stride7
+            rem = quotient
+        in_off += rem * outer_stride
+        if start + BLOCK <= total:  # a full block: unmasked, so the stores are vectors
+            tl.store(out_ptr + offs, tl.load(in_ptr + in_off))
+        else:
+            gathered = tl.load(in_ptr + in_off, mask=offs < total)
+            tl.store(out_ptr + offs, gathered, mask=offs < total)
+    else:
+        # Clone: the input's storage word for word, 16-byte vectors for full blocks.
+        if start + BLOCK <= total:
+            tl.store(out_ptr + offs, tl.load(in_ptr + offs, eviction_policy=COPY_EVICT),
+                     eviction_policy=COPY_EVICT)
+        else:
+            copied = tl.load(in_ptr + offs, mask=offs < total, eviction_policy=COPY_EVICT)
+            tl.store(out_ptr + offs, copied, mask=offs < total, eviction_policy=COPY_EVICT)
+    # Phase 2 overwrites some of those words: order the two phases across the threads.
+    tl.debug_barrier()
+    end = tl.minimum(start + BLOCK, total)
+    el_start = start // WORDS
+    el_end = end // WORDS
+    # How many diagonal elements lie below each end of the block, both ends at once: with
+    # the dims sorted outermost first, an element's position grows with its index tuple,
+    # so a greedy division per dim counts them (q <= 0 and a dim's index past its size end
+    # the count; the last dim's remainder says whether the tuple itself lies below).
+    ends = el_start + tl.arange(0, 2) * (el_end - el_start)
+    q = ends - diag_base
+    count = q * 0
+    done = q <= 0
+    inner = count + n_diag
+    if n_ddims > 7:
+        inner = inner // dsize7
+        idx = tl.minimum(tl.maximum(q, 0) // dout7, dsize7)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize7)
+        q = q - idx * dout7
+    if n_ddims > 6:
+        inner = inner // dsize6
+        idx = tl.minimum(tl.maximum(q, 0) // dout6, dsize6)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize6)
+        q = q - idx * dout6
+    if n_ddims > 5:
+        inner = inner // dsize5
+        idx = tl.minimum(tl.maximum(q, 0) // dout5, dsize5)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize5)
+        q = q - idx * dout5
+    if n_ddims > 4:
+        inner = inner // dsize4
+        idx = tl.minimum(tl.maximum(q, 0) // dout4, dsize4)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize4)
+        q = q - idx * dout4
+    if n_ddims > 3:
+        inner = inner // dsize3
+        idx = tl.minimum(tl.maximum(q, 0) // dout3, dsize3)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize3)
+        q = q - idx * dout3
+    if n_ddims > 2:
+        inner = inner // dsize2
+        idx = tl.minimum(tl.maximum(q, 0) // dout2, dsize2)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize2)
+        q = q - idx * dout2
+    if n_ddims > 1:
+        inner = inner // dsize1
+        idx = tl.minimum(tl.maximum(q, 0) // dout1, dsize1)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize1)
+        q = q - idx * dout1
+    if n_ddims > 0:
+        inner = inner // dsize0
+        idx = tl.minimum(tl.maximum(q, 0) // dout0, dsize0)
+        count += tl.where(done, 0, idx * inner)
+        done = done | (idx >= dsize0)
+        q = q - idx * dout0
+    count += tl.where(done, 0, (q > 0).to(count.dtype))
+    which = tl.arange(0, 2)
+    lo = tl.sum(tl.where(which == 0, count, 0), axis=0)
+    hi = tl.sum(tl.where(which == 1, count, 0), axis=0)
+    # An unordered diagonal: every element, each checked against the block below.
+    lo = tl.where(monotone != 0, lo, 0)
+    hi = tl.where(monotone != 0, hi, n_diag)
+    lanes = tl.arange(0, DIAG_LANES)
+    if INDEX_64:
+        lanes = lanes.to(tl.int64)
+    for r0 in range(lo, hi, DIAG_LANES):
+        r = r0 + lanes
+        # Peel each element index into its storage position and src offset (elements);
+        # every dim takes a remainder, so lanes past the end stay inside both extents.
+        # (Names differ from phase 1's: Triton carries a name bound before a loop and
+        # rebound in it through the loop, at one type, and phase 1's are BLOCK-wide.)
+        r_rest = r
+        pos = r * 0 + diag_base
+        src_off = r * 0
+        if n_ddims > 0:
+            r_quot = r_rest // dsize0
+            idx_v = r_rest - r_quot * dsize0
+            pos += idx_v * dout0
+            src_off += idx_v * dsrc0
+            r_rest = r_quot
+        if n_ddims > 1:
+            r_quot = r_rest // dsize1
+            idx_v = r_rest - r_quot * dsize1
+            pos += idx_v * dout1
+            src_off += idx_v * dsrc1
+            r_rest = r_quot
+        if n_ddims > 2:
+            r_quot = r_rest // dsize2
+            idx_v = r_rest - r_quot * dsize2
+            pos += idx_v * dout2
+            src_off += idx_v * dsrc2
+            r_rest = r_quot
+        if n_ddims > 3:
+            r_quot = r_rest // dsize3
+            idx_v = r_rest - r_quot * dsize3
+            pos += idx_v * dout3
+            src_off += idx_v * dsrc3
+            r_rest = r_quot
+        if n_ddims > 4:
+            r_quot = r_rest // dsize4
+            idx_v = r_rest - r_quot * dsize4
+            pos += idx_v * dout4
+            src_off += idx_v * dsrc4
+            r_rest = r_quot
+        if n_ddims > 5:
+            r_quot = r_rest // dsize5
+            idx_v = r_rest - r_quot * dsize5
+            pos += idx_v * dout5
+            src_off += idx_v * dsrc5
+            r_rest = r_quot
+        if n_ddims > 6:
+            r_quot = r_rest // dsize6
+            idx_v = r_rest - r_quot * dsize6
+            pos += idx_v * dout6
+            src_off += idx_v * dsrc6
+            r_rest = r_quot
+        if n_ddims > 7:
+            r_quot = r_rest // dsize7
+            idx_v = r_rest - r_quot * dsize7
+            pos += idx_v * dout7
+            src_off += idx_v * dsrc7
+            r_rest = r_quot
+        hit = (r < hi) & (pos >= el_start) & (pos < el_end)
+        for w in tl.static_range(WORDS):
+            value = tl.load(src_ptr + src_off * WORDS + w, mask=hit)
+            tl.store(out_ptr + pos * WORDS + w, value, mask=hit)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The result's metadata, as aten makes it: ``clone`` (the input's storage, sizes,
+    strides and storage offset) or gather (dense ``strides``, offset 0)."""
+
+    clone: bool
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    storage_offset: int
+    #: elements of the result's storage (clone: the input's whole storage)
+    storage_numel: int
+    #: the input itself starts its storage and spans it contiguously (no base view needed)
+    whole: bool
+
+
+def diagonal_scatter(
+    input: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1
+) -> torch.Tensor:
+    """``aten::diagonal_scatter``: a new tensor laid out as aten lays it out (module
+    docstring), holding ``input`` with ``src`` on the diagonal ``(offset, dim1, dim2)``."""
+    key = _key(input, src, offset, dim1, dim2)
+    known = _PLANS.get(key) if key is not None else None
+    if known is None:  # first call with this signature: validate and plan
+        source, values, diag = _prepare(input, src, offset, dim1, dim2)
+        result = _result(source)
+        known = (result, _plan(source, values, diag, result.clone, result.strides,
+                               result.storage_offset, result.storage_numel))
+        remember(_PLANS, key, known)
+    else:  # validated before; the pointers are all the launch needs of the tensors
+        source, values = input, src
+    result, plan = known
+    if result.clone:
+        out = torch.empty(result.storage_numel, dtype=source.dtype, device=source.device)
+    else:
+        out = torch.empty_strided(result.sizes, result.strides, dtype=source.dtype,
+                                  device=source.device)
+    if plan is not None:
+        _counters.count("diagonal_scatter")
+        _launch(plan, (out, source if result.whole else _storage_of(source, result), values))
+    if result.clone:
+        out.as_strided_(result.sizes, result.strides, result.storage_offset)
+    return out
+
+
+#: (Result, plan) by call signature (see ``_key``).
+_PLANS: dict = {}
+
+
+def _key(input: object, src: object, offset: int, dim1: int, dim2: int) -> tuple | None:
+    """What determines validation, result and plan; None where the fast path does not apply
+    (tensor subclasses, conj/neg bits, a src aten's copy_ converts first)."""
+    if (type(input) is not torch.Tensor or type(src) is not torch.Tensor or input.is_conj()
+            or input.is_neg() or src.is_conj() or src.is_neg() or src.dtype != input.dtype
+            or src.device != input.device):
+        return None
+    return (input.shape, input.stride(), input.storage_offset(),
+            input.untyped_storage().nbytes(), input.dtype, input.device, src.shape,
+            src.stride(), offset, dim1, dim2)
+
+
+def diagonal_scatter_out(
+    input: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1,
+    *, out: torch.Tensor,
+) -> torch.Tensor:
+    """The ``.out`` overload: aten's generated out= wrapper (its functional result, resized
+    into ``out``, same dtype and device or RuntimeError). A contiguous ``out`` is written by
+    one launch in gather mode where that gives the functional result's elements: the input's
+    elements each have their own storage position, or it is expanded (aten clones it
+    dense); otherwise the functional result is copied in, as aten does."""
+    source, values, diag = _prepare(input, src, offset, dim1, dim2)
+    fill = None
+    if _has_internal_overlap(source) or _non_overlapping(source):
+        def fill(o: torch.Tensor) -> None:
+            plan = _plan(source, values, diag, False, o.stride(), 0, o.numel())
+            if plan is not None:
+                _counters.count("diagonal_scatter")
+                _launch(plan, (o, _storage_of(source, _result(source)), values))
+    return _counters.write_generated_out(
+        out, tuple(source.shape), source.dtype, source.device, reads=(input, src), fill=fill,
+        compute=lambda: diagonal_scatter(source, values, offset, dim1, dim2),
+    )
+
+
+def _prepare(input: torch.Tensor, src: torch.Tensor, offset: int, dim1: int,
+             dim2: int) -> tuple[torch.Tensor, torch.Tensor, Diagonal]:
+    """Validate like aten; return the input and src as the kernel reads them (conj/neg
+    resolved, src in the input's dtype and on its device) and the diagonal."""
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"input must be a Tensor, got {type(input).__name__}")
+    if not isinstance(src, torch.Tensor):
+        raise TypeError(f"src must be a Tensor, got {type(src).__name__}")
+    check_device(input, "input")
+    source = input.resolve_conj().resolve_neg()
+    if not _has_internal_overlap(source):
+        _storage_numel(source)  # aten's clone_preserve_strides asserts first
+    diag = diagonal_of(tuple(source.shape), offset, dim1, dim2)
+    if tuple(src.shape) != diag.shape:
+        raise RuntimeError(
+            "expected src to have a size equal to the slice of self. src size = "
+            f"{list(src.shape)}, slice size = {list(diag.shape)}")
+    return source, _converted(src.resolve_conj().resolve_neg(), source), diag
+
+
+def _converted(src: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """src as aten's ``copy_`` reads it into ``like``: converted on the CPU before a move
+    from the CPU (a blocking copy converts there), after the move otherwise."""
+    if src.dtype == like.dtype and src.device == like.device:
+        return src
+    if src.device.type == "cpu":
+        return src.to(dtype=like.dtype).to(device=like.device)
+    return src.to(device=like.device).to(dtype=like.dtype)
+
+
+def _has_internal_overlap(t: torch.Tensor) -> bool:
+    """aten's ``has_internal_overlap(t) == MemOverlap::Yes``: a zero stride on a dim of
+    size > 1, unless ``t`` is non-overlapping and dense, as every empty tensor is (it is
+    contiguous whatever its strides); a non-empty one with such a stride never is."""
+    return t.numel() > 0 and any(n > 1 and s == 0 for n, s in zip(t.shape, t.stride(),
+                                                                    strict=True))
+
+
+def _non_overlapping(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` has its own storage position: sorted by stride, each
+    stride of a dim of size > 1 exceeds the extent of the dims inside it (sufficient)."""
+    extent = 0
+    for size, stride in sorted((d for d in zip(t.shape, t.stride(), strict=True) if d[0] > 1),
+                               key=lambda d: d[1]):
+        if stride <= extent:
+            return False
+        extent += stride * (size - 1)
+    return True
+
+
+def _storage_numel(t: torch.Tensor) -> int:
+    """Elements of ``t``'s whole storage; aten's internal assert where bytes do not divide."""
+    nbytes = t.untyped_storage().nbytes()
+    if nbytes % t.element_size():
+        raise RuntimeError(
+            "nbytes % dtype_size == 0 INTERNAL ASSERT FAILED (diagfuzz: the storage of "
+            f"{nbytes} bytes does not hold whole {t.dtype} elements, as aten's "
+            "clone_preserve_strides asserts)")
+    return nbytes // t.element_size()
+
+
+def _result(source: torch.Tensor) -> Result:
+    """The result's metadata, as aten's ``clone_preserve_strides`` makes it."""
+    sizes = tuple(source.shape)
+    if _has_internal_overlap(source):  # aten: self.clone(), i.e. empty_like(self)
+        like = torch.empty_like(torch.empty_strided(sizes, source.stride(), dtype=source.dtype,
+                                                    device="meta"))
+        return Result(False, sizes, like.stride(), 0, math.prod(sizes), False)
+    numel = _storage_numel(source)
+    whole = (source.storage_offset() == 0 and source.is_contiguous()
+             and source.numel() == numel)
+    return Result(True, sizes, source.stride(), int(source.storage_offset()), numel, whole)
+
+
+def _storage_of(source: torch.Tensor, result: Result) -> torch.Tensor:
+    """The input's storage from its first element, as a flat tensor (the kernel's input
+    pointer is always the storage's start: allocator aligned, one variant)."""
+    numel = result.storage_numel if result.clone else (
+        source.untyped_storage().nbytes() // source.element_size())
+    return source.as_strided((numel,), (1,), 0)
+
+
+def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
+          out_strides: Sequence[int], out_offset: int, out_numel: int) -> LaunchPlan | None:
+    """The launch that writes a result of ``out_numel`` storage elements; None when empty.
+
+    ``clone``: the result's storage is the input's (copied whole); otherwise the result is
+    dense with ``out_strides`` and gathers the input's elements.
+    """
+    words = words_per_element(source.dtype)
+    total = out_numel * words
+    if total == 0:
+        return None
+    word_bytes = source.element_size() // words
+    # Phase 1, gather: the dims in the result's storage order, outermost first.
+    in_base = outer_stride = 0
+    peeled: list[RowDim] = []
+    in_extent = 0
+    if not clone:
+        order = sorted(range(source.dim()), key=lambda d: out_strides[d], reverse=True)
+        rows = coalesce([RowDim(source.shape[d], source.stride(d) * words) for d in order])
+        in_base = int(source.storage_offset()) * words
+        if rows:
+            outer_stride, peeled = rows[0].stride, rows[1:]
+        in_extent = in_base + sum(r.stride * (r.size - 1) for r in rows) + words
+    sizes, strides = row_args(peeled)
+    # Phase 2: the diagonal's dims (size, result stride, src stride), outermost first.
+    dims, monotone, n_diag = _diagonal_dims(source, src, diag, out_strides)
+    if len(dims) > MAX_ROW_DIMS:
+        raise NotImplementedError(
+            f"diagfuzz's diagonal_scatter addresses at most {MAX_ROW_DIMS} diagonal dims "
+            f"after merging runs; this diagonal needs {len(dims)}")
+    inner_first = list(reversed(dims))
+    pad = [(1, 0, 0)] * (MAX_ROW_DIMS - len(dims))
+    dsizes, douts, dsrcs = (list(column) for column in zip(*(inner_first + pad), strict=True))
+    diag_base = out_offset + diag.row0 * out_strides[diag.dim1] + diag.col0 * out_strides[
+        diag.dim2]
+    block, lanes, num_warps = plan_scatter(total, word_bytes, n_diag, not clone)
+    n_programs = triton.cdiv(total, block)
+    out_extent = (diag_base + sum(o * (n - 1) for n, o, _ in dims) + 1) * words
+    src_extent = (sum(s * (n - 1) for n, _, s in dims) + 1) * words
+    index_64 = needs_int64(total + block, n_programs * block, n_diag + lanes, out_extent,
+                           src_extent, in_extent + (block + 1) * abs(outer_stride))
+    return LaunchPlan(
+        (), n_programs,
+        (total, in_base, outer_stride, *sizes, *strides, len(peeled), *dsizes, *douts,
+         *dsrcs, len(dims), diag_base, n_diag, int(monotone)),
+        {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
+         "DIAG_LANES": lanes,
+         "COPY_EVICT": "evict_first" if _tiling.SCATTER_COPY_EVICT else ""},
+        num_warps,
+    )
+
+
+def _diagonal_dims(source: torch.Tensor, src: torch.Tensor, diag: Diagonal,
+                   out_strides: Sequence[int]) -> tuple[list[tuple[int, int, int]], bool, int]:
+    """The diagonal's dims as (size, result stride, src stride), outermost first, runs
+    merged; whether their positions grow with the index tuple; the element count.
+
+    An unordered diagonal whose positions repeat is refused: aten's ``copy_`` would store
+    several src elements on one position, the last written winning.
+    """
+    others = [d for d in range(source.dim()) if d not in (diag.dim1, diag.dim2)]
+    dims = [(source.shape[d], out_strides[d], src.stride(j)) for j, d in enumerate(others)]
+    dims.append((diag.length, out_strides[diag.dim1] + out_strides[diag.dim2],
+                 src.stride(-1)))
+    n_diag = math.prod(n for n, _, _ in dims)
+    if n_diag == 0:
+        return [], False, 0
+    dims = sorted((d for d in dims if d[0] != 1), key=lambda d: d[1], reverse=True)
+    merged: list[tuple[int, int, int]] = []
+    for size, out, s in dims:
+        if merged and merged[-1][1] == out * size and merged[-1][2] == s * size:
+            merged[-1] = (merged[-1][0] * size, out, s)
+        else:
+            merged.append((size, out, s))
+    extent, monotone = 0, True
+    for size, out, _ in reversed(merged):
+        monotone = monotone and out > extent
+        extent += out * (size - 1)
+    if not monotone:
+        positions = torch.zeros(1, dtype=torch.int64)
+        for size, out, _ in merged:
+            positions = (positions[:, None] + torch.arange(size) * out).reshape(-1)
+        if positions.unique().numel() != positions.numel():
+            raise RuntimeError(
+                "diagonal_scatter: the diagonal of this input repeats storage positions "
+                f"(sizes {list(source.shape)}, strides {list(source.stride())}); aten's "
+                "result would depend on the order of copy_'s writes, so diagfuzz refuses it")
+    return merged, monotone, n_diag
+
+
+_launch = Launcher(_diagonal_scatter_kernel, aligned=2)

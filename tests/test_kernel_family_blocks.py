@@ -1,0 +1,153 @@
+"""diagonal_scatter's and diag_embed's GPU plans, shrunk to a few words, run under the
+interpreter against aten, with 32-bit and with 64-bit indices.
+
+On a GPU a diagonal_scatter program owns 4-16 KiB of the result's storage and stores 128
+diagonal elements a round, so blocks that split the diagonal, hold none of it, or need
+several rounds only appear for large tensors; the interpreter's own plans are one program
+with 64-bit indices. Shrinking the blocks to 8-16 words and the rounds to 2-4 elements makes
+small tensors take every one of those paths on CPU, and forcing the planner's int64 switch
+runs the 64-bit variant of the same plans.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+
+import pytest
+import torch
+
+import diagfuzz.ops as ops
+from diagfuzz.ops import _tiling
+from tests.bitwise import bitwise_difference
+from tests.family_table import storage_difference, tensor
+
+scatter_module = importlib.import_module("diagfuzz.ops.diagonal_scatter")
+embed_module = importlib.import_module("diagfuzz.ops.diag_embed")
+backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
+
+#: (block words, diagonal lanes a round, 64-bit indices forced)
+PLANS = [(8, 2, False), (16, 4, True)]
+
+
+@pytest.fixture(params=PLANS, ids=lambda p: f"block{p[0]}words-lanes{p[1]}-int64{int(p[2])}")
+def small_gpu_plans(request, monkeypatch):
+    """GPU plans whose blocks hold ``block words`` words; returns ``shrink(dtype)``, which
+    sizes the blocks (in bytes) for that dtype's words."""
+    block_words, lanes, force_64 = request.param
+    monkeypatch.setattr(_tiling, "INTERPRET", False)
+    monkeypatch.setattr(backward_module, "INTERPRET", False)
+    monkeypatch.setattr(_tiling, "SCATTER_DIAG_LANES", lanes)
+    monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)
+    if force_64:
+        always = lambda *extents: True  # noqa: E731
+        for module in (_tiling, scatter_module, backward_module):
+            monkeypatch.setattr(module, "needs_int64", always)
+    for module in (scatter_module, embed_module, backward_module):
+        monkeypatch.setattr(module, "_PLANS", {})
+
+    def shrink(dtype: str) -> None:
+        word_bytes = min(getattr(torch, dtype).itemsize, 8)
+        for prefix in ("", "SMALL_"):
+            monkeypatch.setattr(_tiling, f"{prefix}FILL_BLOCK_BYTES", block_words * word_bytes)
+            monkeypatch.setattr(_tiling, f"{prefix}FILL_WORDS_PER_LANE", 2)
+        for name in ("SCATTER_BLOCK_BYTES", "SCATTER_SMALL_BLOCK_BYTES"):
+            monkeypatch.setattr(_tiling, name, block_words * word_bytes)
+
+    shrink.params = request.param
+    return shrink
+
+
+#: (input shape, offset, dim1, dim2, input kind, src kind): diagonals split between
+#: programs, blocks with none of it or many elements, gather mode, a larger storage.
+EXPLICIT = [
+    ((6, 6), 0, 0, 1, "contiguous", "contiguous"),
+    ((4, 7), -1, 1, 0, "storage", "sliced"),
+    ((3, 3, 4), 1, 0, 2, "permuted", "expanded"),
+    ((3, 3, 2), 0, 1, 0, "sliced", "contiguous"),  # a storage 18x the view
+    ((8, 1, 1), 0, 1, 2, "contiguous", "contiguous"),  # every element on the diagonal
+    ((2, 5, 5), 2, 1, 2, "expanded", "permuted"),  # gather mode
+    ((3, 4), 9, 0, 1, "sliced", "contiguous"),  # no diagonal: the storage alone
+]
+KINDS = ["contiguous", "permuted", "sliced", "expanded", "storage", "offset"]
+
+
+def _geometries(seed: int, count: int):
+    yield from EXPLICIT
+    rng = random.Random(seed)
+    for _ in range(count):
+        rank = rng.randint(2, 4)
+        shape = [rng.randint(1, 3) for _ in range(rank)]
+        dim1, dim2 = rng.sample(range(rank), 2)
+        offset = rng.randint(-shape[dim1], shape[dim2])
+        yield tuple(shape), offset, dim1, dim2, rng.choice(KINDS), rng.choice(KINDS[:4])
+
+
+def _scatter_difference(x: torch.Tensor, src: torch.Tensor, offset: int, dim1: int,
+                        dim2: int) -> str:
+    with ops.use_triton(False):
+        expected = torch.diagonal_scatter(x, src, offset, dim1, dim2)
+    actual = ops.diagonal_scatter(x, src, offset, dim1, dim2)
+    out = torch.empty(0, dtype=x.dtype, device=ops.DEVICE)
+    ops.diagonal_scatter_out(x, src, offset, dim1, dim2, out=out)
+    return (bitwise_difference(actual, expected) or storage_difference(actual, expected)
+            or bitwise_difference(out, expected.new_empty(expected.shape).copy_(expected)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "complex128"])
+def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) -> None:
+    small_gpu_plans(dtype)
+    failures = []
+    for i, (shape, offset, dim1, dim2, kind, src_kind) in enumerate(_geometries(3, 6)):
+        x = tensor(shape, kind, dtype, seed=i)
+        diagonal = torch.empty(shape, device="meta").diagonal(offset, dim1, dim2).shape
+        src = tensor(tuple(diagonal), src_kind, dtype, seed=100 + i)
+        diff = _scatter_difference(x, src, offset, dim1, dim2)
+        if diff:
+            failures.append(f"{shape} offset={offset} dims=({dim1},{dim2}) {kind} "
+                            f"src {src_kind}: {diff}")
+    assert failures == []
+    index_64 = {plan.constexprs["INDEX_64"] for _, plan in scatter_module._PLANS.values()
+                if plan is not None}
+    assert index_64 == {small_gpu_plans.params[2]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_embed_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) -> None:
+    small_gpu_plans(dtype)
+    failures = []
+    rng = random.Random(5)
+    for i in range(8):
+        rank = rng.randint(1, 3)
+        shape = tuple(rng.randint(1, 4) for _ in range(rank))
+        dim1, dim2 = rng.sample(range(-rank - 1, rank + 1), 2)
+        if dim1 % (rank + 1) == dim2 % (rank + 1):
+            continue
+        offset = rng.randint(-3, 3)
+        x = tensor(shape, rng.choice(KINDS[:4]), dtype, seed=i)
+        with ops.use_triton(False):
+            expected = torch.diag_embed(x, offset, dim1, dim2)
+        diff = bitwise_difference(ops.diag_embed(x, offset, dim1, dim2), expected)
+        if diff:
+            failures.append(f"{shape} offset={offset} dims=({dim1},{dim2}): {diff}")
+    assert failures == []
+
+
+def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans) -> None:
+    """The plans above really have many programs, blocks holding several diagonal
+    elements in more than one round, and gather mode; else they prove little more than
+    the interpreter's one-program plans."""
+    block_words, lanes, _ = small_gpu_plans.params
+    small_gpu_plans("float32")
+    scatter_module._PLANS.clear()
+    x = tensor((32, 1, 1))  # every element on the diagonal
+    src = tensor((32, 1))
+    assert _scatter_difference(x, src, 0, 1, 2) == ""
+    ((result, plan),) = scatter_module._PLANS.values()
+    assert result.clone and plan.n_programs == 32 // block_words > 1
+    assert plan.constexprs["DIAG_LANES"] == lanes < plan.constexprs["BLOCK"]
+    scatter_module._PLANS.clear()
+    x = tensor((2, 5, 5), "expanded")
+    assert _scatter_difference(x, tensor((2, 5)), 0, 1, 2) == ""
+    ((result, plan),) = scatter_module._PLANS.values()
+    assert not result.clone and plan.constexprs["GATHER"] and plan.n_programs > 1
