@@ -1,24 +1,64 @@
 """A real Redis server for the campaign tests, on a free loopback port, and its client.
 
-``redis-server`` is looked up on PATH (``find_server``); the ``redis`` client comes with the
-``dev`` extra (``pip install -e '.[dev]'``, which ``tools/dev`` runs where it installs
-dependencies). Nothing is installed here: where either is missing, the tests that need it
-skip and say which (``missing``).
+``redis-server`` is looked up on PATH (``find_server``). Where it is missing and the tests
+run as root on a machine with ``apt-get`` (Debian and Ubuntu CI images), the distribution's
+package is installed once, under a file lock so that xdist workers never run apt at once
+(``DIAGFUZZ_TEST_NO_INSTALL=1`` leaves that out, e.g. offline). The ``redis`` client comes
+with the ``dev`` extra (``pip install -e '.[dev]'``, which ``tools/dev`` runs where it
+installs dependencies). Where either is still missing, the tests that need it skip and say
+why (``server_missing``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
+#: Why an install was not made or failed (for the skip reason), once per process.
+_install_notes: list[str] = []
+
+
+def _apt_install() -> None:
+    """Install Debian's redis-server package, once for all workers (a file lock)."""
+    if os.environ.get("DIAGFUZZ_TEST_NO_INSTALL", "") not in ("", "0"):
+        _install_notes.append("not installing it (DIAGFUZZ_TEST_NO_INSTALL=1)")
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        _install_notes.append("cannot install it here (not root, or no apt-get)")
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    lock = Path(tempfile.gettempdir()) / "diagfuzz-test-redis-install.lock"
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if shutil.which("redis-server"):  # another worker installed it meanwhile
+            return
+        for command in (["apt-get", "update", "-q"],
+                        ["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                         "redis-server"]):
+            proc = subprocess.run(command, capture_output=True, text=True, check=False,
+                                  env=env, timeout=600)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+                _install_notes.append(f"{' '.join(command[:2])} exited {proc.returncode}: "
+                                      f"{' '.join(tail)}")
+                return
+
 
 def find_server() -> str | None:
-    """The ``redis-server`` binary on PATH, or None."""
-    return shutil.which("redis-server")
+    """The ``redis-server`` binary on PATH (installed first where ``_apt_install`` can), or
+    None."""
+    found = shutil.which("redis-server")
+    if found is None and not _install_notes:
+        _apt_install()
+        found = shutil.which("redis-server")
+    return found
 
 
 def client_missing() -> str:
@@ -32,7 +72,7 @@ def server_missing() -> str:
     """'' when a Redis server can be started here, else why the tests that need one skip."""
     return client_missing() or ("" if find_server() else
                                 "no redis-server on PATH (a system package: redis-server "
-                                "on Debian and Ubuntu)")
+                                "on Debian and Ubuntu); " + "; ".join(_install_notes))
 
 
 def free_port() -> int:
