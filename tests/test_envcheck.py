@@ -159,3 +159,12 @@ def test_dev_stops_on_a_torch_outside_the_range(tmp_path):
     assert out.returncode == 3, out.stdout + out.stderr
     assert "torch 2.9.1+cu126" in out.stderr and "DIAGFUZZ_TORCH=" in out.stderr
     assert not (tmp_path / "child").exists()
+
+
+def test_a_reinstall_drops_a_stale_egg_info_from_the_project_root(tmp_path):
+    stale = tmp_path / "diagfuzz.egg-info"
+    stale.mkdir()
+    (stale / "entry_points.txt").write_text("[pytest11]\ndiagfuzz = diagfuzz.plugin\n")
+    (tmp_path / "keep.txt").write_text("x")
+    envcheck.drop_stale_metadata(tmp_path)
+    assert not stale.exists() and (tmp_path / "keep.txt").exists()

@@ -305,6 +305,18 @@ def ensure_venv(venv: Path, plan: Plan, python: str, dry_run: bool) -> bool:
     return True
 
 
+def drop_stale_metadata(project: Path) -> None:
+    """Remove the build's ``*.egg-info`` from the project root before reinstalling.
+
+    A build leaves it there (git ignores it), and a run started from the project root finds
+    it on ``sys.path`` before the venv's own metadata: one left from an older checkout
+    registers entry points whose modules have moved (pytest then fails loading the plugin).
+    """
+    for stale in project.glob("*.egg-info"):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
     py = venv / "bin" / "python"
     pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
@@ -318,6 +330,8 @@ def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
     pyproject = project / "pyproject.toml"
     if stamp.is_file() and stamp.stat().st_mtime >= pyproject.stat().st_mtime:
         return
+    if not dry_run:
+        drop_stale_metadata(project)
     have = child_probe(py)["modules"]
     if all(have.values()):
         run([*pip, "--no-deps", "--no-build-isolation", "-e", str(project)], dry_run)
