@@ -205,7 +205,7 @@ def corpus_stage(opts: Options, runner: ProcessRunner, deadline: float | None) -
         stage.error = str(exc)
         return stage
     if not cases:
-        stage.skipped = f"corpus {opts.corpus_dir} is empty"
+        stage.skipped = f"no corpus Cases in {opts.corpus_dir}"
         return stage
     _run_cases(stage, _fixed(opts, cases), runner, "check", deadline=deadline)
     return stage
