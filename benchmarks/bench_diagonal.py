@@ -18,7 +18,6 @@ Writes ``bench.csv`` and ``bench.json`` (host times in their ``host_*`` columns)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import datetime
 import importlib
@@ -30,7 +29,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -348,43 +347,19 @@ def ptx_stores() -> dict:
 def random_shapes(count: int, seed: int) -> dict:
     """Random ranks 2-5, sizes, dims, offsets and layouts, per element size: the new variants
     each element size compiles, and every result checked bitwise against aten. Then the
-    same shapes again with the large-output plans forced (``SMALL_OUTPUT_BYTES=0``, and
-    ``COPY_TRANSPOSE_MIN_BYTES=0`` for diagonal_copy's tiles), and once more with the huge
-    outputs' plans (``HUGE_OUTPUT_BYTES=0`` too): these shapes are all under 1 MB, and no
+    same shapes again with the large-output plans forced (``small_output_bytes=0``, and
+    ``copy_transpose_min_bytes=0`` for diagonal_copy's tiles), and once more with the huge
+    outputs' plans (``huge_output_bytes=0`` too): these shapes are all under 1 MB, and no
     other random shapes reach those plans."""
     report = _random_pass(count, seed)
-    large_plans = {"SMALL_OUTPUT_BYTES": 0, "COPY_TRANSPOSE_MIN_BYTES": 0}
+    large_plans = {"small_output_bytes": 0, "copy_transpose_min_bytes": 0}
     for tier, forced in (("large", large_plans), ("huge", {**large_plans,
-                                                           "HUGE_OUTPUT_BYTES": 0})):
-        _clear_plans()
-        try:
-            with planning(forced):
-                forced_pass = _random_pass(count, seed)
-        finally:
-            _clear_plans()
+                                                           "huge_output_bytes": 0})):
+        with _tiling.tuned(forced):  # plans made meanwhile are forgotten on the way out
+            forced_pass = _random_pass(count, seed)
         report[f"{tier}_plans_mismatch_count"] = forced_pass["mismatch_count"]
         report[f"{tier}_plans_mismatches"] = forced_pass["mismatches"]
     return report
-
-
-@contextlib.contextmanager
-def planning(settings: dict[str, int]) -> Iterator[None]:
-    """``ops._tiling``'s planning constants set to ``settings`` for the block, then restored
-    (plans made meanwhile are the caller's to forget: ``_clear_plans``)."""
-    before = {name: getattr(_tiling, name) for name in settings}
-    for name, value in settings.items():
-        setattr(_tiling, name, value)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            setattr(_tiling, name, value)
-
-
-def _clear_plans() -> None:
-    """Forget both kernels' cached plans (they were made with the planning constants then)."""
-    for name in KERNELS:
-        importlib.import_module(f"diagfuzz.ops.{name}")._PLANS.clear()
 
 
 def _random_pass(count: int, seed: int) -> dict:
@@ -432,8 +407,8 @@ def main() -> int:
     parser.add_argument("--random", type=int, default=1000,
                         help="random shapes per element size for the variant count")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a tuning sweep: override an integer planning constant of "
-                             "diagfuzz.ops._tiling (e.g. FILL_WORDS_PER_LANE=8) for this run")
+                        help="a tuning sweep: set a knob of diagfuzz.ops._tiling.Tuning "
+                             "(e.g. FILL_WORDS_PER_LANE=8, COPY_TRANSPOSE=false) for this run")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved timing rounds per row (median over rounds)")
     parser.add_argument("--small-rounds", type=int, default=9,
@@ -448,7 +423,7 @@ def main() -> int:
     if args.rounds < 1 or args.small_rounds < 1:
         parser.error(f"--rounds and --small-rounds must be at least 1, got {args.rounds} "
                      f"and {args.small_rounds}")
-    overrides = _tiling.override(args.set)
+    overrides = _tiling.apply_settings(args.set)
     if ops.INTERPRET:
         print("bench_diagonal: needs a CUDA GPU (kernels run interpreted here)", file=sys.stderr)
         return 2

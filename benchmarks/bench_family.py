@@ -273,13 +273,13 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny grid, wall-clock timed: runs on CPU (interpreted) too")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="override an integer planning constant of diagfuzz.ops._tiling "
+                        help="set a knob of diagfuzz.ops._tiling.Tuning "
                              "(e.g. SCATTER_BLOCK_BYTES=8192) for this run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-rounds", type=int, default=9)
     parser.add_argument("--only", default=None, metavar="REGEX")
     args = parser.parse_args()
-    overrides = _tiling.override(args.set)
+    overrides = _tiling.apply_settings(args.set)
     if not args.smoke and ops.INTERPRET:
         print("bench_family: needs a CUDA GPU (kernels run interpreted here); --smoke runs "
               "a tiny grid anywhere", file=sys.stderr)

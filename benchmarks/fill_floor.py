@@ -7,9 +7,9 @@ slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 thre
 16-byte stores each); ours writes 16 KiB a program of 4 warps (eight stores a thread;
 outputs of 256 MB and more take 8 KiB, four). Plain Triton fills of each block shape
 tell the store pattern's cost apart from ours' diagonal work. Each ``--set`` list is one
-more plan of ours (``NAME=VALUE,...`` of ``ops._tiling``), checked bitwise against aten
+more plan of ours (``NAME=VALUE,...`` of ``ops._tiling.Tuning``), checked bitwise against aten
 before it is timed, written into 0x5A bytes so that an unwritten word shows. Rows: the
-backward grid's rows that take the large-output plans (the constants swept apply to those
+backward grid's rows that take the large-output plans (the knobs swept apply to those
 only), and EXTRA_ROWS.
 
     python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_NUM_WARPS=8 ...]
@@ -33,7 +33,6 @@ from bench_diagonal import (
     Shape,
     grid,
     interleaved_us,
-    planning,
     random_bits,
     same_bits,
     same_size_fill,
@@ -94,7 +93,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", default="", metavar="REGEX",
                         help="backward grid rows to time (default: all that --min-bytes lets)")
-    parser.add_argument("--min-bytes", type=int, default=_tiling.SMALL_OUTPUT_BYTES + 1,
+    parser.add_argument("--min-bytes", type=int, default=_tiling.TUNING.small_output_bytes + 1,
                         help="time rows whose result is at least this large (default: "
                              "those that take the large fill plans)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE,...",
@@ -128,7 +127,7 @@ def main() -> int:
             "aten_fill": same_size_fill(out_bytes),
         }
         for name, settings in plans.items():
-            with planning(settings):
+            with _tiling.tuned(settings):
                 plan = backward_module._plan(tuple(sizes), grad, diag)
 
             def ours(plan=plan, g=grad, sz=tuple(sizes), dt=dtype) -> torch.Tensor:

@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
-    _tiling.override(args.set)
+    _tiling.apply_settings(args.set)
     if ops.INTERPRET:
         print("profile_rows: needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -175,7 +175,7 @@ def compile_all(geometries: list[tuple] = GEOMETRIES,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a planning constant of ops._tiling (e.g. TRANSPOSE_RUNS=1)")
+                        help="a knob of ops._tiling.Tuning (e.g. TRANSPOSE_RUNS=1)")
     parser.add_argument("--json", help="write the variants here")
     parser.add_argument("--ops", default="", metavar="OP,...",
                         help="only these ops' geometries (diagonal_scatter includes its "
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else argv
         return subprocess.run([sys.executable, "-m", "diagfuzz.ops._gpu_compile", *argv],
                               env=env).returncode
-    _tiling.override(args.set)
+    _tiling.apply_settings(args.set)
     wanted = {op for op in args.ops.split(",") if op}
     unknown = wanted - {g[0].partition(":")[0] for g in GEOMETRIES}
     if unknown:

@@ -13,15 +13,20 @@ block has one shape per word size; its rows are handled a pass of lanes at a tim
 their width, so a fuzz run compiles at most two variants (narrow and wide passes) per kernel
 and word size (BENCHMARKS.md).
 
+Launch arguments go by name: ``KernelArgs`` reads a kernel's parameter order once, and each
+plan (cached per call signature) holds them in that order, ready for a launch. The tuning
+knobs are one frozen ``Tuning`` value, ``TUNING``; ``retune`` replaces it.
+
 ``Launcher``: after Triton's binder has compiled a variant once, later calls with the same
 variant go straight to the compiled kernel, skipping the per-call argument binding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import sys
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -37,17 +42,6 @@ from diagfuzz.ops._runtime import INTERPRET
 MAX_ROW_DIMS = 8
 
 INT32_MAX = 2**31 - 1
-
-#: Triton arguments that change with every shape: never specialise on them (a specialised
-#: size recompiles on every new shape; DESIGN.md "Known traps"). The pointer a kernel reads
-#: from is not specialised either (its gathers gain nothing from 16-byte alignment, and a
-#: storage offset would double the variants); the result pointer is, for vector stores.
-SHAPE_ARGS = (
-    [f"size{j}" for j in range(MAX_ROW_DIMS)]
-    + [f"stride{j}" for j in range(MAX_ROW_DIMS)]
-    + ["total", "width", "run_len", "row_lanes", "lane_shift", "n_dims"]
-)
-
 
 @dataclass(frozen=True)
 class RowDim:
@@ -80,19 +74,20 @@ def coalesce(dims: list[RowDim]) -> list[RowDim]:
     return out
 
 
-def row_args(dims: list[RowDim]) -> tuple[list[int], list[int]]:
-    """Sizes and strides innermost first, padded to MAX_ROW_DIMS (size 1, stride 0)."""
+def row_args(dims: list[RowDim]) -> dict[str, int]:
+    """The kernels' row arguments: ``size{j}``/``stride{j}`` innermost first, padded to
+    MAX_ROW_DIMS (size 1, stride 0), and ``n_dims``."""
     if len(dims) > MAX_ROW_DIMS:
         raise NotImplementedError(
             f"diagfuzz kernels address at most {MAX_ROW_DIMS} non-diagonal dims after "
             f"merging contiguous runs; this tensor needs {len(dims)}"
         )
     inner_first = list(reversed(dims))
-    pad = MAX_ROW_DIMS - len(dims)
-    return (
-        [d.size for d in inner_first] + [1] * pad,
-        [d.stride for d in inner_first] + [0] * pad,
-    )
+    pad = [RowDim(1, 0)] * (MAX_ROW_DIMS - len(dims))
+    padded = inner_first + pad
+    return {**{f"size{j}": d.size for j, d in enumerate(padded)},
+            **{f"stride{j}": d.stride for j, d in enumerate(padded)},
+            "n_dims": len(dims)}
 
 
 @dataclass(frozen=True)
@@ -131,96 +126,109 @@ class FlatTile:
         return needs_int64(total + (self.peel_lanes + 1) * width + self.block, read_extent)
 
 
-#: diagonal_backward on a GPU (outputs over 1 MB and under 256 MB; SMALL_* and HUGE_* below):
-#: each program stores 16 KiB of zeros as 16-byte vectors, then its share of the diagonal,
-#: one lane per 32 words a pass (128 lanes for 4-byte words).
-#: Every program peels a pass whether or not the diagonal crosses its block, so lanes cost
-#: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten), and too few cost passes
-#: (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x). H200 sweeps of
-#: 16 and 32 words a lane: BENCHMARKS.md.
-FILL_BLOCK_BYTES = 16384
-FILL_WORDS_PER_LANE = 32
-#: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
-FILL_NUM_WARPS = 4
-#: Outputs of at least HUGE_OUTPUT_BYTES: blocks of HUGE_FILL_BLOCK_BYTES on
-#: HUGE_FILL_NUM_WARPS warps, four 16-byte stores a thread instead of eight. There the zero
-#: stores are nearly all the time, and their pattern counts: H200, plain Triton fills of
-#: 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (these plans' 16 KiB
-#: on 4 warps). In one run (fill_floor.py) 16384² float32 went 239.0 -> 235.1 µs (0.985x ->
-#: 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and none of the 14 rows of
-#: 256 MB or more got slower. 8 warps (two stores a thread) read 234.1 on 16384² but 272.6
-#: on 1024x512x512: their programs' diagonal work (the peel of rows of 512 words) then
-#: weighs more. Below, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about 1% at
-#: 16-128 MB; the threshold was not swept between 16 and 256 MB. The transposed launches
-#: keep the large plans' block and warps. BENCHMARKS.md.
-HUGE_OUTPUT_BYTES = 1 << 28
-HUGE_FILL_BLOCK_BYTES = 8192
-HUGE_FILL_NUM_WARPS = 4
-#: Cache hints of diagonal_backward (0 = none): 1 stores the zero fill with ``evict_first``
-#: / loads grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output
-#: hint moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill
-#: (e.g. 64x512x512 d=(1,2) 20.9 -> 19.1 us) and 16x16x256x256 float32 28 -> 26.3 us; the
-#: zero-fill hint cost 5-15% (its sweep), so it stays off. BENCHMARKS.md.
-ZERO_STORE_EVICT = 0
-GRAD_LOAD_EVICT = 1
-#: 1: diagonal_backward moves runs that grad_output holds across its diagonal dim (strided
-#: wider along the run than along that dim: ``16x16x256x256 d=(0,1)``, where each 4-byte
-#: load of a run used one word of a 32-byte sector) as [TRANSPOSE_I_BLOCK, TRANSPOSE_C_BLOCK]
-#: tiles, loaded along the diagonal dim and stored along the runs, in programs of their own
-#: after the zero-fill programs (one launch). H200 (8e698d4, contiguous grad_output):
-#: 16x16x256x256 float32 26.5 -> 19.9 us (0.98x -> 1.31x aten), bfloat16 15.2 -> 12.3 us.
-TRANSPOSE_RUNS = 1
-TRANSPOSE_I_BLOCK = 16
-TRANSPOSE_C_BLOCK = 256
-#: Outputs of at most SMALL_OUTPUT_BYTES get blocks of SMALL_FILL_BLOCK_BYTES, a lane per
-#: SMALL_FILL_WORDS_PER_LANE words: a 1 MB output made 64 programs of 16 KiB on 132 SMs, and
-#: rows of 8 words needed 4 passes a block (4096x8x8: 1.0x the two-launch baseline). Every
-#: fuzz Case (at most 64 KB) is small, so a fuzz run still compiles at most two variants
-#: (narrow and wide) per word size; large outputs keep the big blocks.
-SMALL_OUTPUT_BYTES = 1 << 20
-SMALL_FILL_BLOCK_BYTES = 4096
-SMALL_FILL_WORDS_PER_LANE = 8
-#: diagonal_copy on a GPU gathers at most 512 bytes per program: its reads are strided
-#: gathers, so more programs keep more loads in flight. H200, two sweeps of the 77 copy rows
-#: (6308cd6, programs owning whole rows): 512 B geomean 1.18/1.19x aten, worst row
-#: 0.95/0.96x; 1 KiB 1.17/1.16x, worst 0.88/0.87x; 2 KiB 1.11x.
-GATHER_BLOCK_BYTES = 512
-#: 1: a diagonal_copy program owns whole rows (or one segment of a row), so one pass of
-#: loads covers it; 0: flat blocks of GATHER_BLOCK_BYTES, which may cross row ends.
-GATHER_ALIGN_ROWS = 1
-#: 1: diagonal_copy moves, as [COPY_TRANSPOSE_I_BLOCK, COPY_TRANSPOSE_C_BLOCK] tiles loaded
-#: along the input's innermost row dim and stored along the diagonal, large results whose
-#: input holds the rows closer together than the diagonal (16x16x256x256 d=(0,1): each
-#: 4-byte gather of the flat path used one word of a 32-byte sector).
-COPY_TRANSPOSE = 1
-COPY_TRANSPOSE_I_BLOCK = 16
-COPY_TRANSPOSE_C_BLOCK = 128
-COPY_TRANSPOSE_NUM_WARPS = 4
-#: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
-COPY_TRANSPOSE_MIN_BYTES = (1 << 20) + 1
-#: diagonal_scatter on a GPU: a program copies SCATTER_BLOCK_BYTES of the result's storage
-#: (16-byte vector loads and stores: the input's storage and the result are both allocator
-#: aligned), then, after a barrier, stores src's words that fall inside its block,
-#: SCATTER_DIAG_LANES diagonal elements a round. Results of at most SMALL_OUTPUT_BYTES take
-#: SCATTER_SMALL_BLOCK_BYTES (more programs on 132 SMs). The values are diagonal_backward's
-#: fill plans (a copy moves twice a fill's bytes), unswept on the H200: benchmarks/
-#: bench_family.py ``--set`` sweeps them.
-SCATTER_BLOCK_BYTES = 16384
-SCATTER_SMALL_BLOCK_BYTES = 4096
-SCATTER_NUM_WARPS = 4
-SCATTER_DIAG_LANES = 128
-#: 1: the clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
-#: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
-SCATTER_COPY_EVICT = 0
-#: diagonal_scatter's gather mode (an expanded input, or a contiguous ``out=``) peels every
-#: word into the input's strides: at most this many words a program (8 a thread on 4
-#: warps). Blocks of 16 KiB of int8 took 55 s to compile for sm_90 (10,489 PTX lines).
-SCATTER_GATHER_BLOCK_WORDS = 1024
-#: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its share
-#: of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds (of an 8 KiB one, 2 or 1).
-#: (Blocks of 4096 words for every word size, one round, cost 1-byte outputs a quarter of
-#: their speed: 4x the programs.)
-MAX_WIDE_LANES = 4096
+@dataclass(frozen=True)
+class Tuning:
+    """The planners' tuning knobs: one frozen value, ``TUNING``, read when a call signature is
+    first planned (plans are then cached per signature); ``retune`` replaces it and forgets
+    the cached plans, so a benchmark's ``--set NAME=VALUE`` sweeps a knob (``apply_settings``).
+    """
+
+    #: diagonal_backward on a GPU (outputs over 1 MB and under 256 MB; small_* and huge_*
+    #: below): each program stores 16 KiB of zeros as 16-byte vectors, then its share of the
+    #: diagonal, one lane per 32 words a pass (128 lanes for 4-byte words).
+    #: Every program peels a pass whether or not the diagonal crosses its block, so lanes cost
+    #: (1024 lanes on 4096-word blocks: large outputs 0.40-0.75x aten), and too few cost
+    #: passes (256 lanes on 16384 1-byte words: 8 passes for rows of 8 bytes, 0.76x). H200
+    #: sweeps of 16 and 32 words a lane: BENCHMARKS.md.
+    fill_block_bytes: int = 16384
+    fill_words_per_lane: int = 32
+    #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
+    fill_num_warps: int = 4
+    #: Outputs of at least huge_output_bytes: blocks of huge_fill_block_bytes on
+    #: huge_fill_num_warps warps, four 16-byte stores a thread instead of eight. There the
+    #: zero stores are nearly all the time, and their pattern counts: H200, plain Triton fills
+    #: of 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (these plans'
+    #: 16 KiB on 4 warps). In one run (fill_floor.py) 16384² float32 went 239.0 -> 235.1 µs
+    #: (0.985x -> 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and none of the
+    #: 14 rows of 256 MB or more got slower. 8 warps (two stores a thread) read 234.1 on 16384²
+    #: but 272.6 on 1024x512x512: their programs' diagonal work (the peel of rows of 512
+    #: words) then weighs more. Below, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within
+    #: about 1% at 16-128 MB; the threshold was not swept between 16 and 256 MB. The
+    #: transposed launches keep the large plans' block and warps. BENCHMARKS.md.
+    huge_output_bytes: int = 1 << 28
+    huge_fill_block_bytes: int = 8192
+    huge_fill_num_warps: int = 4
+    #: Cache hints of diagonal_backward: store the zero fill with ``evict_first`` / load
+    #: grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output hint
+    #: moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill (e.g.
+    #: 64x512x512 d=(1,2) 20.9 -> 19.1 us) and 16x16x256x256 float32 28 -> 26.3 us; the
+    #: zero-fill hint cost 5-15% (its sweep), so it stays off. BENCHMARKS.md.
+    zero_store_evict: bool = False
+    grad_load_evict: bool = True
+    #: diagonal_backward moves runs that grad_output holds across its diagonal dim (strided
+    #: wider along the run than along that dim: ``16x16x256x256 d=(0,1)``, where each 4-byte
+    #: load of a run used one word of a 32-byte sector) as [transpose_i_block,
+    #: transpose_c_block] tiles, loaded along the diagonal dim and stored along the runs, in
+    #: programs of their own after the zero-fill programs (one launch). H200 (8e698d4,
+    #: contiguous grad_output): 16x16x256x256 float32 26.5 -> 19.9 us (0.98x -> 1.31x aten),
+    #: bfloat16 15.2 -> 12.3 us.
+    transpose_runs: bool = True
+    transpose_i_block: int = 16
+    transpose_c_block: int = 256
+    #: Outputs of at most small_output_bytes get blocks of small_fill_block_bytes, a lane per
+    #: small_fill_words_per_lane words: a 1 MB output made 64 programs of 16 KiB on 132 SMs,
+    #: and rows of 8 words needed 4 passes a block (4096x8x8: 1.0x the two-launch baseline).
+    #: Every fuzz Case (at most 64 KB) is small, so a fuzz run still compiles at most two
+    #: variants (narrow and wide) per word size; large outputs keep the big blocks.
+    small_output_bytes: int = 1 << 20
+    small_fill_block_bytes: int = 4096
+    small_fill_words_per_lane: int = 8
+    #: diagonal_copy on a GPU gathers at most 512 bytes per program: its reads are strided
+    #: gathers, so more programs keep more loads in flight. H200, two sweeps of the 77 copy
+    #: rows (6308cd6, programs owning whole rows): 512 B geomean 1.18/1.19x aten, worst row
+    #: 0.95/0.96x; 1 KiB 1.17/1.16x, worst 0.88/0.87x; 2 KiB 1.11x.
+    gather_block_bytes: int = 512
+    #: A diagonal_copy program owns whole rows (or one segment of a row), so one pass of loads
+    #: covers it; off: flat blocks of gather_block_bytes, which may cross row ends.
+    gather_align_rows: bool = True
+    #: diagonal_copy moves, as [copy_transpose_i_block, copy_transpose_c_block] tiles loaded
+    #: along the input's innermost row dim and stored along the diagonal, large results whose
+    #: input holds the rows closer together than the diagonal (16x16x256x256 d=(0,1): each
+    #: 4-byte gather of the flat path used one word of a 32-byte sector).
+    copy_transpose: bool = True
+    copy_transpose_i_block: int = 16
+    copy_transpose_c_block: int = 128
+    copy_transpose_num_warps: int = 4
+    #: Results smaller than this keep the flat path on a GPU (every fuzz Case, at most 64 KiB).
+    copy_transpose_min_bytes: int = (1 << 20) + 1
+    #: diagonal_scatter on a GPU: a program copies scatter_block_bytes of the result's
+    #: storage (16-byte vector loads and stores: the input's storage and the result are both
+    #: allocator aligned), then, after a barrier, stores src's words that fall inside its
+    #: block, scatter_diag_lanes diagonal elements a round. Results of at most
+    #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs). The
+    #: values are diagonal_backward's fill plans (a copy moves twice a fill's bytes), unswept
+    #: on the H200: benchmarks/bench_family.py ``--set`` sweeps them.
+    scatter_block_bytes: int = 16384
+    scatter_small_block_bytes: int = 4096
+    scatter_num_warps: int = 4
+    scatter_diag_lanes: int = 128
+    #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
+    #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
+    scatter_copy_evict: bool = False
+    #: diagonal_scatter's gather mode (an expanded input, or a contiguous ``out=``) peels every
+    #: word into the input's strides: at most this many words a program (8 a thread on 4
+    #: warps). Blocks of 16 KiB of int8 took 55 s to compile for sm_90 (10,489 PTX lines).
+    scatter_gather_block_words: int = 1024
+    #: Lanes of a wide round on a GPU, at most (32 words a thread): a wide pass covers its
+    #: share of a 16 KiB block of 1- or 2-byte words in 4 or 2 rounds (of an 8 KiB one, 2 or
+    #: 1). (Blocks of 4096 words for every word size, one round, cost 1-byte outputs a
+    #: quarter of their speed: 4x the programs.)
+    max_wide_lanes: int = 4096
+
+
+#: The tuning every plan is made with (``retune`` replaces it).
+TUNING = Tuning()
+
 #: The interpreter runs programs one after another: one program and one pass where possible.
 _INTERPRET_MAX_WORDS = 1 << 16
 
@@ -241,7 +249,7 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
         block = block_bytes // word_bytes
         lanes = max(block // words_per_lane, 1)
         if run > lanes:  # wide: one row a pass, the run's share of the block in rounds
-            copy_lanes = min(block, MAX_WIDE_LANES)
+            copy_lanes = min(block, TUNING.max_wide_lanes)
             return FlatTile(block, 1, copy_lanes, copy_lanes, 0, triton.cdiv(total, block),
                             block // copy_lanes)
         row_lanes = triton.next_power_of_2(run)
@@ -250,19 +258,18 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
 
 
 def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
-    """diagonal_backward's plan: the *FILL_* constants, read when a call signature is first
-    planned (one place to tune; plans are then cached per signature, so set them before
-    the first call): the small ones for outputs of at most SMALL_OUTPUT_BYTES, the huge
-    ones from HUGE_OUTPUT_BYTES."""
+    """diagonal_backward's plan from the ``*fill*`` knobs of ``TUNING``: the small ones for
+    outputs of at most ``small_output_bytes``, the huge ones from ``huge_output_bytes``."""
+    tuning = TUNING
     out_bytes = total * word_bytes
-    if out_bytes <= SMALL_OUTPUT_BYTES:
-        return plan_flat(total, width, run, word_bytes, SMALL_FILL_BLOCK_BYTES,
-                         SMALL_FILL_WORDS_PER_LANE)
-    if out_bytes >= HUGE_OUTPUT_BYTES:
-        block_bytes, warps = HUGE_FILL_BLOCK_BYTES, HUGE_FILL_NUM_WARPS
+    if out_bytes <= tuning.small_output_bytes:
+        return plan_flat(total, width, run, word_bytes, tuning.small_fill_block_bytes,
+                         tuning.small_fill_words_per_lane)
+    if out_bytes >= tuning.huge_output_bytes:
+        block_bytes, warps = tuning.huge_fill_block_bytes, tuning.huge_fill_num_warps
     else:
-        block_bytes, warps = FILL_BLOCK_BYTES, FILL_NUM_WARPS
-    tile = plan_flat(total, width, run, word_bytes, block_bytes, FILL_WORDS_PER_LANE)
+        block_bytes, warps = tuning.fill_block_bytes, tuning.fill_num_warps
+    tile = plan_flat(total, width, run, word_bytes, block_bytes, tuning.fill_words_per_lane)
     if INTERPRET or tile.num_warps == warps:
         return tile
     return dataclasses.replace(tile, num_warps=warps)
@@ -271,30 +278,31 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
 def plan_scatter(total: int, word_bytes: int, n_diag: int,
                  gather: bool) -> tuple[int, int, int]:
     """diagonal_scatter's (block words, diagonal lanes, warps) for a result of ``total``
-    words with ``n_diag`` diagonal elements; the SCATTER_* constants are read when a call
-    signature is first planned (plans are cached per signature)."""
+    words with ``n_diag`` diagonal elements, from the ``scatter_*`` knobs of ``TUNING``."""
     if INTERPRET:  # one program and one round where possible: programs run one by one
         block = min(triton.next_power_of_2(max(total, 2)), _INTERPRET_MAX_WORDS)
         lanes = min(triton.next_power_of_2(max(n_diag, 2)), _INTERPRET_MAX_WORDS)
         return block, lanes, 4
-    block_bytes = (SCATTER_SMALL_BLOCK_BYTES if total * word_bytes <= SMALL_OUTPUT_BYTES
-                   else SCATTER_BLOCK_BYTES)
+    tuning = TUNING
+    block_bytes = (tuning.scatter_small_block_bytes
+                   if total * word_bytes <= tuning.small_output_bytes
+                   else tuning.scatter_block_bytes)
     block = max(block_bytes // word_bytes, 2)
     if gather:
-        block = min(block, max(SCATTER_GATHER_BLOCK_WORDS, 2))
-    return block, SCATTER_DIAG_LANES, SCATTER_NUM_WARPS
+        block = min(block, max(tuning.scatter_gather_block_words, 2))
+    return block, tuning.scatter_diag_lanes, tuning.scatter_num_warps
 
 
 def cache_hints() -> dict[str, str]:
-    """diagonal_backward's cache-hint constexprs, from ZERO_STORE_EVICT and GRAD_LOAD_EVICT."""
-    return {"ZERO_EVICT": "evict_first" if ZERO_STORE_EVICT else "",
-            "GRAD_EVICT": "evict_last" if GRAD_LOAD_EVICT else ""}
+    """diagonal_backward's cache-hint constexprs, from ``zero_store_evict`` and
+    ``grad_load_evict``."""
+    return {"ZERO_EVICT": "evict_first" if TUNING.zero_store_evict else "",
+            "GRAD_EVICT": "evict_last" if TUNING.grad_load_evict else ""}
 
 
 def plan_gather(total: int, width: int, word_bytes: int) -> FlatTile:
-    """diagonal_copy's plan: a row is its own run; GATHER_BLOCK_BYTES read when a signature
-    is first planned (plans are cached per signature)."""
-    return plan_flat(total, width, width, word_bytes, GATHER_BLOCK_BYTES)
+    """diagonal_copy's plan: a row is its own run, in blocks of ``gather_block_bytes``."""
+    return plan_flat(total, width, width, word_bytes, TUNING.gather_block_bytes)
 
 
 def needs_int64(*extents: int) -> bool:
@@ -306,29 +314,76 @@ def needs_int64(*extents: int) -> bool:
     return INTERPRET or any(abs(e) > INT32_MAX for e in extents)
 
 
-def parse_settings(settings: Sequence[str]) -> dict[str, int]:
-    """Integer planning constants from ``NAME=VALUE`` texts (a benchmark's ``--set``),
-    checked: each NAME an integer constant of this module, each VALUE an integer."""
-    done: dict[str, int] = {}
-    module = sys.modules[__name__]
+def parse_settings(settings: Sequence[str]) -> dict[str, int | bool]:
+    """Tuning changes from ``NAME=VALUE`` texts (a benchmark's ``--set``), checked: each NAME
+    a field of ``Tuning`` (any case: ``FILL_NUM_WARPS`` is ``fill_num_warps``), each VALUE
+    an integer, or for an on/off knob 0, 1, true or false."""
+    knobs = {field.name: getattr(TUNING, field.name) for field in dataclasses.fields(Tuning)}
+    done: dict[str, int | bool] = {}
     for setting in settings:
-        name, _, value = setting.partition("=")
-        if type(getattr(module, name, None)) is not int:  # a bool (INTERPRET) is no knob
-            raise SystemExit(f"--set {setting}: no integer constant {name!r} in ops._tiling")
-        try:
-            done[name] = int(value)
-        except ValueError:
-            raise SystemExit(f"--set {setting}: {value!r} is not an integer") from None
+        text, _, value = setting.partition("=")
+        name = text.strip().lower()
+        if name not in knobs:
+            raise SystemExit(f"--set {setting}: no tuning knob {text!r} in ops._tiling.Tuning "
+                             f"(knobs: {', '.join(knobs)})")
+        done[name] = _parse_knob(setting, value.strip(), type(knobs[name]))
     return done
 
 
-def override(settings: Sequence[str]) -> dict[str, int]:
-    """Set integer planning constants from ``NAME=VALUE`` texts (``parse_settings``); before
-    any call plans: plans are cached per call signature once made."""
+def _parse_knob(setting: str, value: str, kind: type) -> int | bool:
+    """``value`` as a knob of ``kind`` (bool or int); SystemExit naming ``setting``."""
+    if kind is bool:
+        known = {"0": False, "false": False, "1": True, "true": True}
+        if value.lower() not in known:
+            raise SystemExit(f"--set {setting}: {value!r} is not 0, 1, true or false")
+        return known[value.lower()]
+    try:
+        return int(value)
+    except ValueError:
+        raise SystemExit(f"--set {setting}: {value!r} is not an integer") from None
+
+
+#: Every op's plan cache (``plan_cache``), forgotten when the tuning changes.
+_PLAN_CACHES: list[dict] = []
+
+
+def plan_cache() -> dict:
+    """A new plan cache for an op (plans by call signature), cleared by ``retune``."""
+    cache: dict = {}
+    _PLAN_CACHES.append(cache)
+    return cache
+
+
+def retune(changes: Mapping[str, Any]) -> Tuning:
+    """Replace ``TUNING`` with ``changes`` applied, forget every cached plan (they were made
+    with the tuning then) and return the tuning replaced (to restore it)."""
+    return _install(dataclasses.replace(TUNING, **changes))
+
+
+def _install(tuning: Tuning) -> Tuning:
+    """Make ``tuning`` current, forget every cached plan; return the tuning replaced."""
+    global TUNING
+    before, TUNING = TUNING, tuning
+    for cache in _PLAN_CACHES:
+        cache.clear()
+    return before
+
+
+@contextlib.contextmanager
+def tuned(changes: Mapping[str, Any]) -> Iterator[Tuning]:
+    """``TUNING`` with ``changes`` for the block, then restored; plans made meanwhile are
+    forgotten on the way in and out."""
+    before = retune(changes)
+    try:
+        yield TUNING
+    finally:
+        _install(before)
+
+
+def apply_settings(settings: Sequence[str]) -> dict[str, int | bool]:
+    """Retune from ``NAME=VALUE`` texts (``parse_settings``); returns the changes made."""
     done = parse_settings(settings)
-    module = sys.modules[__name__]
-    for name, value in done.items():
-        setattr(module, name, value)
+    retune(done)
     return done
 
 
@@ -339,15 +394,23 @@ def fits_int32(values: Sequence[int]) -> bool:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything a launch needs except the two tensors: cached per call signature, so a
-    repeated shape costs the host a dict lookup, ``torch.empty`` and the launch."""
+    """Everything a launch needs except the tensors: cached per call signature, so a
+    repeated shape costs the host a dict lookup, ``torch.empty`` and the launch. Made by
+    ``KernelArgs.plan``, which puts the named arguments in the kernel's order."""
 
     #: the result's sizes (the launchers allocate it)
     sizes: tuple[int, ...]
     n_programs: int
+    #: the kernel's integer arguments, in its parameter order (named by ``int_names``)
     ints: tuple[int, ...]
+    #: the kernel's constexprs, in its parameter order
     constexprs: dict[str, Any]
     num_warps: int
+    int_names: tuple[str, ...] = ()
+
+    def arg(self, name: str) -> int:
+        """The integer argument ``name``."""
+        return self.ints[self.int_names.index(name)]
 
     @cached_property
     def variant(self) -> tuple | None:
@@ -356,6 +419,75 @@ class LaunchPlan:
         if not fits_int32(self.ints):
             return None
         return (*self.constexprs.values(), self.num_warps)
+
+    @cached_property
+    def trailing_args(self) -> tuple[Any, ...]:
+        """Every argument after the pointers, in the kernel's order, as a direct launch
+        passes them."""
+        return (*self.ints, *self.constexprs.values())
+
+
+def _is_constexpr(param: inspect.Parameter) -> bool:
+    """Triton's rule (``KernelParam.is_constexpr``): the annotation names ``constexpr``."""
+    return param.annotation is not inspect.Parameter.empty and "constexpr" in str(
+        param.annotation)
+
+
+def _is_pointer(name: str) -> bool:
+    return name.endswith("_ptr")
+
+
+def shape_jit(aligned: int = 1) -> Callable[[Callable], Any]:
+    """``triton.jit`` that specialises only the first ``aligned`` (pointer) arguments, on
+    16-byte alignment: every later runtime argument changes with the shape (a specialised
+    size recompiles on every new shape; DESIGN.md "Known traps"), and the pointers a kernel
+    gathers from gain nothing from alignment (a storage offset would double the variants)."""
+    def decorate(fn: Callable) -> Any:
+        runtime = [name for name, param in inspect.signature(fn).parameters.items()
+                   if not _is_constexpr(param)]
+        return triton.jit(fn, do_not_specialize=runtime[aligned:])
+    return decorate
+
+
+@dataclass(frozen=True)
+class KernelArgs:
+    """A kernel's parameters by kind, in its own order, read once from its signature: the
+    planners name every argument, and ``plan`` puts them in that order."""
+
+    kernel: str
+    pointers: tuple[str, ...]
+    ints: tuple[str, ...]
+    constexprs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, kernel: Any) -> KernelArgs:
+        """Those of a ``@triton.jit`` kernel (JIT or interpreted: both keep ``fn``); its
+        pointers (named ``*_ptr``) come first."""
+        params = inspect.signature(kernel.fn).parameters.values()
+        runtime = [p.name for p in params if not _is_constexpr(p)]
+        pointers = tuple(name for name in runtime if _is_pointer(name))
+        if runtime[:len(pointers)] != list(pointers):
+            raise TypeError(f"{kernel.fn.__name__}: pointer parameters must come first, "
+                            f"got {runtime}")
+        return cls(kernel.fn.__name__, pointers, tuple(runtime[len(pointers):]),
+                   tuple(p.name for p in params if _is_constexpr(p)))
+
+    def plan(self, sizes: tuple[int, ...], n_programs: int, ints: Mapping[str, int],
+             constexprs: Mapping[str, Any], num_warps: int) -> LaunchPlan:
+        """A launch of this kernel, its arguments given by name."""
+        self._check("integer", self.ints, ints)
+        self._check("constexpr", self.constexprs, constexprs)
+        return LaunchPlan(sizes, n_programs, tuple(ints[name] for name in self.ints),
+                          {name: constexprs[name] for name in self.constexprs}, num_warps,
+                          self.ints)
+
+    def _check(self, kind: str, wanted: tuple[str, ...], given: Mapping[str, Any]) -> None:
+        """TypeError naming every argument missing from ``given`` or unknown to the kernel."""
+        missing = [name for name in wanted if name not in given]
+        unknown = [name for name in given if name not in wanted]
+        if missing or unknown:
+            raise TypeError(f"{self.kernel}: {kind} arguments missing {missing}, "
+                            f"unknown {unknown}")
 
 
 #: Plans by call signature, per op; cleared when full (fuzzing sees endless new shapes).
@@ -441,6 +573,6 @@ class Launcher:
              tensors: Sequence[torch.Tensor]) -> None:
         """The variant's compiled kernel on torch's current stream of ``device``
         (``adapters.triton.launch_direct``)."""
-        args = (*(t.data_ptr() for t in tensors), *plan.ints, *plan.constexprs.values())
+        args = (*(t.data_ptr() for t in tensors), *plan.trailing_args)
         launch_direct(direct, plan.n_programs, torch._C._cuda_getCurrentRawStream(device),
                       args)

@@ -30,24 +30,22 @@ from diagfuzz.core.words import words_per_element
 from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
-    SHAPE_ARGS,
+    KernelArgs,
     Launcher,
     LaunchPlan,
     RowDim,
     cache_hints,
     coalesce,
     needs_int64,
+    plan_cache,
     plan_fill,
     remember,
     row_args,
+    shape_jit,
 )
 
-_DIAG_ARGS = ["diag_base", "shift", "length", "diag_stride", "col_stride", "first_inner",
-              "first_size", "second_inner", "second_size", "first_pos", "second_pos",
-              "run_in_cols", "n_fill", "n_iblocks", "n_cblocks"]
 
-
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_DIAG_ARGS, "grad_ptr"])
+@shape_jit(aligned=1)
 def _diagonal_backward_kernel(
     out_ptr, grad_ptr, total, width, run_len, row_lanes, lane_shift,
     size0, size1, size2, size3, size4, size5, size6, size7,
@@ -290,7 +288,7 @@ def diagonal_backward(
 
 
 #: (sizes, plan) by call signature (see ``_key``).
-_PLANS: dict = {}
+_PLANS: dict = plan_cache()
 
 
 def _key(grad_output, input_sizes, offset, dim1, dim2) -> tuple | None:
@@ -376,40 +374,45 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
         row_dims = merged[:-1]
     first_inner, first_size = _index_divisor(row_dims, "first")
     second_inner, second_size = _index_divisor(row_dims, "second")
-    row_sizes, row_strides = row_args(row_dims)
+    peel_args = row_args(row_dims)
     total = numel * words
     word_bytes = grad.element_size() // words
     tile = plan_fill(total, width, run_len, word_bytes)
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = tile.needs_int64(total, width, grad_extent + words)
     n_programs, block, tiles, num_warps = tile.n_programs, tile.block, (0, 1, 1), tile.num_warps
+    tuning = _tiling.TUNING
     transposed = (words == 1 and run_in_cols == 1 and diag_stride < col_stride
                   and _transpose_block(total, width, run_len, diag.length, word_bytes))
     if transposed:
         # The large plans' block and warps at every size over 1 MB (the huge outputs' tier
         # is for the flat fill; its lane constexprs, unused here, only name the variant).
         block = transposed
-        num_warps = tile.num_warps if INTERPRET else _tiling.FILL_NUM_WARPS
-        tiles = (total // block, triton.cdiv(diag.length, _tiling.TRANSPOSE_I_BLOCK),
-                 triton.cdiv(run_len, _tiling.TRANSPOSE_C_BLOCK))
+        num_warps = tile.num_warps if INTERPRET else tuning.fill_num_warps
+        tiles = (total // block, triton.cdiv(diag.length, tuning.transpose_i_block),
+                 triton.cdiv(run_len, tuning.transpose_c_block))
         n_programs = tiles[0] + total // width // first_size * tiles[1] * tiles[2]
         # A tile's masked lanes reach I_BLOCK diagonal positions and C_BLOCK run words past
         # the last ones: their offsets must not overflow either.
-        i_pad, c_pad = _tiling.TRANSPOSE_I_BLOCK, _tiling.TRANSPOSE_C_BLOCK
+        i_pad, c_pad = tuning.transpose_i_block, tuning.transpose_c_block
         index_64 = needs_int64(
             total + width + run_len + block + i_pad * (first_inner * width + run_len) + c_pad,
             grad_extent + words + i_pad * diag_stride + c_pad * col_stride, n_programs)
-    return LaunchPlan(
+    return _ARGS.plan(
         sizes, n_programs,
-        (total, width, run_len, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
-         len(row_dims), first_inner, first_size, second_inner, second_size,
-         _position(row_dims, "first"), _position(row_dims, "second"),
-         diag_base, shift, diag.length, diag_stride, col_stride, run_in_cols, *tiles),
+        {"total": total, "width": width, "run_len": run_len, "row_lanes": tile.row_lanes,
+         "lane_shift": tile.lane_shift, **peel_args,
+         "first_inner": first_inner, "first_size": first_size,
+         "second_inner": second_inner, "second_size": second_size,
+         "first_pos": _position(row_dims, "first"), "second_pos": _position(row_dims, "second"),
+         "diag_base": diag_base, "shift": shift, "length": diag.length,
+         "diag_stride": diag_stride, "col_stride": col_stride, "run_in_cols": run_in_cols,
+         "n_fill": tiles[0], "n_iblocks": tiles[1], "n_cblocks": tiles[2]},
         {"SELECT_INDEX": not INTERPRET, "WORDS": words, "BLOCK": block,
          "PEEL_LANES": tile.peel_lanes,
          "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
          **cache_hints(), "TRANSPOSE": bool(transposed),
-         "I_BLOCK": _tiling.TRANSPOSE_I_BLOCK, "C_BLOCK": _tiling.TRANSPOSE_C_BLOCK},
+         "I_BLOCK": tuning.transpose_i_block, "C_BLOCK": tuning.transpose_c_block},
         num_warps,
     )
 
@@ -418,31 +421,33 @@ def _transpose_block(total: int, width: int, run_len: int, length: int,
                      word_bytes: int) -> int:
     """The zero-fill block of a transposed launch, or 0 where it does not apply.
 
-    It applies (with TRANSPOSE_RUNS on) to runs of at least two diagonal positions of
+    It applies (with ``transpose_runs`` on) to runs of at least two diagonal positions of
     one-word elements that grad_output keeps closer together along the diagonal dim than
     along the run (the plan checks the strides), when fill blocks can lie wholly
     on or off each run: the block divides both the row width and the run. On a GPU only large
     outputs take it (a fuzz-sized Case never compiles this variant) and the block is the
-    large fill plan's (FILL_BLOCK_BYTES, also from 256 MB: the HUGE_* tier is the flat
+    large fill plan's (``fill_block_bytes``, also from 256 MB: the huge tier is the flat
     fill's); under the interpreter the largest power of two dividing both, unless
     that makes more than INTERPRET_MAX_FILL_PROGRAMS programs (an odd run gives 1-word
     blocks: a (4,4,1023) Case took 25 s instead of 22 ms, each program costing ~1.5 ms).
     """
-    if not _tiling.TRANSPOSE_RUNS or length < 2:
+    tuning = _tiling.TUNING
+    if not tuning.transpose_runs or length < 2:
         return 0
     if INTERPRET:
         common = math.gcd(width, run_len)
         block = min(common & -common, 1 << 16)
         return block if total // block <= INTERPRET_MAX_FILL_PROGRAMS else 0
-    if total * word_bytes <= _tiling.SMALL_OUTPUT_BYTES:
+    if total * word_bytes <= tuning.small_output_bytes:
         return 0
-    block = _tiling.FILL_BLOCK_BYTES // word_bytes
+    block = tuning.fill_block_bytes // word_bytes
     return block if width % block == 0 and run_len % block == 0 else 0
 
 
 #: Under the interpreter, the most zero-fill programs a transposed launch may make.
 INTERPRET_MAX_FILL_PROGRAMS = 256
 
+_ARGS = KernelArgs.of(_diagonal_backward_kernel)
 _launch = Launcher(_diagonal_backward_kernel)
 
 

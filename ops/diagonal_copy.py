@@ -25,23 +25,22 @@ from diagfuzz.core.words import words_per_element
 from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._runtime import INTERPRET, check_device
 from diagfuzz.ops._tiling import (
-    SHAPE_ARGS,
     FlatTile,
+    KernelArgs,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
+    plan_cache,
     plan_gather,
     remember,
     row_args,
+    shape_jit,
 )
 
-_COPY_ARGS = ["base", "col_stride", "segments", "group_words", "block_words", "n_iblocks",
-              "n_cblocks"]
 
-
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_COPY_ARGS, "in_ptr"])
+@shape_jit(aligned=1)
 def _diagonal_copy_kernel(
     out_ptr, in_ptr, total, width, run_len, row_lanes, lane_shift,
     size0, size1, size2, size3, size4, size5, size6, size7,
@@ -191,7 +190,7 @@ def diagonal_copy(
 
 
 #: (result sizes, plan) by call signature (see ``_key``).
-_PLANS: dict = {}
+_PLANS: dict = plan_cache()
 
 
 def _key(input, offset, dim1, dim2) -> tuple | None:
@@ -242,7 +241,7 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
         for d, size in enumerate(source.shape)
         if d not in (diag.dim1, diag.dim2)
     ])
-    row_sizes, row_strides = row_args(row_dims)
+    peel_args = row_args(row_dims)
     base = diag.row0 * strides[diag.dim1] + diag.col0 * strides[diag.dim2]
     col_stride = strides[diag.dim1] + strides[diag.dim2]
     width = diag.length * words
@@ -251,10 +250,10 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
     tile = plan_gather(total, width, word_bytes)
     source_extent = base + sum(s * (n - 1) for s, n in zip(strides, source.shape, strict=True))
     index_64 = tile.needs_int64(total, width, source_extent + words)
-    groups = _groups(tile, width)
-    segments, group_words, _ = groups
+    segments, group_words, block_words = _groups(tile, width)
     n_programs = triton.cdiv(total, group_words) * segments
-    i_block, c_block = _tiling.COPY_TRANSPOSE_I_BLOCK, _tiling.COPY_TRANSPOSE_C_BLOCK
+    tuning = _tiling.TUNING
+    i_block, c_block = tuning.copy_transpose_i_block, tuning.copy_transpose_c_block
     tiles = (1, 1)
     transposed = words == 1 and bool(row_dims) and _transposes(
         total, width, row_dims[-1], col_stride, word_bytes)
@@ -266,14 +265,16 @@ def _plan(source: torch.Tensor, diag: Diagonal) -> LaunchPlan | None:
         index_64 = needs_int64(total + c_block * width + i_block, n_programs,
                                source_extent + words + i_block * abs(col_stride)
                                + c_block * abs(row_dims[-1].stride))
-    return LaunchPlan(
+    return _ARGS.plan(
         diag.shape, n_programs,
-        (total, width, width, tile.row_lanes, tile.lane_shift, *row_sizes, *row_strides,
-         len(row_dims), base, col_stride, *groups, *tiles),
+        {"total": total, "width": width, "run_len": width, "row_lanes": tile.row_lanes,
+         "lane_shift": tile.lane_shift, **peel_args, "base": base,
+         "col_stride": col_stride, "segments": segments, "group_words": group_words,
+         "block_words": block_words, "n_iblocks": tiles[0], "n_cblocks": tiles[1]},
         {"WORDS": words, "BLOCK": tile.block, "PEEL_LANES": tile.peel_lanes,
          "COPY_LANES": tile.copy_lanes, "ROUNDS": tile.rounds, "INDEX_64": index_64,
          "TRANSPOSE": transposed, "I_BLOCK": i_block, "C_BLOCK": c_block},
-        _tiling.COPY_TRANSPOSE_NUM_WARPS if transposed and not INTERPRET else tile.num_warps,
+        tuning.copy_transpose_num_warps if transposed and not INTERPRET else tile.num_warps,
     )
 
 
@@ -284,9 +285,9 @@ def _groups(tile: FlatTile, width: int) -> tuple[int, int, int]:
     a row (wide), so one pass of loads covers it: flat blocks crossing row ends took two
     passes, each waiting on its loads (``8x256x8x256 o=1 d=(1,3)`` float32, rows of 255
     words in blocks of 256: 0.88x aten). Under the interpreter (one program, one pass where
-    possible) and with GATHER_ALIGN_ROWS off: flat blocks.
+    possible) and with ``gather_align_rows`` off: flat blocks.
     """
-    if INTERPRET or not _tiling.GATHER_ALIGN_ROWS:
+    if INTERPRET or not _tiling.TUNING.gather_align_rows:
         return 1, tile.block, tile.block
     if tile.wide:
         return triton.cdiv(width, tile.block), width, tile.block
@@ -296,20 +297,21 @@ def _groups(tile: FlatTile, width: int) -> tuple[int, int, int]:
 
 def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
                 word_bytes: int) -> bool:
-    """Whether the tiled path applies (COPY_TRANSPOSE on): one-word elements whose innermost
-    row dim the input holds closer together than the diagonal's positions, on a diagonal of
-    at least two. On a GPU only results of COPY_TRANSPOSE_MIN_BYTES or more with an innermost
-    row dim of at least a tile's rows take it (a fuzz Case never compiles the variant); under the
-    interpreter any launch of at most INTERPRET_MAX_TILES tiles.
+    """Whether the tiled path applies (``copy_transpose`` on): one-word elements whose
+    innermost row dim the input holds closer together than the diagonal's positions, on a
+    diagonal of at least two. On a GPU only results of ``copy_transpose_min_bytes`` or more
+    with an innermost row dim of at least a tile's rows take it (a fuzz Case never compiles
+    the variant); under the interpreter any launch of at most INTERPRET_MAX_TILES tiles.
     """
-    if not _tiling.COPY_TRANSPOSE or width < 2 or abs(inner.stride) >= abs(col_stride):
+    tuning = _tiling.TUNING
+    if not tuning.copy_transpose or width < 2 or abs(inner.stride) >= abs(col_stride):
         return False
-    i_block, c_block = _tiling.COPY_TRANSPOSE_I_BLOCK, _tiling.COPY_TRANSPOSE_C_BLOCK
+    i_block, c_block = tuning.copy_transpose_i_block, tuning.copy_transpose_c_block
     if INTERPRET:
         tiles = total // width // inner.size * triton.cdiv(width, i_block) * triton.cdiv(
             inner.size, c_block)
         return tiles <= INTERPRET_MAX_TILES
-    return total * word_bytes >= _tiling.COPY_TRANSPOSE_MIN_BYTES and inner.size >= c_block
+    return total * word_bytes >= tuning.copy_transpose_min_bytes and inner.size >= c_block
 
 
 #: Under the interpreter, the most tile programs a transposed launch may make: each costs
@@ -317,4 +319,5 @@ def _transposes(total: int, width: int, inner: RowDim, col_stride: int,
 #: one to four tiles already run every line of the tile path on CPU.
 INTERPRET_MAX_TILES = 4
 
+_ARGS = KernelArgs.of(_diagonal_copy_kernel)
 _launch = Launcher(_diagonal_copy_kernel)

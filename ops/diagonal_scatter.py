@@ -45,25 +45,24 @@ from diagfuzz.ops import _counters, _tiling
 from diagfuzz.ops._runtime import check_device
 from diagfuzz.ops._tiling import (
     MAX_ROW_DIMS,
-    SHAPE_ARGS,
+    KernelArgs,
     Launcher,
     LaunchPlan,
     RowDim,
     coalesce,
     needs_int64,
+    plan_cache,
     plan_scatter,
     remember,
     row_args,
+    shape_jit,
 )
 
-_DIAG_SIZES = [f"dsize{j}" for j in range(MAX_ROW_DIMS)]
-_DIAG_OUT = [f"dout{j}" for j in range(MAX_ROW_DIMS)]
-_DIAG_SRC = [f"dsrc{j}" for j in range(MAX_ROW_DIMS)]
-_SCATTER_ARGS = ["in_base", "outer_stride", *_DIAG_SIZES, *_DIAG_OUT, *_DIAG_SRC, "n_ddims",
-                 "diag_base", "n_diag", "monotone"]
+#: Pointers specialised on 16-byte alignment: the result's and the storage it copies from.
+_ALIGNED = 2
 
 
-@triton.jit(do_not_specialize=[*SHAPE_ARGS, *_SCATTER_ARGS, "src_ptr"])
+@shape_jit(aligned=_ALIGNED)
 def _diagonal_scatter_kernel(
     out_ptr, in_ptr, src_ptr, total, in_base, outer_stride,
     size0, size1, size2, size3, size4, size5, size6, size7,
@@ -314,7 +313,7 @@ def diagonal_scatter(
 
 
 #: (Result, plan) by call signature (see ``_key``).
-_PLANS: dict = {}
+_PLANS: dict = plan_cache()
 
 
 def _key(input: object, src: object, offset: int, dim1: int, dim2: int) -> tuple | None:
@@ -457,16 +456,10 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
         if rows:
             outer_stride, peeled = rows[0].stride, rows[1:]
         in_extent = in_base + sum(r.stride * (r.size - 1) for r in rows) + words
-    sizes, strides = row_args(peeled)
+    peel_args = row_args(peeled)
     # Phase 2: the diagonal's dims (size, result stride, src stride), outermost first.
     dims, monotone, n_diag = _diagonal_dims(source, src, diag, out_strides)
-    if len(dims) > MAX_ROW_DIMS:
-        raise NotImplementedError(
-            f"diagfuzz's diagonal_scatter addresses at most {MAX_ROW_DIMS} diagonal dims "
-            f"after merging runs; this diagonal needs {len(dims)}")
-    inner_first = list(reversed(dims))
-    pad = [(1, 0, 0)] * (MAX_ROW_DIMS - len(dims))
-    dsizes, douts, dsrcs = (list(column) for column in zip(*(inner_first + pad), strict=True))
+    diag_args = _diagonal_args(dims)
     diag_base = out_offset + diag.row0 * out_strides[diag.dim1] + diag.col0 * out_strides[
         diag.dim2]
     block, lanes, num_warps = plan_scatter(total, word_bytes, n_diag, not clone)
@@ -475,15 +468,29 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
     src_extent = (sum(s * (n - 1) for n, _, s in dims) + 1) * words
     index_64 = needs_int64(total + block, n_programs * block, n_diag + lanes, out_extent,
                            src_extent, in_extent + (block + 1) * abs(outer_stride))
-    return LaunchPlan(
+    return _ARGS.plan(
         (), n_programs,
-        (total, in_base, outer_stride, *sizes, *strides, len(peeled), *dsizes, *douts,
-         *dsrcs, len(dims), diag_base, n_diag, int(monotone)),
+        {"total": total, "in_base": in_base, "outer_stride": outer_stride, **peel_args,
+         **diag_args, "diag_base": diag_base, "n_diag": n_diag, "monotone": int(monotone)},
         {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
          "DIAG_LANES": lanes,
-         "COPY_EVICT": "evict_first" if _tiling.SCATTER_COPY_EVICT else ""},
+         "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else ""},
         num_warps,
     )
+
+
+def _diagonal_args(dims: list[tuple[int, int, int]]) -> dict[str, int]:
+    """The kernel's diagonal arguments: ``dsize{j}``/``dout{j}``/``dsrc{j}`` (size, result
+    stride, src stride) innermost first, padded to MAX_ROW_DIMS (1, 0, 0), and ``n_ddims``."""
+    if len(dims) > MAX_ROW_DIMS:
+        raise NotImplementedError(
+            f"diagfuzz's diagonal_scatter addresses at most {MAX_ROW_DIMS} diagonal dims "
+            f"after merging runs; this diagonal needs {len(dims)}")
+    padded = list(reversed(dims)) + [(1, 0, 0)] * (MAX_ROW_DIMS - len(dims))
+    args = {"n_ddims": len(dims)}
+    for j, (size, out_stride, src_stride) in enumerate(padded):
+        args.update({f"dsize{j}": size, f"dout{j}": out_stride, f"dsrc{j}": src_stride})
+    return args
 
 
 def _diagonal_dims(source: torch.Tensor, src: torch.Tensor, diag: Diagonal,
@@ -524,4 +531,5 @@ def _diagonal_dims(source: torch.Tensor, src: torch.Tensor, diag: Diagonal,
     return merged, monotone, n_diag
 
 
-_launch = Launcher(_diagonal_scatter_kernel, aligned=2)
+_ARGS = KernelArgs.of(_diagonal_scatter_kernel)
+_launch = Launcher(_diagonal_scatter_kernel, aligned=_ALIGNED)

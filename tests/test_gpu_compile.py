@@ -122,13 +122,30 @@ def test_the_check_refuses_what_the_compiler_refuses(merge_vector: bool,
         assert "compiled" in run.stdout
 
 
-def test_override_refuses_unknown_or_non_integer_settings(monkeypatch) -> None:
-    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", _tiling.TRANSPOSE_RUNS)
-    assert _tiling.override(["TRANSPOSE_RUNS=1"]) == {"TRANSPOSE_RUNS": 1}
-    assert _tiling.TRANSPOSE_RUNS == 1
+def test_settings_retune_and_refuse_unknown_or_malformed_values(monkeypatch) -> None:
+    monkeypatch.setattr(_tiling, "TUNING", _tiling.Tuning())
+    copy_module = sys.modules["diagfuzz.ops.diagonal_copy"]
+    copy_module._PLANS[("stale",)] = None
+    assert _tiling.apply_settings(["TRANSPOSE_RUNS=0", "fill_num_warps=8",
+                                   "COPY_TRANSPOSE=true"]) == {
+        "transpose_runs": False, "fill_num_warps": 8, "copy_transpose": True}
+    assert _tiling.Tuning(transpose_runs=False, fill_num_warps=8) == _tiling.TUNING
+    assert ("stale",) not in copy_module._PLANS  # plans made with the old tuning are gone
     with pytest.raises(SystemExit, match="NO_SUCH"):
-        _tiling.override(["NO_SUCH=1"])
+        _tiling.apply_settings(["NO_SUCH=1"])
     with pytest.raises(SystemExit, match="'x' is not an integer"):
-        _tiling.override(["TRANSPOSE_RUNS=x"])
+        _tiling.apply_settings(["FILL_NUM_WARPS=x"])
+    with pytest.raises(SystemExit, match="'2' is not 0, 1, true or false"):
+        _tiling.apply_settings(["TRANSPOSE_RUNS=2"])
     with pytest.raises(SystemExit, match="INTERPRET"):
-        _tiling.override(["INTERPRET=0"])
+        _tiling.apply_settings(["INTERPRET=0"])
+
+
+def test_tuned_restores_the_tuning_and_forgets_its_plans(monkeypatch) -> None:
+    monkeypatch.setattr(_tiling, "TUNING", _tiling.Tuning())
+    backward_module = sys.modules["diagfuzz.ops.diagonal_backward"]
+    with _tiling.tuned({"grad_load_evict": False}) as tuning:
+        assert tuning.grad_load_evict is False and _tiling.TUNING is tuning
+        backward_module._PLANS[("made inside",)] = None
+    assert _tiling.Tuning() == _tiling.TUNING
+    assert ("made inside",) not in backward_module._PLANS

@@ -19,6 +19,7 @@ import torch
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
+from tests.tuning import tune
 
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
 copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
@@ -34,19 +35,15 @@ def small_gpu_blocks(request, monkeypatch):
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)  # the GPU's index selects too
     monkeypatch.setattr(copy_module, "INTERPRET", False)  # programs own whole rows
-    for prefix in ("", "SMALL_"):  # every test tensor is a small output: shrink both
-        monkeypatch.setattr(_tiling, f"{prefix}FILL_BLOCK_BYTES", fill)
-        monkeypatch.setattr(_tiling, f"{prefix}FILL_WORDS_PER_LANE", words_per_lane)
-    monkeypatch.setattr(_tiling, "GATHER_BLOCK_BYTES", gather)
-    monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)  # wide passes take several rounds
+    # Every test tensor is a small output: shrink both fill plans. Wide passes take several
+    # rounds.
+    tune(monkeypatch, fill_block_bytes=fill, small_fill_block_bytes=fill,
+         fill_words_per_lane=words_per_lane, small_fill_words_per_lane=words_per_lane,
+         gather_block_bytes=gather, max_wide_lanes=2)
     monkeypatch.setattr(backward_module, "_PLANS", {})
     monkeypatch.setattr(copy_module, "_PLANS", {})
     return request.param
 
-
-#: Where diagonal_backward's plan keeps run_in_cols and the diagonal's length (its ints end
-#: with them, then the transposed launch's three program counts).
-RUN_IN_COLS, LENGTH = -4, -7
 
 #: Elements of a random geometry, at most: a 4-word block makes a program per few elements,
 #: and the interpreter runs programs one by one.
@@ -179,7 +176,7 @@ def test_rows_on_the_diagonal_under_interpreter_plans(geometry) -> None:
     backward_module._PLANS.clear()
     assert _backward_difference(grad, sizes, offset, dim1, dim2) == ""
     ((_, plan),) = backward_module._PLANS.values()
-    run_in_cols, length = plan.ints[RUN_IN_COLS], plan.ints[LENGTH]
+    run_in_cols, length = plan.arg("run_in_cols"), plan.arg("length")
     assert run_in_cols == 0 and length > 0
 
 
@@ -201,16 +198,16 @@ def test_small_blocks_take_the_split_wide_and_multi_pass_paths(small_gpu_blocks)
     grad = torch.arange(3 * 20, dtype=torch.float32, device=ops.DEVICE).reshape(20, 3)
     plan = _plan_of(grad.T.contiguous().T, [3, 4, 20], 0, 1)
     block = plan.constexprs["BLOCK"]
-    run_len = plan.ints[2]
+    run_len = plan.arg("run_len")
     assert block == fill // 4 and run_len == 20 > block and plan.n_programs > 1
     assert plan.constexprs["PEEL_LANES"] == 1 and plan.constexprs["COPY_LANES"] == 2
     assert plan.constexprs["ROUNDS"] == block // 2 > 1
     # Rows of one word: a block holds more rows than one pass covers.
     plan = _plan_of(torch.ones(1, dtype=torch.float32, device=ops.DEVICE), [30, 1], 0, 1)
-    width, row_lanes = plan.ints[1], plan.ints[3]
+    width, row_lanes = plan.arg("width"), plan.arg("row_lanes")
     assert width == 1 and plan.constexprs["PEEL_LANES"] == lanes
     assert plan.constexprs["BLOCK"] > lanes // row_lanes
     # Trailing dims that do not merge in grad_output: whole rows on the diagonal.
     grad = torch.arange(1, 13, dtype=torch.float32, device=ops.DEVICE).reshape(3, 2, 2)
     plan = _plan_of(grad.permute(2, 1, 0), [3, 3, 2, 2], 0, 1)
-    assert plan.ints[RUN_IN_COLS] == 0 and plan.ints[LENGTH] == 3
+    assert plan.arg("run_in_cols") == 0 and plan.arg("length") == 3

@@ -21,11 +21,9 @@ import torch
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
+from tests.tuning import tune
 
 copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
-
-#: Where a copy plan keeps its work layout: its ints end with these five.
-SEGMENTS, GROUP_WORDS, BLOCK_WORDS, N_IBLOCKS, N_CBLOCKS = -5, -4, -3, -2, -1
 
 
 def _bits(sizes: list[int], dtype: torch.dtype, seed: int) -> torch.Tensor:
@@ -55,22 +53,21 @@ def _copy_plan(x: torch.Tensor, offset: int, dim1: int, dim2: int):
 def _gpu_plans(monkeypatch, gather_bytes: int) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(copy_module, "INTERPRET", False)
-    monkeypatch.setattr(_tiling, "GATHER_BLOCK_BYTES", gather_bytes)
-    monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)
+    tune(monkeypatch, gather_block_bytes=gather_bytes, max_wide_lanes=2)
 
 
 @pytest.fixture(params=["interpreter-plans", "gpu-plans"])
 def tiles(request, monkeypatch):
-    monkeypatch.setattr(_tiling, "COPY_TRANSPOSE", 1)
+    tune(monkeypatch, copy_transpose=True)
     monkeypatch.setattr(copy_module, "_PLANS", {})
     if request.param == "interpreter-plans":  # on a GPU too: valid Triton, other blocks
         monkeypatch.setattr(_tiling, "INTERPRET", True)
         monkeypatch.setattr(copy_module, "INTERPRET", True)
     if request.param == "gpu-plans":
         _gpu_plans(monkeypatch, 16)
-        monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_MIN_BYTES", 0)  # tiny results are "large"
-        monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_I_BLOCK", 2)
-        monkeypatch.setattr(_tiling, "COPY_TRANSPOSE_C_BLOCK", 2)
+        # tiny results are "large"
+        tune(monkeypatch, copy_transpose_min_bytes=0, copy_transpose_i_block=2,
+             copy_transpose_c_block=2)
     return request.param
 
 
@@ -92,7 +89,7 @@ def test_transposed_tiles_match_aten(tiles, geometry, dtype) -> None:
     plan = _copy_plan(_bits(sizes, dtype, sum(sizes)), offset, dim1, dim2)
     assert plan.constexprs["TRANSPOSE"] is True
     if tiles == "gpu-plans" and sizes != [3, 4, 2, 16]:  # several tiles both ways
-        assert plan.ints[N_IBLOCKS] > 1 and plan.ints[N_CBLOCKS] > 1
+        assert plan.arg("n_iblocks") > 1 and plan.arg("n_cblocks") > 1
 
 
 #: name -> (input maker, offset, dim1, dim2, takes the tiles)
@@ -131,9 +128,9 @@ def test_64_bit_indices_in_tiles(tiles, monkeypatch) -> None:
 
 
 def test_switched_off_by_the_knob(monkeypatch) -> None:
-    assert _tiling.COPY_TRANSPOSE == 1
+    assert _tiling.TUNING.copy_transpose is True
     monkeypatch.setattr(copy_module, "_PLANS", {})
-    monkeypatch.setattr(_tiling, "COPY_TRANSPOSE", 0)
+    tune(monkeypatch, copy_transpose=False)
     plan = _copy_plan(_bits([5, 7, 3, 4], torch.float32, 1), 1, 0, 1)
     assert plan.constexprs["TRANSPOSE"] is False
 
@@ -168,13 +165,14 @@ ROW_GEOMETRIES = [
 def test_programs_owning_rows_match_aten(geometry, dtype, align, monkeypatch) -> None:
     monkeypatch.setattr(copy_module, "_PLANS", {})
     _gpu_plans(monkeypatch, 4 * dtype.itemsize // (2 if dtype.is_complex else 1))  # 4 words
-    monkeypatch.setattr(_tiling, "GATHER_ALIGN_ROWS", align)
+    tune(monkeypatch, gather_align_rows=bool(align))
     sizes, offset, dim1, dim2 = geometry
     x = _bits(sizes, torch.float32, 11) if dtype != torch.complex128 else torch.complex(
         _bits(sizes, torch.float32, 12), _bits(sizes, torch.float32, 13)).to(dtype)
     plan = _copy_plan(x.to(dtype) if dtype == torch.int8 else x, offset, dim1, dim2)
-    width, total = plan.ints[1], plan.ints[0]
-    segments, group, block = plan.ints[SEGMENTS], plan.ints[GROUP_WORDS], plan.ints[BLOCK_WORDS]
+    width, total = plan.arg("width"), plan.arg("total")
+    segments, group, block = (plan.arg(name) for name in ("segments", "group_words",
+                                                         "block_words"))
     if not align:
         assert (segments, group, block) == (1, 4, 4)
         assert plan.n_programs == -(-total // 4)

@@ -21,6 +21,7 @@ import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
 from tests.family_table import storage_difference, tensor
+from tests.tuning import tune
 
 scatter_module = importlib.import_module("diagfuzz.ops.diagonal_scatter")
 embed_module = importlib.import_module("diagfuzz.ops.diag_embed")
@@ -37,8 +38,7 @@ def small_gpu_plans(request, monkeypatch):
     block_words, lanes, force_64 = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)
-    monkeypatch.setattr(_tiling, "SCATTER_DIAG_LANES", lanes)
-    monkeypatch.setattr(_tiling, "MAX_WIDE_LANES", 2)
+    tune(monkeypatch, scatter_diag_lanes=lanes, max_wide_lanes=2)
     if force_64:
         always = lambda *extents: True  # noqa: E731
         for module in (_tiling, scatter_module, backward_module):
@@ -48,11 +48,10 @@ def small_gpu_plans(request, monkeypatch):
 
     def shrink(dtype: str) -> None:
         word_bytes = min(getattr(torch, dtype).itemsize, 8)
-        for prefix in ("", "SMALL_"):
-            monkeypatch.setattr(_tiling, f"{prefix}FILL_BLOCK_BYTES", block_words * word_bytes)
-            monkeypatch.setattr(_tiling, f"{prefix}FILL_WORDS_PER_LANE", 2)
-        for name in ("SCATTER_BLOCK_BYTES", "SCATTER_SMALL_BLOCK_BYTES"):
-            monkeypatch.setattr(_tiling, name, block_words * word_bytes)
+        block_bytes = block_words * word_bytes
+        tune(monkeypatch, fill_block_bytes=block_bytes, small_fill_block_bytes=block_bytes,
+             fill_words_per_lane=2, small_fill_words_per_lane=2,
+             scatter_block_bytes=block_bytes, scatter_small_block_bytes=block_bytes)
 
     shrink.params = request.param
     return shrink

@@ -20,6 +20,7 @@ import torch
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
+from tests.tuning import tune
 
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
 
@@ -36,16 +37,15 @@ GEOMETRIES = [
 
 @pytest.fixture(params=["interpreter-plans", "gpu-plans"])
 def transposed(request, monkeypatch):
-    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", 1)
+    tune(monkeypatch, transpose_runs=True)
     if request.param == "interpreter-plans":  # on a GPU too: valid Triton, other blocks
         monkeypatch.setattr(_tiling, "INTERPRET", True)
         monkeypatch.setattr(backward_module, "INTERPRET", True)
     if request.param == "gpu-plans":
         monkeypatch.setattr(_tiling, "INTERPRET", False)
         monkeypatch.setattr(backward_module, "INTERPRET", False)
-        monkeypatch.setattr(_tiling, "SMALL_OUTPUT_BYTES", 0)  # these tiny outputs are "large"
-        monkeypatch.setattr(_tiling, "TRANSPOSE_I_BLOCK", 2)
-        monkeypatch.setattr(_tiling, "TRANSPOSE_C_BLOCK", 2)
+        # these tiny outputs are "large"
+        tune(monkeypatch, small_output_bytes=0, transpose_i_block=2, transpose_c_block=2)
     monkeypatch.setattr(backward_module, "_PLANS", {})
     return request.param
 
@@ -82,15 +82,16 @@ def test_transposed_runs_match_aten(transposed, geometry, dtype, diagonal_step,
                                     monkeypatch) -> None:
     sizes, offset, dim1, dim2 = geometry
     if transposed == "gpu-plans":  # blocks of 4 words: they divide every run and row here
-        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 4 * dtype.itemsize)
+        tune(monkeypatch, fill_block_bytes=4 * dtype.itemsize)
     shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
     grad = _grad(shape, dtype, sum(sizes), diagonal_step)
     plan = _plan(grad, sizes, offset, dim1, dim2)
     assert plan.constexprs["TRANSPOSE"] is True
-    n_fill, n_iblocks, n_cblocks = plan.ints[-3:]
+    n_fill = plan.arg("n_fill")
     assert plan.n_programs > n_fill > 0  # tile programs follow the fill programs
     if transposed == "gpu-plans":  # several tiles both ways, a block smaller than a run
-        assert n_iblocks > 1 and n_cblocks > 1 and plan.constexprs["BLOCK"] <= plan.ints[2]
+        assert plan.arg("n_iblocks") > 1 and plan.arg("n_cblocks") > 1
+        assert plan.constexprs["BLOCK"] <= plan.arg("run_len")
 
 
 def test_runs_contiguous_in_grad_output_or_complex_words_keep_the_flat_blocks(
@@ -108,9 +109,9 @@ def test_runs_contiguous_in_grad_output_or_complex_words_keep_the_flat_blocks(
 
 
 def test_on_by_default_and_switched_off_by_the_knob(monkeypatch) -> None:
-    assert _tiling.TRANSPOSE_RUNS == 1
+    assert _tiling.TUNING.transpose_runs is True
     monkeypatch.setattr(backward_module, "_PLANS", {})
-    monkeypatch.setattr(_tiling, "TRANSPOSE_RUNS", 0)
+    tune(monkeypatch, transpose_runs=False)
     sizes = [5, 7, 3, 4]
     shape = torch.empty(sizes, device="meta").diagonal(1, 0, 1).shape
     assert _plan(_grad(shape, torch.float32, 1), sizes, 1, 0, 1).constexprs["TRANSPOSE"] is False
@@ -125,11 +126,11 @@ def test_fill_programs_leave_the_runs_to_the_tile_programs(transposed, geometry,
     on it."""
     sizes, offset, dim1, dim2 = geometry
     if transposed == "gpu-plans":
-        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 16)
+        tune(monkeypatch, fill_block_bytes=16)
     shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
     grad = _grad(shape, torch.float32, 5)
     plan = _plan(grad, sizes, offset, dim1, dim2)
-    n_fill = plan.ints[-3]
+    n_fill = plan.arg("n_fill")
     out = torch.empty(sizes, dtype=torch.float32, device=ops.DEVICE)
     out.view(torch.uint8).fill_(0x5A)
     backward_module._launch(dataclasses.replace(plan, n_programs=n_fill), (out, grad))
@@ -164,7 +165,7 @@ GRAD_OUTPUTS = {
 def test_grad_output_views_and_broadcasts(transposed, name, dtype, monkeypatch) -> None:
     make, sizes, offset, dim1, dim2, takes_it = GRAD_OUTPUTS[name]
     if transposed == "gpu-plans":  # blocks of 4 words: they divide the runs of 4 here
-        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 4 * dtype.itemsize)
+        tune(monkeypatch, fill_block_bytes=4 * dtype.itemsize)
     plan = _plan(make(dtype), sizes, offset, dim1, dim2)
     assert plan.constexprs["TRANSPOSE"] is takes_it
 
@@ -174,7 +175,7 @@ def test_64_bit_indices_in_tiles(transposed, monkeypatch) -> None:
     int32, e.g. 723x723x4096 float32 on a GPU), forced on a small Case."""
     monkeypatch.setattr(backward_module, "needs_int64", lambda *extents: True)
     if transposed == "gpu-plans":
-        monkeypatch.setattr(_tiling, "FILL_BLOCK_BYTES", 16)
+        tune(monkeypatch, fill_block_bytes=16)
     sizes, offset, dim1, dim2 = GEOMETRIES[0]
     shape = torch.empty(sizes, device="meta").diagonal(offset, dim1, dim2).shape
     plan = _plan(_grad(shape, torch.float32, 9), sizes, offset, dim1, dim2)

@@ -15,6 +15,10 @@ import diagfuzz.ops as ops
 from diagfuzz.adapters.triton import listening
 from diagfuzz.ops import _tiling
 from tests.bitwise import bitwise_difference
+from tests.tuning import tune
+
+#: The default tuning (these tests read its values; ``tune`` changes the current one).
+TUNING = _tiling.Tuning()
 
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
 copy_module = importlib.import_module("diagfuzz.ops.diagonal_copy")
@@ -78,8 +82,8 @@ def test_gpu_blocks_depend_on_the_word_size_and_wideness_alone(monkeypatch, word
     for total, width, run in [(16, 4, 1), (4096, 4096, 1), (10**6, 7, 7), (123457, 1, 1),
                               (2**20, 512, 4), (99, 33, 33), (2**24, 2**12, 2**12),
                               (2**24, 2**16, 2**16), (5000, 1024, 1024), (5000, 1025, 1025)]:
-        tile = _tiling.plan_flat(total, width, run, word_bytes, _tiling.FILL_BLOCK_BYTES,
-                                 _tiling.FILL_WORDS_PER_LANE)
+        tile = _tiling.plan_flat(total, width, run, word_bytes, TUNING.fill_block_bytes,
+                                 TUNING.fill_words_per_lane)
         shapes.add((tile.block, tile.peel_lanes, tile.copy_lanes, tile.rounds, tile.num_warps))
         assert tile.row_lanes & (tile.row_lanes - 1) == 0
         # The rounds of lanes cover any row's share of a block (the kernels have no loop).
@@ -99,11 +103,11 @@ def test_small_outputs_get_small_blocks_and_keep_two_variants(monkeypatch) -> No
     programs of 16 KiB); every fuzz Case is small, so the fuzz run's variants stay at two per
     word size (narrow and wide) whatever the shape; larger outputs keep the big blocks."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    limit = _tiling.SMALL_OUTPUT_BYTES
+    limit = TUNING.small_output_bytes
     small = _tiling.plan_fill(limit // 4, 8, 1, 4)  # 4096x8x8 float32: rows of 8 words
     big = _tiling.plan_fill(limit // 4 + 1, 8, 1, 4)
-    assert small.block * 4 == _tiling.SMALL_FILL_BLOCK_BYTES
-    assert big.block * 4 == _tiling.FILL_BLOCK_BYTES
+    assert small.block * 4 == TUNING.small_fill_block_bytes
+    assert big.block * 4 == TUNING.fill_block_bytes
     assert small.n_programs > big.n_programs
     rows_per_pass = small.peel_lanes >> small.lane_shift
     assert rows_per_pass * 8 >= small.block  # a block of 8-word rows in one pass
@@ -121,24 +125,24 @@ def test_huge_outputs_store_four_vectors_a_thread(monkeypatch) -> None:
     (what brought a 1 GiB output level with aten on the H200); just below, the large plans
     stay."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    limit = _tiling.HUGE_OUTPUT_BYTES
+    limit = TUNING.huge_output_bytes
     for word_bytes in (1, 2, 4):
         below = _tiling.plan_fill((limit - 1) // word_bytes, 16384, 1, word_bytes)
         huge = _tiling.plan_fill(limit // word_bytes, 16384, 1, word_bytes)
         assert (below.block * word_bytes, below.num_warps) == (
-            _tiling.FILL_BLOCK_BYTES, _tiling.FILL_NUM_WARPS)
-        assert huge.block * word_bytes == _tiling.HUGE_FILL_BLOCK_BYTES
-        assert huge.num_warps == _tiling.HUGE_FILL_NUM_WARPS
+            TUNING.fill_block_bytes, TUNING.fill_num_warps)
+        assert huge.block * word_bytes == TUNING.huge_fill_block_bytes
+        assert huge.num_warps == TUNING.huge_fill_num_warps
         assert huge.block * word_bytes == 4 * 16 * 32 * huge.num_warps
     # The tier's warps are its own, not the large plans' (both are 4 today).
-    monkeypatch.setattr(_tiling, "HUGE_FILL_NUM_WARPS", 8)
+    tune(monkeypatch, huge_fill_num_warps=8)
     assert _tiling.plan_fill(limit // 4, 16384, 1, 4).num_warps == 8
-    assert _tiling.plan_fill((limit - 1) // 4, 16384, 1, 4).num_warps == _tiling.FILL_NUM_WARPS
+    assert _tiling.plan_fill((limit - 1) // 4, 16384, 1, 4).num_warps == TUNING.fill_num_warps
 
 
 def test_interpreter_covers_small_results_in_one_program_and_pass(monkeypatch) -> None:
     monkeypatch.setattr(_tiling, "INTERPRET", True)
-    tile = _tiling.plan_flat(60, 5, 1, 4, _tiling.FILL_BLOCK_BYTES, _tiling.FILL_WORDS_PER_LANE)
+    tile = _tiling.plan_flat(60, 5, 1, 4, TUNING.fill_block_bytes, TUNING.fill_words_per_lane)
     assert tile.n_programs == 1 and tile.block == 64 and not tile.wide
     assert tile.peel_lanes >> tile.lane_shift >= 60 // 5  # every row in one pass
 
@@ -180,13 +184,13 @@ def test_gpu_index_selects_match_aten_under_the_interpreter(monkeypatch, geometr
 def test_copy_blocks_are_smaller(monkeypatch) -> None:
     """A copy gathers: more, smaller programs than the backward fill."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
-    fill = _tiling.plan_flat(2**20, 512, 1, 4, _tiling.FILL_BLOCK_BYTES,
-                             _tiling.FILL_WORDS_PER_LANE)
-    gather = _tiling.plan_flat(2**20, 512, 512, 4, _tiling.GATHER_BLOCK_BYTES)
+    fill = _tiling.plan_flat(2**20, 512, 1, 4, TUNING.fill_block_bytes,
+                             TUNING.fill_words_per_lane)
+    gather = _tiling.plan_flat(2**20, 512, 512, 4, TUNING.gather_block_bytes)
     ratio = fill.block // gather.block
     assert ratio >= 16 and gather.n_programs == ratio * fill.n_programs
     assert gather.wide and gather.copy_lanes == gather.block  # rows longer than a block
-    short = _tiling.plan_flat(2**20, 100, 100, 4, _tiling.GATHER_BLOCK_BYTES)
+    short = _tiling.plan_flat(2**20, 100, 100, 4, TUNING.gather_block_bytes)
     assert not short.wide and short.row_lanes == 128 and short.peel_lanes == short.block
 
 
