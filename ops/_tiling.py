@@ -3,9 +3,11 @@
 Both kernels see their result as a row-major 2-D array ``[R, W]`` of integer words, and each
 program owns a flat block of it (``FlatTile``). A row's position in the other tensor is found
 by peeling the row index over at most ``MAX_ROW_DIMS`` (size, stride) pairs, innermost first
-(written out in each kernel: a nested @triton.jit call costs ~1 ms per launch under Triton's
-interpreter); along a row only adds and a constant shift remain. This keeps integer division
-off the per-element path, which is what limited a naive flat kernel to 0.13-0.64x of aten.
+(a ``tl.static_range`` loop in each kernel over tuples of its ``size{j}``/``stride{j}``
+arguments, unrolled when compiled: a nested @triton.jit call costs ~1 ms per launch under
+Triton's interpreter); along a row only adds and a constant shift remain. This keeps integer
+division off the per-element path, which is what limited a naive flat kernel to 0.13-0.64x
+of aten.
 
 Why flat blocks: a tile shaped like the rows (``[rows, width]``) needs a compiled variant per
 power-of-two width, or wastes most lanes on narrow rows (measured up to 10x slower). A flat

@@ -59,6 +59,9 @@ def _diagonal_backward_kernel(
 ):
     # Nested @triton.jit calls are avoided on purpose: Triton's interpreter re-patches the
     # language module on every such call, which made a CPU launch ~10x slower.
+    # The row dims, innermost first, indexed by the peels' unrolled loops.
+    sizes = (size0, size1, size2, size3, size4, size5, size6, size7)
+    strides = (stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7)
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -91,38 +94,11 @@ def _diagonal_backward_kernel(
             other_row = (other // first_inner) * (first_inner * first_size) + other % first_inner
             rem = other_row
             grad_row = other_row * 0
-            if n_dims > 0:
-                quotient = rem // size0
-                grad_row += (rem - quotient * size0) * stride0
-                rem = quotient
-            if n_dims > 1:
-                quotient = rem // size1
-                grad_row += (rem - quotient * size1) * stride1
-                rem = quotient
-            if n_dims > 2:
-                quotient = rem // size2
-                grad_row += (rem - quotient * size2) * stride2
-                rem = quotient
-            if n_dims > 3:
-                quotient = rem // size3
-                grad_row += (rem - quotient * size3) * stride3
-                rem = quotient
-            if n_dims > 4:
-                quotient = rem // size4
-                grad_row += (rem - quotient * size4) * stride4
-                rem = quotient
-            if n_dims > 5:
-                quotient = rem // size5
-                grad_row += (rem - quotient * size5) * stride5
-                rem = quotient
-            if n_dims > 6:
-                quotient = rem // size6
-                grad_row += (rem - quotient * size6) * stride6
-                rem = quotient
-            if n_dims > 7:
-                quotient = rem // size7
-                grad_row += (rem - quotient * size7) * stride7
-                rem = quotient
+            for j in tl.static_range(8):  # MAX_ROW_DIMS
+                if n_dims > j:
+                    quotient = rem // sizes[j]
+                    grad_row += (rem - quotient * sizes[j]) * strides[j]
+                    rem = quotient
             # (Names differ from the fill branch's: Triton merges a name bound in both
             # branches of a runtime if, and a tile's are vectors where the fill's are scalars.)
             pos = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
@@ -174,70 +150,15 @@ def _diagonal_backward_kernel(
             else:
                 first = (row // first_inner) % first_size
                 second = (row // second_inner) % second_size
-            if n_dims > 0:
-                quotient = rem // size0
-                idx = rem - quotient * size0
-                rem = quotient
-                grad_row += idx * stride0
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 0, idx, first)
-                    second = tl.where(second_pos == 0, idx, second)
-            if n_dims > 1:
-                quotient = rem // size1
-                idx = rem - quotient * size1
-                rem = quotient
-                grad_row += idx * stride1
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 1, idx, first)
-                    second = tl.where(second_pos == 1, idx, second)
-            if n_dims > 2:
-                quotient = rem // size2
-                idx = rem - quotient * size2
-                rem = quotient
-                grad_row += idx * stride2
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 2, idx, first)
-                    second = tl.where(second_pos == 2, idx, second)
-            if n_dims > 3:
-                quotient = rem // size3
-                idx = rem - quotient * size3
-                rem = quotient
-                grad_row += idx * stride3
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 3, idx, first)
-                    second = tl.where(second_pos == 3, idx, second)
-            if n_dims > 4:
-                quotient = rem // size4
-                idx = rem - quotient * size4
-                rem = quotient
-                grad_row += idx * stride4
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 4, idx, first)
-                    second = tl.where(second_pos == 4, idx, second)
-            if n_dims > 5:
-                quotient = rem // size5
-                idx = rem - quotient * size5
-                rem = quotient
-                grad_row += idx * stride5
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 5, idx, first)
-                    second = tl.where(second_pos == 5, idx, second)
-            if n_dims > 6:
-                quotient = rem // size6
-                idx = rem - quotient * size6
-                rem = quotient
-                grad_row += idx * stride6
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 6, idx, first)
-                    second = tl.where(second_pos == 6, idx, second)
-            if n_dims > 7:
-                quotient = rem // size7
-                idx = rem - quotient * size7
-                rem = quotient
-                grad_row += idx * stride7
-                if SELECT_INDEX:
-                    first = tl.where(first_pos == 7, idx, first)
-                    second = tl.where(second_pos == 7, idx, second)
+            for j in tl.static_range(8):  # MAX_ROW_DIMS
+                if n_dims > j:
+                    quotient = rem // sizes[j]
+                    idx = rem - quotient * sizes[j]
+                    rem = quotient
+                    grad_row += idx * strides[j]
+                    if SELECT_INDEX:
+                        first = tl.where(first_pos == j, idx, first)
+                        second = tl.where(second_pos == j, idx, second)
             # Diagonal element i sits where the second dim's index is first + shift.
             i = first - diag_base
             target = first + shift

@@ -51,6 +51,9 @@ def _diagonal_copy_kernel(
     TRANSPOSE: tl.constexpr, I_BLOCK: tl.constexpr, C_BLOCK: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
+    # The row dims, innermost first, indexed by the peels' unrolled loops.
+    sizes = (size0, size1, size2, size3, size4, size5, size6, size7)
+    strides = (stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7)
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -65,38 +68,11 @@ def _diagonal_copy_kernel(
         other_row = (t // n_iblocks) * size0  # the tile's first row; its peel is a scalar
         rem = other_row
         in_row = other_row * 0 + base
-        if n_dims > 0:
-            quotient = rem // size0
-            in_row += (rem - quotient * size0) * stride0
-            rem = quotient
-        if n_dims > 1:
-            quotient = rem // size1
-            in_row += (rem - quotient * size1) * stride1
-            rem = quotient
-        if n_dims > 2:
-            quotient = rem // size2
-            in_row += (rem - quotient * size2) * stride2
-            rem = quotient
-        if n_dims > 3:
-            quotient = rem // size3
-            in_row += (rem - quotient * size3) * stride3
-            rem = quotient
-        if n_dims > 4:
-            quotient = rem // size4
-            in_row += (rem - quotient * size4) * stride4
-            rem = quotient
-        if n_dims > 5:
-            quotient = rem // size5
-            in_row += (rem - quotient * size5) * stride5
-            rem = quotient
-        if n_dims > 6:
-            quotient = rem // size6
-            in_row += (rem - quotient * size6) * stride6
-            rem = quotient
-        if n_dims > 7:
-            quotient = rem // size7
-            in_row += (rem - quotient * size7) * stride7
-            rem = quotient
+        for j in tl.static_range(8):  # MAX_ROW_DIMS
+            if n_dims > j:
+                quotient = rem // sizes[j]
+                in_row += (rem - quotient * sizes[j]) * strides[j]
+                rem = quotient
         pos = i_block * I_BLOCK + tl.arange(0, I_BLOCK)
         c = c_block * C_BLOCK + tl.arange(0, C_BLOCK)
         if INDEX_64:
@@ -125,38 +101,11 @@ def _diagonal_copy_kernel(
             row = row0 + slot
             rem = row
             in_row = row * 0 + base
-            if n_dims > 0:
-                quotient = rem // size0
-                in_row += (rem - quotient * size0) * stride0
-                rem = quotient
-            if n_dims > 1:
-                quotient = rem // size1
-                in_row += (rem - quotient * size1) * stride1
-                rem = quotient
-            if n_dims > 2:
-                quotient = rem // size2
-                in_row += (rem - quotient * size2) * stride2
-                rem = quotient
-            if n_dims > 3:
-                quotient = rem // size3
-                in_row += (rem - quotient * size3) * stride3
-                rem = quotient
-            if n_dims > 4:
-                quotient = rem // size4
-                in_row += (rem - quotient * size4) * stride4
-                rem = quotient
-            if n_dims > 5:
-                quotient = rem // size5
-                in_row += (rem - quotient * size5) * stride5
-                rem = quotient
-            if n_dims > 6:
-                quotient = rem // size6
-                in_row += (rem - quotient * size6) * stride6
-                rem = quotient
-            if n_dims > 7:
-                quotient = rem // size7
-                in_row += (rem - quotient * size7) * stride7
-                rem = quotient
+            for j in tl.static_range(8):  # MAX_ROW_DIMS
+                if n_dims > j:
+                    quotient = rem // sizes[j]
+                    in_row += (rem - quotient * sizes[j]) * strides[j]
+                    rem = quotient
             row_base = row * width
             lo = tl.maximum(start - row_base, 0)  # the row's part inside this block
             hi = tl.minimum(end - row_base, width)

@@ -75,6 +75,13 @@ def _diagonal_scatter_kernel(
     DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
+    # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
+    # unrolled loops.
+    sizes = (size0, size1, size2, size3, size4, size5, size6, size7)
+    strides = (stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7)
+    dsizes = (dsize0, dsize1, dsize2, dsize3, dsize4, dsize5, dsize6, dsize7)
+    douts = (dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7)
+    dsrcs = (dsrc0, dsrc1, dsrc2, dsrc3, dsrc4, dsrc5, dsrc6, dsrc7)
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
@@ -87,38 +94,11 @@ def _diagonal_scatter_kernel(
         element = offs // WORDS
         rem = element
         in_off = in_base + (offs - element * WORDS)
-        if n_dims > 0:
-            quotient = rem // size0
-            in_off += (rem - quotient * size0) * stride0
-            rem = quotient
-        if n_dims > 1:
-            quotient = rem // size1
-            in_off += (rem - quotient * size1) * stride1
-            rem = quotient
-        if n_dims > 2:
-            quotient = rem // size2
-            in_off += (rem - quotient * size2) * stride2
-            rem = quotient
-        if n_dims > 3:
-            quotient = rem // size3
-            in_off += (rem - quotient * size3) * stride3
-            rem = quotient
-        if n_dims > 4:
-            quotient = rem // size4
-            in_off += (rem - quotient * size4) * stride4
-            rem = quotient
-        if n_dims > 5:
-            quotient = rem // size5
-            in_off += (rem - quotient * size5) * stride5
-            rem = quotient
-        if n_dims > 6:
-            quotient = rem // size6
-            in_off += (rem - quotient * size6) * stride6
-            rem = quotient
-        if n_dims > 7:
-            quotient = rem // size7
-            in_off += (rem - quotient * size7) * stride7
-            rem = quotient
+        for j in tl.static_range(8):  # MAX_ROW_DIMS
+            if n_dims > j:
+                quotient = rem // sizes[j]
+                in_off += (rem - quotient * sizes[j]) * strides[j]
+                rem = quotient
         in_off += rem * outer_stride
         if start + BLOCK <= total:  # a full block: unmasked, so the stores are vectors
             tl.store(out_ptr + offs, tl.load(in_ptr + in_off))
@@ -147,54 +127,13 @@ def _diagonal_scatter_kernel(
     count = q * 0
     done = q <= 0
     inner = count + n_diag
-    if n_ddims > 7:
-        inner = inner // dsize7
-        idx = tl.minimum(tl.maximum(q, 0) // dout7, dsize7)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize7)
-        q = q - idx * dout7
-    if n_ddims > 6:
-        inner = inner // dsize6
-        idx = tl.minimum(tl.maximum(q, 0) // dout6, dsize6)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize6)
-        q = q - idx * dout6
-    if n_ddims > 5:
-        inner = inner // dsize5
-        idx = tl.minimum(tl.maximum(q, 0) // dout5, dsize5)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize5)
-        q = q - idx * dout5
-    if n_ddims > 4:
-        inner = inner // dsize4
-        idx = tl.minimum(tl.maximum(q, 0) // dout4, dsize4)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize4)
-        q = q - idx * dout4
-    if n_ddims > 3:
-        inner = inner // dsize3
-        idx = tl.minimum(tl.maximum(q, 0) // dout3, dsize3)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize3)
-        q = q - idx * dout3
-    if n_ddims > 2:
-        inner = inner // dsize2
-        idx = tl.minimum(tl.maximum(q, 0) // dout2, dsize2)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize2)
-        q = q - idx * dout2
-    if n_ddims > 1:
-        inner = inner // dsize1
-        idx = tl.minimum(tl.maximum(q, 0) // dout1, dsize1)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize1)
-        q = q - idx * dout1
-    if n_ddims > 0:
-        inner = inner // dsize0
-        idx = tl.minimum(tl.maximum(q, 0) // dout0, dsize0)
-        count += tl.where(done, 0, idx * inner)
-        done = done | (idx >= dsize0)
-        q = q - idx * dout0
+    for j in tl.static_range(7, -1, -1):  # MAX_ROW_DIMS dims, outermost first
+        if n_ddims > j:
+            inner = inner // dsizes[j]
+            idx = tl.minimum(tl.maximum(q, 0) // douts[j], dsizes[j])
+            count += tl.where(done, 0, idx * inner)
+            done = done | (idx >= dsizes[j])
+            q = q - idx * douts[j]
     count += tl.where(done, 0, (q > 0).to(count.dtype))
     which = tl.arange(0, 2)
     lo = tl.sum(tl.where(which == 0, count, 0), axis=0)
@@ -214,54 +153,13 @@ def _diagonal_scatter_kernel(
         r_rest = r
         pos = r * 0 + diag_base
         src_off = r * 0
-        if n_ddims > 0:
-            r_quot = r_rest // dsize0
-            idx_v = r_rest - r_quot * dsize0
-            pos += idx_v * dout0
-            src_off += idx_v * dsrc0
-            r_rest = r_quot
-        if n_ddims > 1:
-            r_quot = r_rest // dsize1
-            idx_v = r_rest - r_quot * dsize1
-            pos += idx_v * dout1
-            src_off += idx_v * dsrc1
-            r_rest = r_quot
-        if n_ddims > 2:
-            r_quot = r_rest // dsize2
-            idx_v = r_rest - r_quot * dsize2
-            pos += idx_v * dout2
-            src_off += idx_v * dsrc2
-            r_rest = r_quot
-        if n_ddims > 3:
-            r_quot = r_rest // dsize3
-            idx_v = r_rest - r_quot * dsize3
-            pos += idx_v * dout3
-            src_off += idx_v * dsrc3
-            r_rest = r_quot
-        if n_ddims > 4:
-            r_quot = r_rest // dsize4
-            idx_v = r_rest - r_quot * dsize4
-            pos += idx_v * dout4
-            src_off += idx_v * dsrc4
-            r_rest = r_quot
-        if n_ddims > 5:
-            r_quot = r_rest // dsize5
-            idx_v = r_rest - r_quot * dsize5
-            pos += idx_v * dout5
-            src_off += idx_v * dsrc5
-            r_rest = r_quot
-        if n_ddims > 6:
-            r_quot = r_rest // dsize6
-            idx_v = r_rest - r_quot * dsize6
-            pos += idx_v * dout6
-            src_off += idx_v * dsrc6
-            r_rest = r_quot
-        if n_ddims > 7:
-            r_quot = r_rest // dsize7
-            idx_v = r_rest - r_quot * dsize7
-            pos += idx_v * dout7
-            src_off += idx_v * dsrc7
-            r_rest = r_quot
+        for j in tl.static_range(8):  # MAX_ROW_DIMS
+            if n_ddims > j:
+                r_quot = r_rest // dsizes[j]
+                idx_v = r_rest - r_quot * dsizes[j]
+                pos += idx_v * douts[j]
+                src_off += idx_v * dsrcs[j]
+                r_rest = r_quot
         hit = (r < hi) & (pos >= el_start) & (pos < el_end)
         for w in tl.static_range(WORDS):
             value = tl.load(src_ptr + src_off * WORDS + w, mask=hit)
