@@ -37,6 +37,7 @@ import pytest
 
 from diagfuzz.campaign import options as campaign_options
 from diagfuzz.execution.profiling import Profiler
+from diagfuzz.execution.timeline import mark
 from diagfuzz.harness import planning, workers
 from diagfuzz.harness.sharding import RunPlan
 
@@ -171,6 +172,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from diagfuzz.harness import profiles
 
+    mark("plugin_configure")
     profiles.register()
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
@@ -189,6 +191,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if _distributed(config):
             config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
             config.pluginmanager.register(RunController(plan), "diagfuzz-controller")
+            mark("planned")
             return
     config.pluginmanager.register(ShardSession(config, plan), "diagfuzz-shards")
 
@@ -263,6 +266,7 @@ class Reporter:
                 if line]
 
     def pytest_sessionstart(self) -> None:
+        mark("session_start")
         if _distributed(self.config):  # a worker reports items only when they end
             from diagfuzz.harness.progress import Printer
 
@@ -310,6 +314,7 @@ class Reporter:
         from diagfuzz.harness.findings import merge_findings
         from diagfuzz.harness.report import report_data
 
+        mark("session_finish")
         if self._printer is not None:
             self._printer.stop()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
@@ -320,6 +325,7 @@ class Reporter:
         self._write_reproducers()
         data = report_data(self.header(), self.tally, self.findings)
         self.written = self._write_report(data)
+        mark("report_written")
 
     def _repro_dir(self) -> Path:
         """``<report>-repro/`` beside the report, else ``<run dir>/repro/``."""
@@ -399,6 +405,7 @@ class Reporter:
             write(f"report: {self.written}")
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
+        mark("summary_written")
 
 
 def _device() -> str:
@@ -473,10 +480,12 @@ class ShardSession:
         """Spawn the executor once this worker knows it has shards to run: its start-up
         (torch, CUDA, warm-up) overlaps with the wait for the first item. A launch that
         fails is found again, and reported, when the first shard starts it."""
+        mark("collected")
         if self.plan.isolation == "process" and any(
                 SHARD_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
             with contextlib.suppress(Exception):
                 self.runner.launch()
+            mark("executors_launched")
 
     @pytest.fixture
     def diagfuzz_shard(self, request: pytest.FixtureRequest) -> Shard:
@@ -492,6 +501,7 @@ class ShardSession:
             # If it fails, the first Case starts it again and reports why.
             with contextlib.suppress(Exception):
                 self.runner.start()
+            mark("executors_ready")
         return shard
 
     # --- the per-case loop --------------------------------------------------------------
@@ -545,7 +555,10 @@ class ShardSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
         """Shard items run under the worker's profiler when DIAGFUZZ_PROFILE asks for one."""
-        profiled = self._profiler.active and _SHARD in item.stash
+        shard = _SHARD in item.stash
+        profiled = self._profiler.active and shard
+        if shard:
+            mark("shard_start")
         if profiled:
             self._profiler.enable()
         try:
@@ -553,6 +566,8 @@ class ShardSession:
         finally:
             if profiled:
                 self._profiler.disable()
+            if shard:
+                mark("shard_end")
 
     # --- reporting ----------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -582,11 +597,13 @@ class ShardSession:
         return bool(self.config.getoption("diagfuzz_tracebacks", False))
 
     def pytest_sessionfinish(self) -> None:
+        mark("session_finish")
         self.progress.write()
         if self._runner is not None:
             self._runner.close()  # an executor writes its profile as it exits
             self._runner = None
         self._profiler.dump()
+        mark("runner_closed")
 
 
 def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
