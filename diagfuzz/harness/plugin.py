@@ -283,9 +283,12 @@ class Reporter:
         payload = json.loads(raw) if isinstance(raw, str) else raw
         if payload is not None:
             shard = Tally.from_dict(payload["tally"])
+            if payload.get("gpu"):
+                shard.on_gpu(payload["gpu"])
             self.tally.merge(shard)
             if "shard_s" in payload:
-                self.pace.add(payload["worker"], shard.total, payload["shard_s"])
+                self.pace.add(payload["worker"], shard.total, payload["shard_s"],
+                              payload.get("gpu"))
             self.cut_shards += bool(payload.get("cut"))
             self.shrink_checks += int(payload.get("shrink_checks", 0))
             self.campaign.add(payload)
@@ -599,6 +602,7 @@ class ShardSession:
                 "cut": shard.cut,
                 "shrink_checks": shard.shrink_checks,
                 "worker": workers.worker_id(os.environ),
+                "gpu": workers.pinned_gpu(os.environ),
                 "shard_s": report.duration,
                 **self.campaign.payload(),
             })
