@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import flaggems_column
 import torch
 import triton
 from triton.testing import do_bench
@@ -137,8 +138,11 @@ def grid(quick: bool) -> list[Shape]:
     return shapes
 
 
-def prepare(s: Shape) -> tuple[dict[str, Callable[[], object]], int, int]:
-    """The three callables for a shape, with the bytes its result writes and its read needs."""
+def prepare(s: Shape, gems: dict[str, Callable] | None = None
+            ) -> tuple[dict[str, Callable[[], object]], int, int]:
+    """The callables for a shape (aten, two_launch, ours, and flaggems where ``gems`` has
+    the op), with the bytes its result writes and its read needs."""
+    gems = gems or {}
     dtype = DTYPES[s.dtype]
     diag = diagonal_of(s.sizes, s.offset, s.dim1, s.dim2)
     if s.op == "backward":
@@ -156,6 +160,8 @@ def prepare(s: Shape) -> tuple[dict[str, Callable[[], object]], int, int]:
             "two_launch": two_launch,
             "ours": lambda: ops.diagonal_backward(g, sizes, *args),
         }
+        if "backward" in gems:
+            fns["flaggems"] = lambda: gems["backward"](g, sizes, *args)
         out_bytes = _numel(s.sizes) * dtype.itemsize
         read_bytes = g.numel() * dtype.itemsize
     else:
@@ -419,6 +425,9 @@ def main() -> int:
                              "(0: none)")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
+    parser.add_argument("--flaggems", action="store_true",
+                        help="a column for FlagGems' shipped diagonal_backward "
+                             "(benchmarks/flaggems_column.py)")
     args = parser.parse_args()
     if args.rounds < 1 or args.small_rounds < 1:
         parser.error(f"--rounds and --small-rounds must be at least 1, got {args.rounds} "
@@ -437,6 +446,10 @@ def main() -> int:
         "python": platform.python_version(), "command": " ".join(sys.argv),
         "overrides": overrides,
     }
+    gems = {}
+    if args.flaggems:
+        gems = flaggems_column.load()
+        meta["flag_gems"] = flaggems_column.version()
     fill_bw, copy_bw = bandwidths()
     meta.update(fill_TBps=fill_bw / 1e12, copy_TBps=copy_bw / 1e12)
     print(f"# {meta['gpu']} torch {meta['torch']} triton {meta['triton']}: "
@@ -454,9 +467,11 @@ def main() -> int:
         meta["only"] = args.only
     meta["warm_up_s"] = warm_up(shapes, args.warmup_s) if args.warmup_s > 0 else 0.0
     for s in shapes:
-        fns, out_bytes, read_bytes = prepare(s)
+        fns, out_bytes, read_bytes = prepare(s, gems)
         if not same_bits(fns["ours"](), fns["aten"]()) or not sentinel_check(s):
             wrong.append(s.label())
+        gems_error = flaggems_column.drop_if_raises(fns, ops.use_triton) if gems else ""
+        gems_bitwise = same_bits(fns["flaggems"](), fns["aten"]()) if "flaggems" in fns else None
         timed = with_fill(s, fns, out_bytes)
         rounds = args.small_rounds if out_bytes < SMALL_BYTES else args.rounds
         times = interleaved_us(timed, args.quick, rounds)
@@ -469,6 +484,12 @@ def main() -> int:
         row.extra["rounds"] = rounds
         row.extra["ours_TBps"] = (out_bytes + read_bytes) / (row.ours_us * 1e-6) / 1e12
         row.extra["fill_frac"] = out_bytes / (row.ours_us * 1e-6) / fill_bw
+        if gems_error:
+            row.extra["flaggems_error"] = gems_error
+        if "flaggems" in times:
+            row.extra.update(flaggems_us=times["flaggems"],
+                             vs_flaggems=times["flaggems"] / row.ours_us,
+                             flaggems_bitwise=gems_bitwise)
         if s.op == "backward":
             row.extra["fill_same_us"] = times["fill_same"]
             row.extra["fill_same_frac"] = times["fill_same"] / row.ours_us
@@ -476,8 +497,11 @@ def main() -> int:
             for name, fn in fns.items():
                 row.extra[f"host_{name}_us"] = host_us(fn)
         rows.append(row)
+        gems_note = (f" flaggems {row.extra['flaggems_us']:8.1f} x{row.extra['vs_flaggems']:5.2f}"
+                     if "flaggems_us" in row.extra else gems_error and f" flaggems {gems_error}")
         print(f"{s.label()} aten {row.aten_us:8.1f} two {row.two_launch_us:8.1f} "
-              f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}", flush=True)
+              f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}{gems_note}",
+              flush=True)
         del fns, timed
     meta["grid_variants"] = {name: variants(k) for name, k in KERNELS.items()}
     meta["ptx_stores"] = ptx_stores()
@@ -515,6 +539,10 @@ def print_table(rows: list[Row], meta: dict) -> None:
     print(f"variants after random shapes + grid: {meta['grid_variants']}; "
           f"random: {json.dumps(meta['random_shapes'])}")
     print(f"grid bitwise mismatches: {meta['grid_bitwise_mismatches'] or 'none'}")
+    gems = [r.extra["vs_flaggems"] for r in rows if "vs_flaggems" in r.extra]
+    if gems:
+        print(f"flaggems/ours over {len(gems)} rows: geomean "
+              f"{statistics.geometric_mean(gems):.2f}, worst {min(gems):.2f}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 import diagfuzz.ops as ops
 import torch
 import triton
+import flaggems_column
 from bench_diagonal import DTYPES, bandwidths, interleaved_us, random_bits, variants
 # isort: on
 from diagfuzz.core.geometry import diagonal_of
@@ -141,10 +142,12 @@ def smoke_grid() -> list[Shape]:
             Shape("diag", (8, 8), -1, 0, 0, "float32")]
 
 
-def prepare(s: Shape) -> tuple[dict[str, Callable[[], torch.Tensor]], dict[str, Callable],
-                                int, int]:
-    """The callables (aten, two_launch, ours), the checks (name -> () -> bool), the bytes
-    the result writes and the fewest bytes a kernel moves (reads + writes)."""
+def prepare(s: Shape, gems: dict[str, Callable] | None = None
+            ) -> tuple[dict[str, Callable[[], torch.Tensor]], dict[str, Callable], int, int]:
+    """The callables (aten, two_launch, ours, and flaggems where ``gems`` has the op), the
+    checks (name -> () -> bool), the bytes the result writes and the fewest bytes a kernel
+    moves (reads + writes)."""
+    gems = gems or {}
     dtype = DTYPES[s.dtype]
     args = (s.offset, s.dim1, s.dim2)
     if s.op == "embed":
@@ -159,6 +162,8 @@ def prepare(s: Shape) -> tuple[dict[str, Callable[[], torch.Tensor]], dict[str, 
 
         fns = {"aten": lambda: torch.ops.aten.diag_embed(x, *args),
                "two_launch": two_launch, "ours": lambda: ops.diag_embed(x, *args)}
+        if "embed" in gems:
+            fns["flaggems"] = lambda: gems["embed"](x, *args)
         checks = {"out": lambda: _out_check(ops.diag_embed_out, fns["aten"], x, *args)}
         out_bytes = math.prod(s.sizes) * dtype.itemsize
         return fns, checks, out_bytes, out_bytes + x.numel() * dtype.itemsize
@@ -194,6 +199,8 @@ def prepare(s: Shape) -> tuple[dict[str, Callable[[], torch.Tensor]], dict[str, 
     # "ours" is torch.diag itself, called with the registration on (``time_row``).
     fns = {"aten": lambda: torch.diag(x, s.offset), "two_launch": two_launch,
            "ours": lambda: torch.diag(x, s.offset)}
+    if "diag" in gems:
+        fns["flaggems"] = lambda: gems["diag"](x, s.offset)
     result = torch.diag(x, s.offset)
     out_bytes = result.numel() * dtype.itemsize
     read = (x.numel() if x.dim() == 1 else result.numel()) * dtype.itemsize
@@ -278,7 +285,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-rounds", type=int, default=9)
     parser.add_argument("--only", default=None, metavar="REGEX")
+    parser.add_argument("--flaggems", action="store_true",
+                        help="a column for FlagGems' shipped kernel (embed, diag; "
+                             "benchmarks/flaggems_column.py)")
     args = parser.parse_args()
+    gems = flaggems_column.load() if args.flaggems else {}
     overrides = _tiling.apply_settings(args.set)
     if not args.smoke and ops.INTERPRET:
         print("bench_family: needs a CUDA GPU (kernels run interpreted here); --smoke runs "
@@ -292,6 +303,8 @@ def main() -> int:
             "torch": torch.__version__, "triton": triton.__version__,
             "python": platform.python_version(), "command": " ".join(sys.argv),
             "overrides": overrides}
+    if gems:
+        meta["flag_gems"] = flaggems_column.version()
     fill_bw = copy_bw = float("nan")
     if not args.smoke:
         fill_bw, copy_bw = bandwidths()
@@ -302,7 +315,8 @@ def main() -> int:
     rows: list[Row] = []
     wrong: list[str] = []
     for s in shapes:
-        fns, checks, out_bytes, moved = prepare(s)
+        fns, checks, out_bytes, moved = prepare(s, gems)
+        gems_error = flaggems_column.drop_if_raises(fns, ops.use_triton)
         failed = check(s, fns, checks)
         if failed:
             wrong.append(f"{s.label()}: {failed}")
@@ -312,29 +326,54 @@ def main() -> int:
         floor = moved / copy_bw * 1e6 if not args.smoke else float("nan")
         row = Row(s, out_bytes, moved, times["aten"], times["two_launch"], times["ours"],
                   floor)
+        gems_note = f" flaggems raised {gems_error}" if gems_error else ""
+        if gems_error:
+            row.extra["flaggems_error"] = gems_error
+        if "flaggems" in times:
+            row.extra.update(flaggems_us=times["flaggems"],
+                             vs_flaggems=times["flaggems"] / row.ours_us,
+                             flaggems_bitwise=gems_equal(fns))
+            gems_note = (f" flaggems {times['flaggems']:9.1f} x{row.extra['vs_flaggems']:5.2f}"
+                         + ("" if row.extra["flaggems_bitwise"] else " (flaggems differs)"))
         rows.append(row)
         print(f"{s.label()} aten {row.aten_us:9.1f} two {row.two_launch_us:9.1f} "
-              f"ours {row.ours_us:9.1f} x{row.aten_us / row.ours_us:5.2f}"
+              f"ours {row.ours_us:9.1f} x{row.aten_us / row.ours_us:5.2f}{gems_note}"
               + (f"  WRONG {failed}" if failed else ""), flush=True)
     meta["variants"] = {name: variants(kernel) for name, kernel in _kernels().items()}
     meta["bitwise_mismatches"] = wrong
     big = [r.aten_us / r.ours_us for r in rows if r.out_bytes >= MB]
-    meta["geomean_vs_aten_1MB_plus"] = (math.exp(statistics.fmean(map(math.log, big)))
-                                        if big else None)
+    meta["geomean_vs_aten_1MB_plus"] = geomean(big)
     meta["worst_vs_aten_1MB_plus"] = min(big) if big else None
+    meta["geomean_vs_aten_all"] = geomean([r.aten_us / r.ours_us for r in rows])
+    meta["geomean_vs_two_launch_all"] = geomean([r.two_launch_us / r.ours_us for r in rows])
+    vs_gems = [r.extra["vs_flaggems"] for r in rows if "vs_flaggems" in r.extra]
+    meta["geomean_vs_flaggems"] = geomean(vs_gems)
     flat = [r.flat() for r in rows]
     with open(os.path.join(args.out, "family.json"), "w") as f:
         json.dump({"meta": meta, "rows": flat}, f, indent=1)
     if flat:
         with open(os.path.join(args.out, "family.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(flat[0]))
+            names = list(dict.fromkeys(k for d in flat for k in d))
+            w = csv.DictWriter(f, fieldnames=names)
             w.writeheader()
             w.writerows(flat)
     print(f"\n## {gpu} torch {meta['torch']} triton {meta['triton']} {meta['date']}")
     print(f"rows of 1 MB and more: geomean aten/ours {meta['geomean_vs_aten_1MB_plus']}, "
           f"worst {meta['worst_vs_aten_1MB_plus']}; variants {meta['variants']}")
+    print(f"all rows: geomean aten/ours {meta['geomean_vs_aten_all']}, two-launch/ours "
+          f"{meta['geomean_vs_two_launch_all']}, flaggems/ours {meta['geomean_vs_flaggems']}")
     print(f"bitwise mismatches: {wrong or 'none'}")
     return 1 if wrong else 0
+
+
+def geomean(ratios: list[float]) -> float | None:
+    return math.exp(statistics.fmean(map(math.log, ratios))) if ratios else None
+
+
+def gems_equal(fns: dict) -> bool:
+    """FlagGems' result bitwise equal to aten's (registration off: both are theirs)."""
+    with ops.use_triton(False):
+        return _same_bits(fns["flaggems"](), fns["aten"]())
 
 
 def _kernels() -> dict:

@@ -4,8 +4,11 @@ The harness (pytest plugin, command line, isolation, reproducers) lives here; th
 strategies and oracles are ``diagfuzz.ops``, ``diagfuzz.strategies``, ``diagfuzz.oracles``.
 """
 
-# Decide where kernels run before anything imports Triton (a test module or an impl that
-# imports triton first would otherwise get Triton's language decorated for a GPU).
-from diagfuzz.core import runtime as _runtime  # noqa: F401
+# Choose Triton's interpreter before anything imports Triton where no GPU can exist (a test
+# module or an impl that imports triton first would otherwise get Triton's language
+# decorated for a GPU), without importing torch (diagfuzz.core.preselect).
+from diagfuzz.core.preselect import preselect as _preselect
+
+_preselect()
 
 __version__ = "0.1.0"

@@ -40,8 +40,9 @@ def _report(index: int, count: int = 2, *, findings: tuple[Finding, ...] = (),
     tally = Tally()
     for n in range(cases):
         tally.add(_case(offset=n % 3), failed=n < sum(f.count for f in findings))
+    tally.on_gpu("0")  # each partition's worker on its host's GPU 0
     pace = Pace()
-    pace.add("main", cases, 2.0)
+    pace.add("main", cases, 2.0, "0")
     status = exit_status if exit_status is not None else 1 if findings else 6 if cut else 0
     return report_data({**plan.to_dict(), "exit_status": status, "duration_s": 3.0 + index,
                         "cut": cut, "shrink_checks": 5, "pace": pace.to_dict(3.0),
@@ -67,6 +68,11 @@ def test_clean_partitions_sum_up_and_exit_0(tmp_path: Path) -> None:
     assert merged["partition"] is None and merged["partitions"] == 2
     assert merged["counts"]["diagonal"]["cases"] == 17
     assert set(merged["pace"]["workers"]) == {"p1/main", "p2/main"}
+    # Each partition's GPU 0 is another machine's: kept apart, each with its share.
+    assert merged["pace"]["gpus"] == {"p1/0": {"workers": 1, "cases": 10, "cases_per_s": 5.0},
+                                      "p2/0": {"workers": 1, "cases": 7, "cases_per_s": 3.5}}
+    assert "per GPU: p1/0 10 Cases at 5/s (1 worker), p2/0 7 Cases at 4/s (1 worker)" in out
+    assert merged["coverage"]["gpu"] == {"p1/0": 10, "p2/0": 7}
     assert merged["duration_s"] == 5.0 and merged["shrink_checks"] == 10
     assert merged["merged"]["missing"] == [] and not merged["merged"]["partial"]
     assert "diagfuzz: 0 findings (0 failing Cases of 17; seed 4, impl m:a)" in out

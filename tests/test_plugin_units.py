@@ -243,3 +243,48 @@ def test_pace_weighs_each_shard_by_its_time() -> None:
     assert pace.per_worker() == 505.0
     pace.add("gw2", 0, 0.0)  # a replacement that ran nothing
     assert pace.per_worker() == 505.0
+
+
+def test_pace_splits_per_gpu_where_workers_were_pinned() -> None:
+    """Each worker's rate counts toward its GPU: the GPU's share of the run's pace."""
+    from diagfuzz.harness.report import Pace
+
+    pace = Pace()
+    pace.add("gw0", 400, 2.0, "0")  # 200/s
+    pace.add("gw1", 300, 1.0, "1")  # 300/s
+    pace.add("gw2", 100, 1.0, "0")  # 100/s
+    assert pace.per_gpu() == {"0": {"workers": 2, "cases": 500, "cases_per_s": 300.0},
+                              "1": {"workers": 1, "cases": 300, "cases_per_s": 300.0}}
+    data = pace.to_dict(4.0)
+    assert data["gpus"] == pace.per_gpu() and data["worker_gpus"]["gw2"] == "0"
+    assert pace.summary(4.0).endswith(
+        "; per GPU: 0 500 Cases at 300/s (2 workers), 1 300 Cases at 300/s (1 worker)")
+    unpinned = Pace()
+    unpinned.add("gw0", 10, 1.0)
+    assert unpinned.per_gpu() == {} and "per GPU" not in unpinned.summary(2.0)
+
+
+def test_a_worker_names_its_gpu_only_when_pinned_to_one() -> None:
+    from diagfuzz.harness.workers import pinned_gpu
+
+    assert pinned_gpu({"CUDA_VISIBLE_DEVICES": "1"}) == "1"
+    assert pinned_gpu({"CUDA_VISIBLE_DEVICES": "GPU-5f3c"}) == "GPU-5f3c"
+    assert pinned_gpu({"CUDA_VISIBLE_DEVICES": "0,1"}) is None
+    assert pinned_gpu({"CUDA_VISIBLE_DEVICES": "-1"}) is None
+    assert pinned_gpu({}) is None
+
+
+def test_the_coverage_table_counts_each_shards_cases_under_its_gpu() -> None:
+    from diagfuzz.harness.report import Tally, format_table
+    from tests.faulty.cases import square
+
+    run = Tally()
+    for gpu, offsets in (("0", [0, 1, 2]), ("1", [-1])):
+        shard = Tally()
+        for offset in offsets:
+            shard.add(square(offset), failed=False)
+        shard.on_gpu(gpu)
+        run.merge(shard)
+    assert run.coverage()["gpu"] == {"0": 3, "1": 1}
+    rows = [line.split() for line in format_table(run)]
+    assert ["gpu", "0", "3"] in rows and ["1", "1"] in rows

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.execution import journal
+from diagfuzz.execution import journal, timeline
 from diagfuzz.impl import load_impl
 from diagfuzz.specs import SPECS
 
@@ -55,10 +55,22 @@ def fuzz(tmp_path: Path, *args: str, plugin: bool = True, root: str = "root",
 def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
     # (With DIAGFUZZ_PROFILE, as bench_throughput.py suite --profile sets it: it must not
     # change a verdict or a count, and each worker and executor writes its profile.)
+    # (And with DIAGFUZZ_TIMELINE, as benchmarks/startup.py sets it: each worker launches
+    # its executors at configure, before it collects, and closes them at the end.)
     monkeypatch.setenv("DIAGFUZZ_PROFILE", str(tmp_path / "profiles"))
+    monkeypatch.setenv("DIAGFUZZ_TIMELINE", str(tmp_path / "timeline"))
     code, out, report = fuzz(tmp_path, "-n", "2", "--diagfuzz-seed", "5",
                              "--diagfuzz-budget", "60", *SMALL)
     assert code == 0, out
+    marks = timeline.read(tmp_path / "timeline")
+    for worker in ("gw0", "gw1"):
+        events = [m["event"] for m in marks if m["role"] == worker]
+        assert events.index("executors_launched") < events.index("collected"), events
+        assert events[-1] == "runner_closed", events
+    executors = {m["pid"] for m in marks if m["role"] == "executor"}
+    assert len(executors) >= 2  # one a worker (replacements may add more)
+    assert all(any(m["pid"] == pid and m["event"] == "ready" for m in marks)
+               for pid in executors)
     for role, function in (("worker", "fuzz"), ("executor", "check")):
         files = sorted((tmp_path / "profiles").glob(f"{role}-*.pstats"))
         assert len(files) >= 2, (role, files)  # a process each (an executor may restart)

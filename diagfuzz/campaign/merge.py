@@ -26,12 +26,16 @@ and ``"merged"``: the sources, each partition's own summary, what is missing, th
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagfuzz.campaign.report import summary_lines
+
+if TYPE_CHECKING:
+    from diagfuzz.harness.report import Tally
 
 EXIT_CLEAN, EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE, EXIT_CUT = 0, 1, 3, 4, 6
 #: Fields every partition of one campaign must agree on: what draws the Cases, and the
@@ -153,12 +157,17 @@ def merge_parts(parts: Sequence[Part], allow_partial: bool = False) -> Merged:
     # the whole run's findings exactly (representatives, joined dtype families).
     raw = all("shard_findings" in p.data for p in parts)
     for part in parts:
-        tally.merge(Tally.from_dict(part.data.get("counts", {})))
+        tally.merge(_hosts_gpus(Tally.from_dict(part.data.get("counts", {})), part.index))
         found += [Finding.from_dict(f) for f in
                   part.data.get("shard_findings" if raw else "findings", [])]
-        for worker, entry in (part.data.get("pace", {}).get("workers") or {}).items():
+        part_pace = part.data.get("pace") or {}
+        gpus = part_pace.get("worker_gpus") or {}
+        for worker, entry in (part_pace.get("workers") or {}).items():
+            # A partition's GPUs are its host's: "p2/0" is GPU 0 of partition 2's machine.
+            gpu = gpus.get(worker)
             pace.add(f"p{part.index}/{worker}", int(entry.get("cases", 0)),
-                     float(entry.get("shard_s", 0.0)))
+                     float(entry.get("shard_s", 0.0)),
+                     None if gpu is None else f"p{part.index}/{gpu}")
     findings = merge_findings(found)
     for finding in findings:
         finding.reproducer = None  # the partitions' paths are on their own machines
@@ -247,6 +256,15 @@ def write_reproducers(merged: Merged, directory: Path, device: str | None) -> st
     return ""
 
 
+def _hosts_gpus(tally: Tally, index: int) -> Tally:
+    """The partition's GPU classes named as its host's (``0`` of partition 2: ``p2/0``), so
+    two machines' GPU 0 stay apart in the merged coverage table."""
+    for axes in tally.classes.values():
+        if "gpu" in axes:
+            axes["gpu"] = Counter({f"p{index}/{gpu}": n for gpu, n in axes["gpu"].items()})
+    return tally
+
+
 def summary(merged: Merged, written: Path | None, width: int = 88) -> list[str]:
     """The terminal summary, as a single run prints it, and the merge's own lines."""
     from diagfuzz.harness.findings import block
@@ -264,8 +282,9 @@ def summary(merged: Merged, written: Path | None, width: int = 88) -> list[str]:
         lines += [*block(finding, i, n, command), ""]
     lines += format_table(tally)
     pace = Pace()
+    gpus = data["pace"].get("worker_gpus") or {}
     for worker, entry in data["pace"]["workers"].items():
-        pace.add(worker, entry["cases"], entry["shard_s"])
+        pace.add(worker, entry["cases"], entry["shard_s"], gpus.get(worker))
     lines.append(pace.summary(float(data["duration_s"])))
     cut = [p["partition"] for p in data["merged"]["partitions"] if p.get("cut")]
     if cut:

@@ -13,11 +13,13 @@ import sys
 
 import torch
 
+from diagfuzz.core import preselect
+
 #: Triton was imported before this module decided on the interpreter: its language's own
 #: ``@triton.jit`` helpers were then decorated for a GPU, and interpreted kernels that call
 #: them fail ("Cannot call @triton.jit'd outside of the scope of a kernel").
-TRITON_FIRST: bool = ("triton" in sys.modules
-                      and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
+TRITON_FIRST: bool = preselect.TRITON_FIRST or (
+    "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
 
 #: Set to 1 to plan and compile kernels for a CUDA GPU on a machine without one
 #: (``python -m diagfuzz.ops._gpu_compile``): nothing is interpreted, nothing launched.

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import Case
-from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+
+if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
+    from diagfuzz.core.case import Case
+    from diagfuzz.core.verdict import Verdict
 
 
 class FanoutRunner:
@@ -120,6 +122,8 @@ class FanoutRunner:
         self._settled.clear()
         for names in self._names:
             names.clear()
+        for runner in self.runners:
+            runner.request_close()  # all at once: they exit side by side
         for runner in self.runners:
             runner.close()
 

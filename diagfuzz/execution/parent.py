@@ -29,6 +29,7 @@ so a poisoned context never judges a Case.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -40,12 +41,19 @@ from collections import deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import Case
-from diagfuzz.core.impl import ImplError
-from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import messages as msg
+
+if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
+    from diagfuzz.core.case import Case
+    from diagfuzz.core.verdict import Verdict
+
+
+def _verdict() -> type[Verdict]:
+    from diagfuzz.core.verdict import Verdict
+
+    return Verdict
 
 #: Seconds a Case may run before it is a hang, unless the caller (or DIAGFUZZ_TIMEOUT) says
 #: otherwise. Generous: the first call of a kernel on a GPU compiles it.
@@ -200,6 +208,7 @@ class ProcessRunner:
         self._head_started = 0.0  # when the oldest Case in flight started running
         self._log_start = 0  # executor.log's size when the current executor started
         self._starting = False  # spawned by ``launch``, its "ready" not yet read
+        self._closing = False  # asked to exit (``request_close``), not yet reaped
         self.warmed = 0  #: warm-up Cases the current executor judged before "ready"
 
     # -- lifecycle --
@@ -279,6 +288,8 @@ class ProcessRunner:
         if isinstance(reply, msg.StartFailed):
             self._kill()
             if reply.impl_error:
+                from diagfuzz.core.impl import ImplError
+
                 raise ImplError(reply.message)
             raise ExecutorError(f"executor for {self.impl_spec!r} failed to start:\n"
                                 f"{reply.message}")
@@ -294,7 +305,7 @@ class ProcessRunner:
     def _kill(self) -> int | None:
         """Stop the executor for good; returns its exit code (negative: the signal)."""
         proc, self._proc = self._proc, None
-        self._starting = False
+        self._starting = self._closing = False
         for conn in (self._conn, self._out):
             if conn is not None:
                 conn.close()
@@ -311,16 +322,24 @@ class ProcessRunner:
     def close(self) -> None:
         """Ask the executor to exit, and make sure it has; Cases in flight are dropped. One
         still starting (launched, never ready) reads no request yet: it is killed at once."""
+        self.request_close()
+        if self._proc is not None and self._closing:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(2)
+        self._kill()
+
+    def request_close(self) -> None:
+        """Ask the executor to exit without waiting (``close`` waits): a runner closing
+        several executors asks them all first, so they exit side by side."""
         self._queue.clear()
         self._ready.clear()
-        if self._out is not None and self._alive() and not self._starting:
-            try:
-                self._out.send(msg.encode(msg.Close()))
-                if self._proc is not None:
-                    self._proc.wait(2)
-            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
-                pass
-        self._kill()
+        if self._closing or self._out is None or not self._alive() or self._starting:
+            return
+        try:
+            self._out.send(msg.encode(msg.Close()))
+            self._closing = True
+        except (BrokenPipeError, OSError):
+            pass
 
     def __enter__(self) -> ProcessRunner:
         return self
@@ -459,7 +478,7 @@ class ProcessRunner:
         if head.first_attempt is not None:
             details = {**verdict.details,
                        "first_attempt": json.loads(head.first_attempt.to_json())}
-            verdict = Verdict(verdict.kind, verdict.check, verdict.message, verdict.case,
+            verdict = _verdict()(verdict.kind, verdict.check, verdict.message, verdict.case,
                               details)
         elif verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0):
             # The executor was replaced: confirm in a fresh one, ahead of the queue.
@@ -509,7 +528,7 @@ class ProcessRunner:
             _await_quiet_growth(self.log, before)
             details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         self._kill()
-        return Verdict("hang", "executor:timeout",
+        return _verdict()("hang", "executor:timeout",
                        f"no verdict within {head.timeout:g}s; executor killed", head.case,
                        details)
 
@@ -519,7 +538,7 @@ class ProcessRunner:
                    "seconds": round(time.monotonic() - self._head_started, 3)}
         if self.log is not None:
             details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
-        return Verdict("crash", "executor:died",
+        return _verdict()("crash", "executor:died",
                        f"executor died running this Case ({_exit_description(code)})",
                        head.case, details)
 
@@ -528,7 +547,7 @@ class ProcessRunner:
         still healthy (the health check the executor ran right after it)."""
         base = {**self._base(head), "executor_cases": self._served - 1}
         if isinstance(reply, msg.Judged):
-            verdict = Verdict.from_json(reply.verdict, head.case if reply.same_case else None)
+            verdict = _verdict().from_json(reply.verdict, head.case if reply.same_case else None)
             return verdict if verdict.ok else self._after_failure(head.case, verdict, base)
         trace = reply.traceback if isinstance(reply, msg.Raised) else repr(reply)
         unhealthy = self._health()
@@ -550,7 +569,7 @@ class ProcessRunner:
                   original: dict[str, Any] | None = None) -> Verdict:
         self._kill()
         details = {**base, "health": health, "original": original or what}
-        return Verdict("crash", "executor:health",
+        return _verdict()("crash", "executor:health",
                        f"executor unhealthy after this Case ({health.splitlines()[-1]}); "
                        f"the Case's own outcome: {what.splitlines()[-1] if what else '?'}",
                        case, details)

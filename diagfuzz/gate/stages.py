@@ -18,8 +18,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,8 +259,10 @@ def suite_findings(report: dict[str, Any]) -> tuple[int, list[Finding], list[str
     return int(report.get("cases", 0)), findings, unattributed
 
 
-def suite_stage(opts: Options, deadline: float | None) -> Stage:
-    """Run the sharded Hypothesis suite in a pytest subprocess and read its JSON report."""
+def suite_stage(opts: Options, deadline: float | None,
+                started: list[subprocess.Popen[str]] | None = None) -> Stage:
+    """Run the sharded Hypothesis suite in a pytest subprocess and read its JSON report
+    (the subprocess is appended to ``started``, so the caller can stop it)."""
     stage = Stage("fuzz suite")
     if not opts.suite:
         stage.skipped = "--no-suite"
@@ -269,12 +273,15 @@ def suite_stage(opts: Options, deadline: float | None) -> Stage:
     report_path = opts.out_dir / "suite-report.json"
     report_path.unlink(missing_ok=True)
     command = suite_command(opts, report_path, cap)
-    proc = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env=suite_environment(opts))
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=suite_environment(opts))
+    if started is not None:
+        started.append(proc)
+    text, _ = proc.communicate()
     output = opts.out_dir / "suite-output.txt"
-    output.write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    output.write_text(text, encoding="utf-8")
     if proc.returncode not in (0, 1, 6) or not report_path.exists():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        tail = text.strip().splitlines()[-15:]
         stage.error = (f"pytest exited {proc.returncode} without a usable report "
                        f"(the whole output: {output}):\n" + "\n".join(tail))
         return stage
@@ -426,41 +433,66 @@ def _clear_reproducers(directory: Path) -> None:
         old.unlink()
 
 
+def _timed(name: str, step: Callable[[], Stage]) -> Stage:
+    """Run one stage, timing it; an infrastructure error becomes the stage's error."""
+    t0 = time.monotonic()
+    try:
+        stage = step()
+    except (ExecutorError, ImplError, OSError) as exc:
+        stage = Stage(name, error=f"{exc!r}")
+    stage.seconds = time.monotonic() - t0
+    return stage
+
+
 def run_gate(opts: Options) -> Result:
-    """Run every stage in order, classify what failed, and decide the exit code."""
+    """Run every stage, classify what failed, and decide the exit code.
+
+    The fuzz suite (a pytest subprocess with its own workers and executors) runs beside
+    the other stages, which share one executor of this process: the gate takes about as
+    long as the suite, not the sum of the stages (an H200 host spent 9 s replaying the
+    corpus and 12 s on the compile sample around a 36 s suite, BENCHMARKS.md).
+    """
     started = time.monotonic()
     deadline = None if opts.max_seconds is None else time.time() + opts.max_seconds
     use_roots(import_roots())  # --impl may name a module of the current directory
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    suite: dict[str, Stage] = {}
+    procs: list[subprocess.Popen[str]] = []
+    suite_thread = threading.Thread(
+        target=lambda: suite.update(stage=_timed("fuzz suite",
+                                                 lambda: suite_stage(opts, deadline, procs))),
+        name="diagfuzz-gate-suite", daemon=True)
+    suite_thread.start()
     import diagfuzz.ops as ops
 
     device = opts.device or ops.DEVICE
-    try:
-        load_impl(opts.impl)
-    except ImplError as exc:
-        return Result(EXIT_ERROR, [], [], opts.impl, device, time.monotonic() - started,
-                      error=str(exc))
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
-    _clear_reproducers(opts.repro_dir)
-    stages: list[Stage] = []
     # One executor serves the corpus, error-parity and compile stages (a fresh one replaces
     # it after a crash); the suite's workers have their own.
     runner = ProcessRunner(opts.impl, device, timeout=opts.timeout,
                            workdir=opts.out_dir / "executor", strict=opts.strict)
-    steps = (("corpus replay", lambda: corpus_stage(opts, runner, deadline)),
-             ("fuzz suite", lambda: suite_stage(opts, deadline)),
-             ("error parity", lambda: error_parity_stage(opts, runner, deadline)),
-             ("torch.compile parity", lambda: compile_stage(opts, runner, deadline)))
     try:
-        for name, step in steps:
-            t0 = time.monotonic()
-            try:
-                stage = step()
-            except (ExecutorError, ImplError, OSError) as exc:
-                stage = Stage(name, error=f"{exc!r}")
-            stage.seconds = time.monotonic() - t0
-            stages.append(stage)
+        runner.launch()  # it starts while this process loads the impl
+        try:
+            load_impl(opts.impl)
+        except ImplError as exc:
+            for proc in procs:
+                proc.kill()
+            suite_thread.join()
+            return Result(EXIT_ERROR, [], [], opts.impl, device, time.monotonic() - started,
+                          error=str(exc))
+        _clear_reproducers(opts.repro_dir)
+        corpus_replay = _timed("corpus replay", lambda: corpus_stage(opts, runner, deadline))
+        parity = _timed("error parity", lambda: error_parity_stage(opts, runner, deadline))
+        compiled = _timed("torch.compile parity",
+                          lambda: compile_stage(opts, runner, deadline))
+    except BaseException:  # interrupted: the suite must not outlive the gate
+        for proc in procs:
+            proc.kill()
+        raise
     finally:
         runner.close()
+    suite_thread.join()
+    stages = [corpus_replay, suite["stage"], parity, compiled]
     t0 = time.monotonic()
     try:
         findings, unclassified, saved = _classify_all(

@@ -219,7 +219,15 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         partition=part.index if part else None,
         partitions=part.count if part else None,
         database=campaign.database(config),
+        device=_device(),
     )
+
+
+def _device() -> str:
+    """Where Cases run (the controller has imported torch for the impl already)."""
+    from diagfuzz.core.runtime import DEVICE
+
+    return DEVICE
 
 
 def root_warning(config: pytest.Config) -> str:

@@ -24,8 +24,6 @@ Without xdist one process plays both sides.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import time
@@ -37,6 +35,7 @@ import pytest
 
 from diagfuzz.campaign import options as campaign_options
 from diagfuzz.execution.profiling import Profiler
+from diagfuzz.execution.timeline import mark
 from diagfuzz.harness import planning, workers
 from diagfuzz.harness.sharding import RunPlan
 
@@ -171,25 +170,31 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from diagfuzz.harness import profiles
 
-    profiles.register()
+    mark("plugin_configure")
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
         plan = RunPlan.from_dict(json.loads(config.workerinput[_PLAN_KEY]))  # type: ignore[attr-defined]
-        from diagfuzz.impl import use_roots
+        # First: the session launches the executors, which then start beside this worker.
+        session = ShardSession(config, plan)
+        from diagfuzz.core.impl import use_roots
 
         use_roots(plan.impl_path)
-    else:
-        n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
-                     if _distributed(config) else 1)
-        plan = planning.resolve_plan(config, n_workers)
-        report = planning.check_output_path("--diagfuzz-report",
-                                            config.getoption("diagfuzz_report"))
-        planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))
-        config.pluginmanager.register(Reporter(config, plan, report), "diagfuzz-reporter")
-        if _distributed(config):
-            config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
-            config.pluginmanager.register(RunController(plan), "diagfuzz-controller")
-            return
+        profiles.register()
+        config.pluginmanager.register(session, "diagfuzz-shards")
+        return
+    profiles.register()
+    n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
+                 if _distributed(config) else 1)
+    plan = planning.resolve_plan(config, n_workers)
+    report = planning.check_output_path("--diagfuzz-report",
+                                        config.getoption("diagfuzz_report"))
+    planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))
+    config.pluginmanager.register(Reporter(config, plan, report), "diagfuzz-reporter")
+    if _distributed(config):
+        config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
+        config.pluginmanager.register(RunController(plan), "diagfuzz-controller")
+        mark("planned")
+        return
     config.pluginmanager.register(ShardSession(config, plan), "diagfuzz-shards")
 
 
@@ -263,6 +268,7 @@ class Reporter:
                 if line]
 
     def pytest_sessionstart(self) -> None:
+        mark("session_start")
         if _distributed(self.config):  # a worker reports items only when they end
             from diagfuzz.harness.progress import Printer
 
@@ -277,9 +283,12 @@ class Reporter:
         payload = json.loads(raw) if isinstance(raw, str) else raw
         if payload is not None:
             shard = Tally.from_dict(payload["tally"])
+            if payload.get("gpu"):
+                shard.on_gpu(payload["gpu"])
             self.tally.merge(shard)
             if "shard_s" in payload:
-                self.pace.add(payload["worker"], shard.total, payload["shard_s"])
+                self.pace.add(payload["worker"], shard.total, payload["shard_s"],
+                              payload.get("gpu"))
             self.cut_shards += bool(payload.get("cut"))
             self.shrink_checks += int(payload.get("shrink_checks", 0))
             self.campaign.add(payload)
@@ -310,6 +319,7 @@ class Reporter:
         from diagfuzz.harness.findings import merge_findings
         from diagfuzz.harness.report import report_data
 
+        mark("session_finish")
         if self._printer is not None:
             self._printer.stop()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
@@ -320,6 +330,7 @@ class Reporter:
         self._write_reproducers()
         data = report_data(self.header(), self.tally, self.findings)
         self.written = self._write_report(data)
+        mark("report_written")
 
     def _repro_dir(self) -> Path:
         """``<report>-repro/`` beside the report, else ``<run dir>/repro/``."""
@@ -399,6 +410,7 @@ class Reporter:
             write(f"report: {self.written}")
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
+        mark("summary_written")
 
 
 def _device() -> str:
@@ -453,8 +465,21 @@ class ShardSession:
         self.campaign = WorkerCampaign(plan, self.worker_id, self.database_dir)
         self.progress = WorkerProgress(self.worker_dir)
         self._runner: Any = None
+        self._inner: Any = None  # the executors' runner, before the journal wraps it
         self._warned = False
         self._profiler = Profiler("worker")  # DIAGFUZZ_PROFILE only
+        if (plan.isolation == "process" and plan.device is not None
+                and not config.getoption("collectonly", False)):
+            self.launch_executors()
+
+    def launch_executors(self) -> None:
+        """Spawn this worker's executors now, before it imports torch and collects: their
+        start-up (torch, CUDA, warm-up) overlaps the worker's own. A launch that fails is
+        found again, and reported, when the first shard starts them."""
+        with contextlib.suppress(Exception):
+            self._inner = make_executors(self.plan, self.worker_id, self.plan.device)
+            self._inner.launch()
+            mark("executors_launched")
 
     # --- collection -------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -473,10 +498,12 @@ class ShardSession:
         """Spawn the executor once this worker knows it has shards to run: its start-up
         (torch, CUDA, warm-up) overlaps with the wait for the first item. A launch that
         fails is found again, and reported, when the first shard starts it."""
-        if self.plan.isolation == "process" and any(
+        mark("collected")
+        if self.plan.isolation == "process" and self._inner is None and any(
                 SHARD_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
             with contextlib.suppress(Exception):
                 self.runner.launch()
+            mark("executors_launched")
 
     @pytest.fixture
     def diagfuzz_shard(self, request: pytest.FixtureRequest) -> Shard:
@@ -492,6 +519,7 @@ class ShardSession:
             # If it fails, the first Case starts it again and reports why.
             with contextlib.suppress(Exception):
                 self.runner.start()
+            mark("executors_ready")
         return shard
 
     # --- the per-case loop --------------------------------------------------------------
@@ -499,7 +527,7 @@ class ShardSession:
     def runner(self) -> JournaledRunner:
         """The worker's journaled runner, made on first use, closed at session end."""
         if self._runner is None:
-            self._runner = make_runner(self.plan, self.worker_id)
+            self._runner = make_runner(self.plan, self.worker_id, self._inner)
         return self._runner
 
     def run_one(self, shard: Shard, case: Any) -> Any:
@@ -545,7 +573,10 @@ class ShardSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
         """Shard items run under the worker's profiler when DIAGFUZZ_PROFILE asks for one."""
-        profiled = self._profiler.active and _SHARD in item.stash
+        shard = _SHARD in item.stash
+        profiled = self._profiler.active and shard
+        if shard:
+            mark("shard_start")
         if profiled:
             self._profiler.enable()
         try:
@@ -553,6 +584,8 @@ class ShardSession:
         finally:
             if profiled:
                 self._profiler.disable()
+            if shard:
+                mark("shard_end")
 
     # --- reporting ----------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -569,6 +602,7 @@ class ShardSession:
                 "cut": shard.cut,
                 "shrink_checks": shard.shrink_checks,
                 "worker": workers.worker_id(os.environ),
+                "gpu": workers.pinned_gpu(os.environ),
                 "shard_s": report.duration,
                 **self.campaign.payload(),
             })
@@ -582,44 +616,52 @@ class ShardSession:
         return bool(self.config.getoption("diagfuzz_tracebacks", False))
 
     def pytest_sessionfinish(self) -> None:
+        mark("session_finish")
         self.progress.write()
         if self._runner is not None:
             self._runner.close()  # an executor writes its profile as it exits
             self._runner = None
+        elif self._inner is not None:  # launched, never used (no shard ran here)
+            self._inner.close()
+        self._inner = None
         self._profiler.dump()
+        mark("runner_closed")
 
 
-def make_runner(plan: RunPlan, worker_id: str) -> JournaledRunner:
-    """The runner of ``plan.isolation`` (executor process or in-process), journaled.
-
-    Pipelined with ``--diagfuzz-executors N`` > 1: a ``FanoutRunner`` over N executors.
+def make_runner(plan: RunPlan, worker_id: str, inner: Any = None) -> JournaledRunner:
+    """The runner of ``plan.isolation`` (executor processes, or in-process), journaled;
+    ``inner``: executors launched already (``make_executors``).
 
     Every Case is in the worker's journal (``<run dir>/journal/<worker>.jsonl``) before it
     runs, so even a death of the whole worker is attributed to its Case.
     """
-    import diagfuzz.ops as ops
     from diagfuzz.execution.journal import Journal, JournaledRunner, journal_path
+    from diagfuzz.execution.runner import settle_heap
 
-    inner: Any
-    if plan.isolation == "process":
-        executor = importlib.import_module("diagfuzz.execution.parent")
-        # The executor's stderr (faulthandler's stack of a dying Case) goes to the worker dir.
-        if plan.fans_out:
-            inner = _fanout(plan, worker_id, executor.ProcessRunner, ops.DEVICE)
+    if inner is None:
+        if plan.isolation == "process":
+            inner = make_executors(plan, worker_id, plan.device or _device())
         else:
-            inner = executor.ProcessRunner(plan.impl, ops.DEVICE, plan.timeout,
-                                           workdir=plan.worker_dir(worker_id),
-                                           strict=plan.strict)
-        from diagfuzz.execution.runner import settle_heap
+            from diagfuzz.execution.runner import InProcessRunner
 
+            inner = InProcessRunner(plan.impl, plan.device or _device(), strict=plan.strict)
+    if plan.isolation == "process":
         settle_heap()  # this process still draws the Cases: keep its collections short
-    else:
-        from diagfuzz.execution.runner import InProcessRunner
-
-        inner = InProcessRunner(plan.impl, ops.DEVICE, strict=plan.strict)
     journal = Journal(journal_path(plan.journal_dir, worker_id), run_seed=plan.seed,
                       worker_id=worker_id, impl=plan.impl)
     return JournaledRunner(inner, journal)
+
+
+def make_executors(plan: RunPlan, worker_id: str, device: str) -> Any:
+    """The worker's executor runner, not started: one ``ProcessRunner``, or with
+    ``--diagfuzz-executors N`` > 1 (pipelined) a ``FanoutRunner`` over N. Imports no torch.
+    The executor's stderr (faulthandler's stack of a dying Case) goes to the worker dir."""
+    from diagfuzz.execution.parent import ProcessRunner
+
+    if plan.fans_out:
+        return _fanout(plan, worker_id, ProcessRunner, device)
+    return ProcessRunner(plan.impl, device, plan.timeout, workdir=plan.worker_dir(worker_id),
+                         strict=plan.strict)
 
 
 def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> Any:

@@ -114,6 +114,13 @@ class Tally:
             for axis, values in axes.items():
                 self.classes[group][axis].update(values)
 
+    def on_gpu(self, gpu: str) -> None:
+        """Count every Case of this tally under class ``gpu`` of the axis ``gpu`` (a shard's
+        Cases ran on its worker's GPU): the coverage table's split per GPU."""
+        for group, n in self.cases.items():
+            if n:
+                self.classes[group]["gpu"][gpu] += n
+
     @property
     def total(self) -> int:
         """Cases over all groups."""
@@ -230,12 +237,32 @@ class Pace:
     """
 
     workers: dict[str, list[float]] = field(default_factory=dict)  # worker: [cases, seconds]
+    #: The GPU each worker was pinned to (its CUDA_VISIBLE_DEVICES), where known.
+    gpus: dict[str, str] = field(default_factory=dict)
 
-    def add(self, worker: str, cases: int, seconds: float) -> None:
-        """Count one shard item's Cases and the seconds its call took."""
+    def add(self, worker: str, cases: int, seconds: float, gpu: str | None = None) -> None:
+        """Count one shard item's Cases and the seconds its call took (on ``gpu``)."""
         done = self.workers.setdefault(worker, [0, 0.0])
         done[0] += cases
         done[1] += seconds
+        if gpu:
+            self.gpus[worker] = gpu
+
+    def per_gpu(self) -> dict[str, dict[str, Any]]:
+        """Per GPU: its workers, their Cases, and the Cases/s they fuzzed together (each
+        worker's rate inside its shards, summed: the GPU's share of the run's pace)."""
+        split: dict[str, dict[str, Any]] = {}
+        for worker, (cases, seconds) in sorted(self.workers.items()):
+            gpu = self.gpus.get(worker)
+            if gpu is None:
+                continue
+            entry = split.setdefault(gpu, {"workers": 0, "cases": 0, "cases_per_s": 0.0})
+            entry["workers"] += 1
+            entry["cases"] += int(cases)
+            entry["cases_per_s"] += cases / seconds if seconds > 0 else 0.0
+        for entry in split.values():
+            entry["cases_per_s"] = round(entry["cases_per_s"], 1)
+        return split
 
     def per_worker(self) -> float | None:
         """Cases/s of one worker inside shards: all shards' Cases over all their seconds, so
@@ -260,6 +287,8 @@ class Pace:
                         for w, (c, t) in sorted(self.workers.items())},
             "cases_per_s_per_worker": None if rate is None else round(rate, 1),
             "outside_shards_s": round(self.outside(duration_s), 3),
+            "gpus": self.per_gpu(),
+            "worker_gpus": dict(sorted(self.gpus.items())),
         }
 
     def summary(self, duration_s: float) -> str:
@@ -267,9 +296,15 @@ class Pace:
         rate = self.per_worker()
         if rate is None:
             return "pace: no shard ran"
-        return (f"pace: {rate:.0f} Cases/s per worker inside shards ({len(self.workers)} "
+        line = (f"pace: {rate:.0f} Cases/s per worker inside shards ({len(self.workers)} "
                 f"worker id(s)); {self.outside(duration_s):.1f} s of the "
                 f"{duration_s:.1f} s run outside them (start-up, collection)")
+        split = self.per_gpu()
+        if split:
+            line += "; per GPU: " + ", ".join(
+                f"{gpu} {e['cases']:,} Cases at {e['cases_per_s']:,.0f}/s ({e['workers']} "
+                f"worker{'s' if e['workers'] != 1 else ''})" for gpu, e in split.items())
+        return line
 
 
 #: The JSON report's format version (``diagfuzz_report``).

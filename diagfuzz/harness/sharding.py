@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.specs import SPECS
+from diagfuzz.core.opnames import op_names
+
+SPECS = op_names()  # the op names, read without importing torch
 
 #: The op each valid stream draws: ``test_<op>`` for every op of ``diagfuzz.specs``.
 STREAM_OPS = {f"test_{op}": op for op in SPECS}
@@ -107,6 +109,10 @@ class RunPlan:
     #: --diagfuzz-database: a shared example database's URL (diagfuzz.campaign.database);
     #: None: each worker's own directory database.
     database: str | None = None
+    #: The device Cases run on (diagfuzz.core.runtime.DEVICE in the controller, which
+    #: imported torch to check the impl): a worker launches its executors before it
+    #: imports torch itself. None: the worker asks diagfuzz.ops.
+    device: str | None = None
 
     @property
     def pipelines(self) -> bool:

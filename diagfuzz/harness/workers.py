@@ -88,6 +88,16 @@ def auto_executors(n_workers: int, cpus: int) -> int:
     return FANOUT_EXECUTORS if cpus >= (FANOUT_EXECUTORS + 1) * max(n_workers, 1) else 1
 
 
+def pinned_gpu(environ: Mapping[str, str]) -> str | None:
+    """The one GPU this worker sees (``pin_specs`` gives each local worker one), or None
+    where it sees none or several (no GPU machine, or a caller that pinned otherwise)."""
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return None
+    entries = [e.strip() for e in listed.split(",") if e.strip()]
+    return entries[0] if len(entries) == 1 and not entries[0].startswith("-") else None
+
+
 def worker_id(environ: Mapping[str, str]) -> str:
     """This process's xdist worker id, or ``main`` outside xdist."""
     return environ.get("PYTEST_XDIST_WORKER", "main")

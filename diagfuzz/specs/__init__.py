@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, build_tensor, dtype_of, materialise
+from diagfuzz.core.opnames import op_names
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 #: Modules of this package that are shared pieces, not ops.
@@ -37,6 +38,9 @@ def _discover() -> dict[str, OpSpec]:
 _REGISTRY = _discover()
 #: Every op diagfuzz knows, in report order.
 SPECS: tuple[str, ...] = tuple(_REGISTRY)
+if op_names() != SPECS:  # what the controller plans with (diagfuzz.core.opnames)
+    raise ImportError(f"diagfuzz.specs: the loaded specs {SPECS} differ from the names read "
+                      f"from their sources {op_names()}")
 
 
 @cache

@@ -1,0 +1,123 @@
+"""What keeps a run's start short: nothing torch-heavy before the workers start, the op
+names without importing the specs, the start-up timeline, executors closed side by side.
+
+On an H200 host a pytest controller spent 3.4 s importing torch before it started a single
+worker (BENCHMARKS.md, start-up); these tests fail if that import comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagfuzz.core import opnames, preselect
+from diagfuzz.execution import timeline
+from diagfuzz.execution.fanout import FanoutRunner
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, check=True)
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_the_pytest_plugin_and_the_executor_runners_import_no_torch() -> None:
+    # The controller loads the plugin in every pytest run; a worker launches its executors
+    # with the runners before it imports torch itself.
+    loaded = _modules_after("import diagfuzz.harness.plugin, diagfuzz.execution.fanout")
+    assert "torch" not in loaded and "triton" not in loaded
+    assert "diagfuzz.harness.plugin" in loaded
+
+
+def test_op_names_from_the_sources_are_the_loaded_specs() -> None:
+    from diagfuzz.specs import SPECS
+
+    assert opnames.op_names() == SPECS
+    assert SPECS[:2] == ("diagonal", "diagonal_backward")
+
+
+def test_a_spec_without_literal_name_and_order_is_refused(tmp_path: Path) -> None:
+    computed = tmp_path / "computed.py"
+    computed.write_text("NAME = 'x'\nSPEC = OpSpec(order=1, name=NAME)\n")
+    with pytest.raises(ValueError, match="literals"):
+        opnames._literal_spec(computed)
+    helper = tmp_path / "helper.py"
+    helper.write_text("def shared():\n    return 1\n")
+    assert opnames._literal_spec(helper) is None
+    literal = tmp_path / "op.py"
+    literal.write_text("SPEC = OpSpec(\n    order=7,\n    name='op',\n    doc='...')\n")
+    assert opnames._literal_spec(literal) == (7, "op")
+
+
+def test_no_gpu_without_device_nodes_or_with_every_gpu_hidden(monkeypatch, tmp_path) -> None:
+    node = tmp_path / "nvidiactl"
+    node.touch()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(preselect, "GPU_DEVICE_NODES", (str(tmp_path / "absent"),))
+    assert preselect.no_gpu_here()
+    monkeypatch.setattr(preselect, "GPU_DEVICE_NODES", (str(node),))
+    assert not preselect.no_gpu_here()
+    for hidden in ("", "-1", " -1,0"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert preselect.no_gpu_here(), hidden
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert not preselect.no_gpu_here()
+
+
+def test_preselect_chooses_the_interpreter_only_where_no_gpu_can_be(monkeypatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.delenv("DIAGFUZZ_COMPILE_ONLY", raising=False)
+    monkeypatch.setattr(preselect, "no_gpu_here", lambda: True)
+    preselect.preselect()
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("DIAGFUZZ_COMPILE_ONLY", "1")  # compiles for a GPU: never interpret
+    preselect.preselect()
+    assert os.environ["TRITON_INTERPRET"] == "0"
+    monkeypatch.delenv("DIAGFUZZ_COMPILE_ONLY")
+    monkeypatch.setattr(preselect, "no_gpu_here", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    preselect.preselect()  # a GPU may be there: diagfuzz.core.runtime asks torch later
+    assert "TRITON_INTERPRET" not in os.environ
+
+
+def test_timeline_marks_only_when_asked(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(timeline.TIMELINE_ENV, raising=False)
+    timeline.mark("nothing")
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv(timeline.TIMELINE_ENV, str(tmp_path / "marks"))
+    monkeypatch.setattr(timeline, "_started", set())
+    timeline.mark("first", "executor")
+    timeline.mark("second", "executor")
+    marks = timeline.read(tmp_path / "marks")
+    assert [m["event"] for m in marks] == ["process_start", "first", "second"]
+    assert {m["pid"] for m in marks} == {os.getpid()}
+    assert marks[0]["t"] <= marks[1]["t"] <= marks[2]["t"]
+
+
+class _Recording:
+    """A runner that records its close calls in a shared list."""
+
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name, self.calls = name, calls
+
+    def request_close(self) -> None:
+        self.calls.append(f"request {self.name}")
+
+    def close(self) -> None:
+        self.calls.append(f"close {self.name}")
+
+
+def test_a_fanout_asks_every_executor_to_exit_before_it_waits_for_one() -> None:
+    calls: list[str] = []
+    FanoutRunner([_Recording("a", calls), _Recording("b", calls)]).close()  # type: ignore[list-item]
+    assert calls == ["request a", "request b", "close a", "close b"]
