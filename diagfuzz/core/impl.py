@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from diagfuzz.core.case import Case
+from diagfuzz.core.roots import import_roots as import_roots  # re-exported (diagfuzz.impl)
+from diagfuzz.core.roots import use_roots
 
 
 class ImplError(Exception):
@@ -103,21 +103,6 @@ def unsupported(impl: Any, case: Case) -> str:
     if callable(hook) and not hook(case):
         return "the impl's supports(case) is False"
     return ""
-
-
-def import_roots(*extra: str | os.PathLike[str]) -> list[str]:
-    """Where ``--impl`` modules are looked for beyond ``sys.path``: the current directory,
-    then ``extra`` (the pytest root), as absolute paths without duplicates."""
-    roots = [str(Path.cwd()), *(str(Path(e).resolve()) for e in extra)]
-    return list(dict.fromkeys(roots))
-
-
-def use_roots(roots: Sequence[str]) -> None:
-    """Put ``roots`` on ``sys.path`` (after what is there): processes this one starts
-    (executors) inherit ``sys.path``, so they import the impl the same way."""
-    for root in roots:
-        if root not in sys.path:
-            sys.path.append(root)
 
 
 def _import(module_name: str, spec: str) -> Any:

@@ -27,8 +27,9 @@ def _literal_spec(path: Path) -> tuple[int, str] | None:
                 and isinstance(node.value, ast.Call)):
             keywords = {k.arg: k.value for k in node.value.keywords}
             order, name = keywords.get("order"), keywords.get("name")
-            if isinstance(order, ast.Constant) and isinstance(name, ast.Constant):
-                return int(order.value), str(name.value)
+            if (isinstance(order, ast.Constant) and isinstance(order.value, int)
+                    and isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                return order.value, name.value
             raise ValueError(f"{path}: SPEC = OpSpec(...) must give order= and name= as "
                              "literals (the controller reads them without importing torch)")
     return None

@@ -174,11 +174,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
         plan = RunPlan.from_dict(json.loads(config.workerinput[_PLAN_KEY]))  # type: ignore[attr-defined]
-        # First: the session launches the executors, which then start beside this worker.
-        session = ShardSession(config, plan)
-        from diagfuzz.core.impl import use_roots
+        from diagfuzz.core.roots import use_roots
 
-        use_roots(plan.impl_path)
+        use_roots(plan.impl_path)  # before the executors start: they inherit sys.path
+        # Next: the session launches the executors, which then start beside this worker.
+        session = ShardSession(config, plan)
         profiles.register()
         config.pluginmanager.register(session, "diagfuzz-shards")
         return
@@ -477,7 +477,8 @@ class ShardSession:
         start-up (torch, CUDA, warm-up) overlaps the worker's own. A launch that fails is
         found again, and reported, when the first shard starts them."""
         with contextlib.suppress(Exception):
-            self._inner = make_executors(self.plan, self.worker_id, self.plan.device)
+            self._inner = make_executors(self.plan, self.worker_id,
+                                         self.plan.device or _device())
             self._inner.launch()
             mark("executors_launched")
 
@@ -495,9 +496,10 @@ class ShardSession:
         deselect(self.plan, config, items, SHARD_FIXTURE)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Spawn the executor once this worker knows it has shards to run: its start-up
-        (torch, CUDA, warm-up) overlaps with the wait for the first item. A launch that
-        fails is found again, and reported, when the first shard starts it."""
+        """Spawn the executors here if configure did not (a plan without its device):
+        once this worker knows it has shards to run, so their start-up overlaps with the
+        wait for the first item. A launch that fails is found again, and reported, when
+        the first shard starts them."""
         mark("collected")
         if self.plan.isolation == "process" and self._inner is None and any(
                 SHARD_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items):
