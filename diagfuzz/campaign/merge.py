@@ -160,14 +160,7 @@ def merge_parts(parts: Sequence[Part], allow_partial: bool = False) -> Merged:
         tally.merge(_hosts_gpus(Tally.from_dict(part.data.get("counts", {})), part.index))
         found += [Finding.from_dict(f) for f in
                   part.data.get("shard_findings" if raw else "findings", [])]
-        part_pace = part.data.get("pace") or {}
-        gpus = part_pace.get("worker_gpus") or {}
-        for worker, entry in (part_pace.get("workers") or {}).items():
-            # A partition's GPUs are its host's: "p2/0" is GPU 0 of partition 2's machine.
-            gpu = gpus.get(worker)
-            pace.add(f"p{part.index}/{worker}", int(entry.get("cases", 0)),
-                     float(entry.get("shard_s", 0.0)),
-                     None if gpu is None else f"p{part.index}/{gpu}")
+        pace.add_report(part.data.get("pace") or {}, f"p{part.index}/")
     findings = merge_findings(found)
     for finding in findings:
         finding.reproducer = None  # the partitions' paths are on their own machines
@@ -282,9 +275,7 @@ def summary(merged: Merged, written: Path | None, width: int = 88) -> list[str]:
         lines += [*block(finding, i, n, command), ""]
     lines += format_table(tally)
     pace = Pace()
-    gpus = data["pace"].get("worker_gpus") or {}
-    for worker, entry in data["pace"]["workers"].items():
-        pace.add(worker, entry["cases"], entry["shard_s"], gpus.get(worker))
+    pace.add_report(data["pace"])
     lines.append(pace.summary(float(data["duration_s"])))
     cut = [p["partition"] for p in data["merged"]["partitions"] if p.get("cut")]
     if cut:

@@ -18,10 +18,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -456,43 +456,38 @@ def run_gate(opts: Options) -> Result:
     deadline = None if opts.max_seconds is None else time.time() + opts.max_seconds
     use_roots(import_roots())  # --impl may name a module of the current directory
     opts.out_dir.mkdir(parents=True, exist_ok=True)
-    suite: dict[str, Stage] = {}
-    procs: list[subprocess.Popen[str]] = []
-    suite_thread = threading.Thread(
-        target=lambda: suite.update(stage=_timed("fuzz suite",
-                                                 lambda: suite_stage(opts, deadline, procs))),
-        name="diagfuzz-gate-suite", daemon=True)
-    suite_thread.start()
-    import diagfuzz.ops as ops
+    procs: list[subprocess.Popen[str]] = []  # the suite's, to stop it with the gate
+    with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
+        suite = pool.submit(_timed, "fuzz suite", lambda: suite_stage(opts, deadline, procs))
+        import diagfuzz.ops as ops
 
-    device = opts.device or ops.DEVICE
-    # One executor serves the corpus, error-parity and compile stages (a fresh one replaces
-    # it after a crash); the suite's workers have their own.
-    runner = ProcessRunner(opts.impl, device, timeout=opts.timeout,
-                           workdir=opts.out_dir / "executor", strict=opts.strict)
-    try:
-        runner.launch()  # it starts while this process loads the impl
+        device = opts.device or ops.DEVICE
+        # One executor serves the corpus, error-parity and compile stages (a fresh one
+        # replaces it after a crash); the suite's workers have their own.
+        runner = ProcessRunner(opts.impl, device, timeout=opts.timeout,
+                               workdir=opts.out_dir / "executor", strict=opts.strict)
         try:
-            load_impl(opts.impl)
-        except ImplError as exc:
+            runner.launch()  # it starts while this process loads the impl
+            try:
+                load_impl(opts.impl)
+            except ImplError as exc:
+                for proc in procs:
+                    proc.kill()
+                return Result(EXIT_ERROR, [], [], opts.impl, device,
+                              time.monotonic() - started, error=str(exc))
+            _clear_reproducers(opts.repro_dir)
+            corpus_replay = _timed("corpus replay",
+                                   lambda: corpus_stage(opts, runner, deadline))
+            parity = _timed("error parity", lambda: error_parity_stage(opts, runner, deadline))
+            compiled = _timed("torch.compile parity",
+                              lambda: compile_stage(opts, runner, deadline))
+        except BaseException:  # interrupted: the suite must not outlive the gate
             for proc in procs:
                 proc.kill()
-            suite_thread.join()
-            return Result(EXIT_ERROR, [], [], opts.impl, device, time.monotonic() - started,
-                          error=str(exc))
-        _clear_reproducers(opts.repro_dir)
-        corpus_replay = _timed("corpus replay", lambda: corpus_stage(opts, runner, deadline))
-        parity = _timed("error parity", lambda: error_parity_stage(opts, runner, deadline))
-        compiled = _timed("torch.compile parity",
-                          lambda: compile_stage(opts, runner, deadline))
-    except BaseException:  # interrupted: the suite must not outlive the gate
-        for proc in procs:
-            proc.kill()
-        raise
-    finally:
-        runner.close()
-    suite_thread.join()
-    stages = [corpus_replay, suite["stage"], parity, compiled]
+            raise
+        finally:
+            runner.close()
+        stages = [corpus_replay, suite.result(), parity, compiled]
     t0 = time.monotonic()
     try:
         findings, unclassified, saved = _classify_all(

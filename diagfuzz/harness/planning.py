@@ -219,12 +219,13 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         partition=part.index if part else None,
         partitions=part.count if part else None,
         database=campaign.database(config),
-        device=_device(),
+        device=device(),
     )
 
 
-def _device() -> str:
-    """Where Cases run (the controller has imported torch for the impl already)."""
+def device() -> str:
+    """Where Cases run here: CUDA, or the CPU under Triton's interpreter (asks torch, not
+    the kernels: no Triton import, no registration)."""
     from diagfuzz.core.runtime import DEVICE
 
     return DEVICE

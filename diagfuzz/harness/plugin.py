@@ -354,7 +354,8 @@ class Reporter:
                 if verdict is None or verdict.case is None:
                     continue
                 finding.reproducer = str(repro.write_reproducer(
-                    verdict.case, directory, impl=self.plan.impl, device=_device(),
+                    verdict.case, directory, impl=self.plan.impl,
+                    device=self.plan.device or planning.device(),
                     timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
                     impl_path=self.plan.impl_path, strict=self.plan.strict))
         except OSError as exc:
@@ -411,12 +412,6 @@ class Reporter:
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
         mark("summary_written")
-
-
-def _device() -> str:
-    import diagfuzz.ops as ops
-
-    return ops.DEVICE
 
 
 def _default_timeout() -> float:
@@ -478,7 +473,7 @@ class ShardSession:
         found again, and reported, when the first shard starts them."""
         with contextlib.suppress(Exception):
             self._inner = make_executors(self.plan, self.worker_id,
-                                         self.plan.device or _device())
+                                         self.plan.device or planning.device())
             self._inner.launch()
             mark("executors_launched")
 
@@ -642,11 +637,11 @@ def make_runner(plan: RunPlan, worker_id: str, inner: Any = None) -> JournaledRu
 
     if inner is None:
         if plan.isolation == "process":
-            inner = make_executors(plan, worker_id, plan.device or _device())
+            inner = make_executors(plan, worker_id, plan.device or planning.device())
         else:
             from diagfuzz.execution.runner import InProcessRunner
 
-            inner = InProcessRunner(plan.impl, plan.device or _device(), strict=plan.strict)
+            inner = InProcessRunner(plan.impl, plan.device or planning.device(), strict=plan.strict)
     if plan.isolation == "process":
         settle_heap()  # this process still draws the Cases: keep its collections short
     journal = Journal(journal_path(plan.journal_dir, worker_id), run_seed=plan.seed,

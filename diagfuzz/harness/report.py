@@ -248,6 +248,15 @@ class Pace:
         if gpu:
             self.gpus[worker] = gpu
 
+    def add_report(self, data: dict[str, Any], prefix: str = "") -> None:
+        """Add a report's ``pace`` (its workers, and their GPUs), each name after ``prefix``
+        (``p2/``: partition 2's machine, so that two hosts' GPU 0 stay apart)."""
+        gpus = data.get("worker_gpus") or {}
+        for worker, entry in (data.get("workers") or {}).items():
+            gpu = gpus.get(worker)
+            self.add(prefix + worker, int(entry.get("cases", 0)),
+                     float(entry.get("shard_s", 0.0)), None if gpu is None else prefix + gpu)
+
     def per_gpu(self) -> dict[str, dict[str, Any]]:
         """Per GPU: its workers, their Cases, and the Cases/s they fuzzed together (each
         worker's rate inside its shards, summed: the GPU's share of the run's pace)."""
