@@ -31,8 +31,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 
 import flaggems_column
+import ops_at
 import torch
 import triton
 from triton.testing import do_bench
@@ -138,10 +140,12 @@ def grid(quick: bool) -> list[Shape]:
     return shapes
 
 
-def prepare(s: Shape, gems: dict[str, Callable] | None = None
+def prepare(s: Shape, gems: dict[str, Callable] | None = None,
+            against: ModuleType | None = None
             ) -> tuple[dict[str, Callable[[], object]], int, int]:
-    """The callables for a shape (aten, two_launch, ours, and flaggems where ``gems`` has
-    the op), with the bytes its result writes and its read needs."""
+    """The callables for a shape (aten, two_launch, ours, flaggems where ``gems`` has the op,
+    and ``against``: our kernels at another revision, ``ops_at``), with the bytes its result
+    writes and its read needs."""
     gems = gems or {}
     dtype = DTYPES[s.dtype]
     diag = diagonal_of(s.sizes, s.offset, s.dim1, s.dim2)
@@ -162,6 +166,8 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None
         }
         if "backward" in gems:
             fns["flaggems"] = lambda: gems["backward"](g, sizes, *args)
+        if against is not None:
+            fns["against"] = lambda: against.diagonal_backward(g, sizes, *args)
         out_bytes = _numel(s.sizes) * dtype.itemsize
         read_bytes = g.numel() * dtype.itemsize
     else:
@@ -179,6 +185,8 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None
             "two_launch": two_launch,
             "ours": lambda: ops.diagonal_copy(x, *args),
         }
+        if against is not None:
+            fns["against"] = lambda: against.diagonal_copy(x, *args)
         out_bytes = _numel(diag.shape) * dtype.itemsize
         read_bytes = out_bytes
     return fns, out_bytes, read_bytes
@@ -425,6 +433,9 @@ def main() -> int:
                              "(0: none)")
     parser.add_argument("--only", default=None, metavar="REGEX",
                         help="time only the grid rows whose label matches (a focused sweep)")
+    parser.add_argument("--against", metavar="DIR",
+                        help="a column for our kernels at another revision: the package "
+                             "benchmarks/ops_at.py extracted into DIR")
     parser.add_argument("--flaggems", action="store_true",
                         help="a column for FlagGems' shipped diagonal_backward "
                              "(benchmarks/flaggems_column.py)")
@@ -450,6 +461,9 @@ def main() -> int:
     if args.flaggems:
         gems = flaggems_column.load()
         meta["flag_gems"] = flaggems_column.version()
+    against = ops_at.load(args.against) if args.against else None
+    if against is not None:
+        meta["against"] = against.__name__
     fill_bw, copy_bw = bandwidths()
     meta.update(fill_TBps=fill_bw / 1e12, copy_TBps=copy_bw / 1e12)
     print(f"# {meta['gpu']} torch {meta['torch']} triton {meta['triton']}: "
@@ -467,9 +481,11 @@ def main() -> int:
         meta["only"] = args.only
     meta["warm_up_s"] = warm_up(shapes, args.warmup_s) if args.warmup_s > 0 else 0.0
     for s in shapes:
-        fns, out_bytes, read_bytes = prepare(s, gems)
+        fns, out_bytes, read_bytes = prepare(s, gems, against)
         if not same_bits(fns["ours"](), fns["aten"]()) or not sentinel_check(s):
             wrong.append(s.label())
+        if against is not None and not same_bits(fns["against"](), fns["aten"]()):
+            wrong.append(f"{s.label()} (against)")
         gems_error = flaggems_column.drop_if_raises(fns, ops.use_triton) if gems else ""
         gems_bitwise = same_bits(fns["flaggems"](), fns["aten"]()) if "flaggems" in fns else None
         timed = with_fill(s, fns, out_bytes)
@@ -490,6 +506,8 @@ def main() -> int:
             row.extra.update(flaggems_us=times["flaggems"],
                              vs_flaggems=times["flaggems"] / row.ours_us,
                              flaggems_bitwise=gems_bitwise)
+        if "against" in times:
+            row.extra.update(ops_at.column(times["against"], row.ours_us))
         if s.op == "backward":
             row.extra["fill_same_us"] = times["fill_same"]
             row.extra["fill_same_frac"] = times["fill_same"] / row.ours_us
@@ -500,12 +518,14 @@ def main() -> int:
         gems_note = (f" flaggems {row.extra['flaggems_us']:8.1f} x{row.extra['vs_flaggems']:5.2f}"
                      if "flaggems_us" in row.extra else gems_error and f" flaggems {gems_error}")
         print(f"{s.label()} aten {row.aten_us:8.1f} two {row.two_launch_us:8.1f} "
-              f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}{gems_note}",
-              flush=True)
+              f"ours {row.ours_us:8.1f} x{row.aten_us / row.ours_us:5.2f}{gems_note}"
+              f"{ops_at.row_note(row.extra)}", flush=True)
         del fns, timed
     meta["grid_variants"] = {name: variants(k) for name, k in KERNELS.items()}
     meta["ptx_stores"] = ptx_stores()
     meta["grid_bitwise_mismatches"] = wrong
+    if against is not None:
+        meta["against_summary"] = ops_at.summary([(r.shape.label(), r.extra) for r in rows])
 
     flat = [r.flat() for r in rows]
     with open(os.path.join(args.out, "bench.json"), "w") as f:
@@ -517,6 +537,8 @@ def main() -> int:
         w.writeheader()
         w.writerows(flat)
     print_table(rows, meta)
+    if against is not None:
+        ops_at.print_summary(meta["against_summary"])
     return 1 if (wrong or rand["mismatch_count"] or rand["large_plans_mismatch_count"]
                  or rand["huge_plans_mismatch_count"]) else 0
 

@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 
 # isort: off
 # diagfuzz.ops first: on a machine without a GPU it selects Triton's interpreter, which
@@ -44,6 +45,7 @@ import diagfuzz.ops as ops
 import torch
 import triton
 import flaggems_column
+import ops_at
 from bench_diagonal import DTYPES, bandwidths, interleaved_us, random_bits, variants
 # isort: on
 from diagfuzz.core.geometry import diagonal_of
@@ -142,9 +144,11 @@ def smoke_grid() -> list[Shape]:
             Shape("diag", (8, 8), -1, 0, 0, "float32")]
 
 
-def prepare(s: Shape, gems: dict[str, Callable] | None = None
+def prepare(s: Shape, gems: dict[str, Callable] | None = None,
+            against: ModuleType | None = None
             ) -> tuple[dict[str, Callable[[], torch.Tensor]], dict[str, Callable], int, int]:
-    """The callables (aten, two_launch, ours, and flaggems where ``gems`` has the op), the
+    """The callables (aten, two_launch, ours, flaggems where ``gems`` has the op, and
+    ``against``: our kernels at another revision, ``ops_at``, for embed and scatter), the
     checks (name -> () -> bool), the bytes the result writes and the fewest bytes a kernel
     moves (reads + writes)."""
     gems = gems or {}
@@ -164,6 +168,8 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None
                "two_launch": two_launch, "ours": lambda: ops.diag_embed(x, *args)}
         if "embed" in gems:
             fns["flaggems"] = lambda: gems["embed"](x, *args)
+        if against is not None:
+            fns["against"] = lambda: against.diag_embed(x, *args)
         checks = {"out": lambda: _out_check(ops.diag_embed_out, fns["aten"], x, *args)}
         out_bytes = math.prod(s.sizes) * dtype.itemsize
         return fns, checks, out_bytes, out_bytes + x.numel() * dtype.itemsize
@@ -179,6 +185,8 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None
 
         fns = {"aten": lambda: torch.ops.aten.diagonal_scatter(x, src, *args),
                "two_launch": two_launch, "ours": lambda: ops.diagonal_scatter(x, src, *args)}
+        if against is not None:
+            fns["against"] = lambda: against.diagonal_scatter(x, src, *args)
         checks = {"storage": lambda: _storage_equal(fns["ours"](), fns["aten"]()),
                   "out": lambda: _out_check(ops.diagonal_scatter_out, fns["aten"], x, src,
                                             *args)}
@@ -244,6 +252,8 @@ def check(s: Shape, fns: dict, checks: dict) -> list[str]:
     with ops.use_triton(False):
         wrong = [] if _same_bits(ours, fns["aten"]()) else ["functional"]
         wrong += [name for name, ok in checks.items() if not ok()]
+        if "against" in fns and not _same_bits(fns["against"](), fns["aten"]()):
+            wrong.append("against")
     return wrong
 
 
@@ -285,6 +295,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-rounds", type=int, default=9)
     parser.add_argument("--only", default=None, metavar="REGEX")
+    parser.add_argument("--against", metavar="DIR",
+                        help="a column for our kernels at another revision: the package "
+                             "benchmarks/ops_at.py extracted into DIR")
     parser.add_argument("--flaggems", action="store_true",
                         help="a column for FlagGems' shipped kernel (embed, diag; "
                              "benchmarks/flaggems_column.py)")
@@ -305,6 +318,9 @@ def main() -> int:
             "overrides": overrides}
     if gems:
         meta["flag_gems"] = flaggems_column.version()
+    against = ops_at.load(args.against) if args.against else None
+    if against is not None:
+        meta["against"] = against.__name__
     fill_bw = copy_bw = float("nan")
     if not args.smoke:
         fill_bw, copy_bw = bandwidths()
@@ -315,7 +331,7 @@ def main() -> int:
     rows: list[Row] = []
     wrong: list[str] = []
     for s in shapes:
-        fns, checks, out_bytes, moved = prepare(s, gems)
+        fns, checks, out_bytes, moved = prepare(s, gems, against)
         gems_error = flaggems_column.drop_if_raises(fns, ops.use_triton)
         failed = check(s, fns, checks)
         if failed:
@@ -335,9 +351,12 @@ def main() -> int:
                              flaggems_bitwise=gems_equal(fns))
             gems_note = (f" flaggems {times['flaggems']:9.1f} x{row.extra['vs_flaggems']:5.2f}"
                          + ("" if row.extra["flaggems_bitwise"] else " (flaggems differs)"))
+        if "against" in times:
+            row.extra.update(ops_at.column(times["against"], row.ours_us))
         rows.append(row)
         print(f"{s.label()} aten {row.aten_us:9.1f} two {row.two_launch_us:9.1f} "
               f"ours {row.ours_us:9.1f} x{row.aten_us / row.ours_us:5.2f}{gems_note}"
+              f"{ops_at.row_note(row.extra)}"
               + (f"  WRONG {failed}" if failed else ""), flush=True)
     meta["variants"] = {name: variants(kernel) for name, kernel in _kernels().items()}
     meta["bitwise_mismatches"] = wrong
@@ -348,6 +367,11 @@ def main() -> int:
     meta["geomean_vs_two_launch_all"] = geomean([r.two_launch_us / r.ours_us for r in rows])
     vs_gems = [r.extra["vs_flaggems"] for r in rows if "vs_flaggems" in r.extra]
     meta["geomean_vs_flaggems"] = geomean(vs_gems)
+    slowest = sorted(rows, key=lambda r: r.aten_us / r.ours_us)[:8]
+    meta["slowest_vs_aten"] = [(r.shape.label(), r.out_bytes, r.aten_us / r.ours_us)
+                               for r in slowest]
+    if against is not None:
+        meta["against_summary"] = ops_at.summary([(r.shape.label(), r.extra) for r in rows])
     flat = [r.flat() for r in rows]
     with open(os.path.join(args.out, "family.json"), "w") as f:
         json.dump({"meta": meta, "rows": flat}, f, indent=1)
@@ -362,6 +386,11 @@ def main() -> int:
           f"worst {meta['worst_vs_aten_1MB_plus']}; variants {meta['variants']}")
     print(f"all rows: geomean aten/ours {meta['geomean_vs_aten_all']}, two-launch/ours "
           f"{meta['geomean_vs_two_launch_all']}, flaggems/ours {meta['geomean_vs_flaggems']}")
+    print("slowest rows against aten:")
+    for label, out_bytes, ratio in meta["slowest_vs_aten"]:
+        print(f"  {label} {out_bytes / MB:9.2f} MB  x{ratio:.2f}")
+    if against is not None:
+        ops_at.print_summary(meta["against_summary"])
     print(f"bitwise mismatches: {wrong or 'none'}")
     return 1 if wrong else 0
 
