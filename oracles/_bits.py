@@ -53,8 +53,11 @@ def _words(t: torch.Tensor) -> torch.Tensor:
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s elements as words, shape ``[numel, words]``, contiguous, on ``t``'s device."""
-    return _words(t).reshape(-1, words_per_element(t.dtype))
+    """``t``'s elements as words, shape ``[numel, words]``, contiguous, on ``t``'s device.
+
+    Flattened first: a view keeps a size-1 dim's stride (0 for an expanded one), and a
+    ``[n, 1]`` result with stride 0 there refuses ``view(torch.uint8)``."""
+    return _words(t).reshape(-1).reshape(-1, words_per_element(t.dtype))
 
 
 def storage_words(t: torch.Tensor) -> torch.Tensor:

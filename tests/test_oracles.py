@@ -402,3 +402,30 @@ def test_verdict_evidence_is_written_as_json_has_it() -> None:
     assert data["details"] == {"pair": [1, 2], "by_index": {"10": "x", "9": "y"}}
     assert list(data["details"]["by_index"]) == ["10", "9"]
     assert json.dumps(verdict.to_dict(), sort_keys=True, default=repr) == verdict.to_json()
+
+
+def test_choose_sentinel_reads_words_whose_size_one_dim_has_stride_zero() -> None:
+    # A result of shape [n, 1] with stride 0 on its last dim (aten keeps an expanded size-1
+    # dim's stride) holding the preferred sentinel: its words must still view as bytes.
+    ref = torch.full((5, 1), 0xA5A5 - 2**16, dtype=torch.int16).as_strided((5, 1), (1, 0))
+    assert choose_sentinel(ref) == 0x5A
+    assert choose_sentinel(ref.view(torch.float16)) == 0x5A
+
+
+@pytest.mark.parametrize("impl", [aten, triton_aten], ids=["aten", "triton"])
+def test_scatter_into_an_expanded_size_one_dim_holding_the_sentinel_passes(impl: Any) -> None:
+    # Drawn by the nightly profile on an H200 (shape [356973, 1], strides [1, 0]), where
+    # the oracle itself raised; here small, the input holding 0xa5a5 so the slow path runs.
+    case = Case.from_json({
+        "op": "diagonal_scatter", "dtype": "float16", "sizes": [8, 1], "offset": 7,
+        "dim1": 1, "dim2": 0, "invalid": "", "out_device": "", "out_dtype": "",
+        "raw_args": [], "version": 2,
+        "layout": {"kinds": ["expanded"], "shape": [8, 1], "storage_offset": 0,
+                   "strides": [1, 0]},
+        "values": {"mode": "bits", "seed": 3, "specials": [[2, 0xA5A5]]},
+        "others": [{"name": "src", "layout": {"kinds": ["sliced"], "shape": [1],
+                                             "storage_offset": 0, "strides": [3]},
+                    "values": {"mode": "normal", "seed": 5, "specials": []}}]})
+    verdict = oracles.check(case, impl, DEVICE)
+    assert verdict.kind == "pass", str(verdict)
+    assert verdict.details["sentinel"] != "0xa5"
