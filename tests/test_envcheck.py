@@ -129,6 +129,13 @@ def test_dev_reuses_a_parent_venvs_torch_venv_in_venv(tmp_path):
         capture_output=True, text=True, check=True).stdout.split()
     assert got[:2] == ["2.11.0+cu128", "True"]
     assert Path(got[2]).resolve() == fake_torch.resolve()
+    # The README's `pytest` after `source .venv/bin/activate` is .venv's own script, run by
+    # .venv's interpreter (the parent's pytest script would run the parent, without diagfuzz).
+    (fake_torch.parents[1] / "pytest" / "__init__.py").write_text(
+        "import sys\ndef console_main():\n    print(sys.prefix)\n    return 0\n")
+    ran = subprocess.run([str(venv / "bin" / "pytest")], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert Path(ran).resolve() == venv.resolve()
 
     # A venv made from that venv (a third level) still sees the same torch.
     grandchild = tmp_path / "grandchild"

@@ -43,6 +43,11 @@ MARKER = ".diagfuzz-env.json"
 STAMP = ".diagfuzz-installed"
 PTH = "diagfuzz-parent-site.pth"
 CONSTRAINTS = ".diagfuzz-constraints.txt"
+#: Console scripts the README runs from an activated .venv, with their entry points. A venv
+#: that reuses the parent's packages gets none from pip (they are installed already, in
+#: the parent), and the parent's own `pytest` runs the parent's interpreter, which lacks
+#: diagfuzz; so .venv gets its own.
+REUSED_SCRIPTS = {"pytest": ("pytest", "console_main")}
 
 
 class EnvError(Exception):
@@ -317,8 +322,22 @@ def drop_stale_metadata(project: Path) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
+def write_reused_scripts(venv: Path) -> None:
+    """REUSED_SCRIPTS in ``venv/bin`` where missing, as pip writes console scripts."""
+    py = venv / "bin" / "python"
+    for name, (module, function) in REUSED_SCRIPTS.items():
+        script = venv / "bin" / name
+        if script.exists():
+            continue
+        script.write_text(f"#!{py}\nimport sys\nfrom {module} import {function}\n\n"
+                          f"if __name__ == '__main__':\n    sys.exit({function}())\n")
+        script.chmod(0o755)
+
+
 def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
     py = venv / "bin" / "python"
+    if plan.mode == "reuse":
+        write_reused_scripts(venv)
     pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if plan.mode == "install" and not child_probe(py, ("torch",))["modules"]["torch"]:
         if plan.torch_spec == DEFAULT_TORCH:
