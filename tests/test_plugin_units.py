@@ -274,6 +274,20 @@ def test_a_worker_names_its_gpu_only_when_pinned_to_one() -> None:
     assert pinned_gpu({}) is None
 
 
+def test_a_shard_names_the_gpu_its_cases_ran_on_with_or_without_xdist() -> None:
+    # A run without xdist on a GPU host runs on cuda:0, the first visible GPU: its coverage
+    # names it as a pinned worker would, so partitions run with and without -n merge into
+    # the whole run's counts (seen failing on an H200 when only pinned workers named it).
+    from diagfuzz.harness.workers import shard_gpu
+
+    assert shard_gpu({"CUDA_VISIBLE_DEVICES": "1"}, "cuda") == "1"
+    assert shard_gpu({}, "cuda") == "0"
+    assert shard_gpu({"CUDA_VISIBLE_DEVICES": "2,3"}, "cuda") == "2"
+    assert shard_gpu({"CUDA_VISIBLE_DEVICES": "-1"}, "cuda") is None
+    assert shard_gpu({}, "cpu") is None
+    assert shard_gpu({"CUDA_VISIBLE_DEVICES": "0"}, "cpu") == "0"  # pinned: it says so
+
+
 def test_the_coverage_table_counts_each_shards_cases_under_its_gpu() -> None:
     from diagfuzz.harness.report import Tally, format_table
     from tests.faulty.cases import square

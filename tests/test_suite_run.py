@@ -75,7 +75,9 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
         files = sorted((tmp_path / "profiles").glob(f"{role}-*.pstats"))
         assert len(files) >= 2, (role, files)  # a process each (an executor may restart)
         stats = pstats.Stats(*map(str, files)).stats  # type: ignore[attr-defined]
-        assert any(name == function for (_, _, name) in stats), role
+        assert any(name == function for (_, _, name) in stats), (
+            role, [(f.name, f.stat().st_size) for f in files],
+            sorted({name for (_, _, name) in stats if "check" in name or "oracle" in name}))
     assert report["seed"] == 5 and report["impl"] == "diagfuzz.impl:triton_aten"
     assert report["isolation"] == "process" and report["workers"] == 2
     assert report["findings"] == [] and report["diagfuzz_report"] == 2

@@ -599,7 +599,7 @@ class ShardSession:
                 "cut": shard.cut,
                 "shrink_checks": shard.shrink_checks,
                 "worker": workers.worker_id(os.environ),
-                "gpu": workers.pinned_gpu(os.environ),
+                "gpu": workers.shard_gpu(os.environ, self.plan.device or planning.device()),
                 "shard_s": report.duration,
                 **self.campaign.payload(),
             })

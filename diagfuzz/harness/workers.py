@@ -98,6 +98,18 @@ def pinned_gpu(environ: Mapping[str, str]) -> str | None:
     return entries[0] if len(entries) == 1 and not entries[0].startswith("-") else None
 
 
+def shard_gpu(environ: Mapping[str, str], device: str) -> str | None:
+    """The GPU a shard's Cases ran on, as the coverage table's ``gpu`` row names it: the
+    worker's pinned GPU, else for a run on CUDA the first visible one (torch's ``cuda:0``,
+    where Cases run), so a run without xdist names its GPU as a pinned worker would; None
+    off CUDA or where nothing is visible."""
+    pinned = pinned_gpu(environ)
+    if pinned is not None or not device.startswith("cuda"):
+        return pinned
+    visible = visible_gpus(environ, 1)
+    return visible[0] if visible else None
+
+
 def worker_id(environ: Mapping[str, str]) -> str:
     """This process's xdist worker id, or ``main`` outside xdist."""
     return environ.get("PYTEST_XDIST_WORKER", "main")
