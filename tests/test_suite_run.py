@@ -71,13 +71,16 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
     assert len(executors) >= 2  # one a worker (replacements may add more)
     assert all(any(m["pid"] == pid and m["event"] == "ready" for m in marks)
                for pid in executors)
-    for role, function in (("worker", "fuzz"), ("executor", "check")):
+    # The worker's profile holds its shard items (``fuzz``); an executor's, its Case checks:
+    # functions of the oracles package (Python 3.12's cProfile on the H200 recorded the
+    # checks' callees but no entry named ``check`` itself).
+    for role, wanted in (("worker", lambda file, name: name == "fuzz"),
+                         ("executor", lambda file, name: f"{os.sep}oracles{os.sep}" in file)):
         files = sorted((tmp_path / "profiles").glob(f"{role}-*.pstats"))
         assert len(files) >= 2, (role, files)  # a process each (an executor may restart)
         stats = pstats.Stats(*map(str, files)).stats  # type: ignore[attr-defined]
-        assert any(name == function for (_, _, name) in stats), (
-            role, [(f.name, f.stat().st_size) for f in files],
-            sorted({name for (_, _, name) in stats if "check" in name or "oracle" in name}))
+        assert any(wanted(file, name) for (file, _, name) in stats), (
+            role, [(f.name, f.stat().st_size) for f in files])
     assert report["seed"] == 5 and report["impl"] == "diagfuzz.impl:triton_aten"
     assert report["isolation"] == "process" and report["workers"] == 2
     assert report["findings"] == [] and report["diagfuzz_report"] == 2
