@@ -43,13 +43,13 @@ def test_two_executors_find_and_shrink_like_one(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cpus", ["this machine's", "16 (faked)"])
 def test_executors_default_to_what_the_cpus_allow(tmp_path: Path, cpus: str) -> None:
-    """Without --diagfuzz-executors a worker feeds FANOUT_EXECUTORS executors where every
-    process gets a CPU (a GPU machine), else one (CI's 2 CPUs)."""
+    """Without --diagfuzz-executors a worker feeds as many executors as leave every process
+    a CPU, up to FANOUT_EXECUTORS (3 on a 16-CPU GPU machine), else one (CI's 2 CPUs)."""
     fake = cpus.startswith("16")
     code, out, report = fuzz(tmp_path, "--diagfuzz-seed", "3", "--diagfuzz-budget", "60",
                              *ONE_SHARD, *SMALL, *(["-p", "tests.fake_cpus"] if fake else []),
                              one_executor=False)
     assert code == 0, out
     expected = workers.auto_executors(1, 16 if fake else workers.cpu_count())
-    assert report["executors"] == expected == (2 if fake else expected)
-    assert ("pipelined to 2 executors" in out) == (expected == 2), out
+    assert report["executors"] == expected == (3 if fake else expected)
+    assert (f"pipelined to {expected} executors" in out) == (expected > 1), out

@@ -119,12 +119,14 @@ def test_auto_workers_per_gpu() -> None:
 
 
 def test_auto_executors_need_a_cpu_for_every_process() -> None:
-    assert workers.FANOUT_EXECUTORS == 2
+    assert workers.FANOUT_EXECUTORS == 3
     assert workers.auto_executors(1, cpus=2) == 1  # CI: 2 CPUs
     assert workers.auto_executors(2, cpus=2) == 1
     assert workers.auto_executors(1, cpus=3) == 2
-    assert workers.auto_executors(4, cpus=16) == 2  # an H200 machine, -n auto
+    assert workers.auto_executors(4, cpus=16) == 3  # an H200 machine, -n auto
+    assert workers.auto_executors(4, cpus=12) == 2
     assert workers.auto_executors(6, cpus=16) == 1
+    assert workers.auto_executors(1, cpus=64) == 3
     assert workers.auto_executors(0, cpus=3) == 2  # outside xdist: one worker
 
 

@@ -106,9 +106,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "checks earlier ones (default on; off: draw, then check, one by one)")
     group.addoption("--diagfuzz-executors", type=int, default=None, metavar="N",
                     help="executor processes each pipelined worker feeds (process "
-                         "isolation, --diagfuzz-pipeline on; default "
-                         f"{workers.FANOUT_EXECUTORS} where the machine has "
-                         f"{workers.FANOUT_EXECUTORS + 1} CPUs per worker, else 1): Cases go "
+                         "isolation, --diagfuzz-pipeline on; default: as many as leave a "
+                         "CPU to every worker and executor, up to "
+                         f"{workers.FANOUT_EXECUTORS}, at least 1): Cases go "
                          "to the one with the fewest in flight, crashes stay per executor")
     group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-Case timeout before a Case is a hang (process isolation; "

@@ -75,17 +75,18 @@ def auto_workers(n_gpus: int, cpus: int, per_gpu: int | None) -> int:
     return n_gpus * per_gpu
 
 
-#: Executors a pipelined worker feeds by default where the CPUs allow (auto_executors): with
-#: one, a GPU worker waits on its executor's oracle (H200, 2985720: one worker 690 Cases/s
-#: in shards with one executor, 897 and 914 with two; four workers 608 and 629 per worker).
-FANOUT_EXECUTORS = 2
+#: The most executors a pipelined worker feeds by default (auto_executors): each judges one
+#: Case at a time, about 3 ms of its own CPU a Case on an H200 host, so a worker's pace
+#: grows with its executors while CPUs last (H200, 4 workers, 60,000 Cases: 2,551 Cases/s
+#: summed with 2 executors a worker, 3,209 with 3; BENCHMARKS.md, start-up).
+FANOUT_EXECUTORS = 3
 
 
 def auto_executors(n_workers: int, cpus: int) -> int:
-    """Executors per worker when --diagfuzz-executors is not given: FANOUT_EXECUTORS when
-    every worker and its executors get a CPU each, else 1 (on 2 CPUs with 2 workers an
-    extra executor only takes CPU time from the others)."""
-    return FANOUT_EXECUTORS if cpus >= (FANOUT_EXECUTORS + 1) * max(n_workers, 1) else 1
+    """Executors per worker when --diagfuzz-executors is not given: as many as let every
+    worker and its executors have a CPU each, up to FANOUT_EXECUTORS, at least 1 (on 2 CPUs
+    with 2 workers an extra executor only takes CPU time from the others)."""
+    return max(1, min(FANOUT_EXECUTORS, cpus // max(n_workers, 1) - 1))
 
 
 def pinned_gpu(environ: Mapping[str, str]) -> str | None:
