@@ -172,3 +172,19 @@ def test_suite_without_the_plugin_says_how_to_run_it(tmp_path: Path) -> None:
     code, out, _ = fuzz(tmp_path, plugin=False)
     assert code != 0
     assert "pytest -p diagfuzz --pyargs diagfuzz.suite" in out, out
+
+
+def test_an_oracle_error_stops_its_shard_and_no_other(tmp_path: Path) -> None:
+    # The oracle raises on some Cases (offset 1) while others are in flight in the worker's
+    # pipelined runner. Each such shard ends with a harness finding; the Cases it left in
+    # flight must not reach the worker's next shard (a shard that met another's verdict
+    # failed with a KeyError on the ticket, seen on an H200).
+    code, out, report = fuzz(tmp_path, "--impl", "tests.faulty.breaks_oracle:impl",
+                             "--diagfuzz-ops=diagonal", "--diagfuzz-streams=valid",
+                             "--diagfuzz-shards", "6", "--diagfuzz-seed", "11",
+                             "--diagfuzz-budget", "300", *SMALL)
+    assert code == 1, out
+    assert "KeyError" not in out, out
+    findings = report["findings"]
+    assert findings and all("breaks_oracle" in json.dumps(f) for f in findings), out
+    assert all(f["case"]["offset"] == 1 for f in findings if f.get("case")), findings

@@ -284,7 +284,11 @@ class PipelinedPhase:
             try:
                 ticket = self.runner.submit(case)  # journaled first
             except Exception as exc:
-                self._harness_error(exc, case)
+                # Submitting may raise for an earlier Case (its oracle raised; the error's
+                # tickets name it): that Case is the failure, not the one being submitted.
+                lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
+                        if t in self._in_flight]
+                self._harness_error(exc, lost[0][0] if lost else case)
             else:
                 self._in_flight[ticket] = (case, index)
 
@@ -325,6 +329,29 @@ class PipelinedPhase:
             self.explorer.record(case, verdict, self._choices[index])
 
     def _harness_error(self, exc: Exception, case: Any) -> None:
-        """The runner raised (on ``case``, the first Case it gave up on): stop the shard."""
+        """The runner raised (on ``case``, the first Case it gave up on): stop the shard,
+        once its other Cases in flight are settled."""
         self.shard.session.harness_error(self.shard, case, exc)
+        self._settle_rest()
         raise HarnessStop from exc
+
+    def _settle_rest(self) -> None:
+        """Wait for this shard's Cases still in flight and record them (a further error
+        is a harness finding of its Case too): the session's runner serves the worker's
+        next shard, which must meet none of this shard's verdicts."""
+        for _ in range(len(self._in_flight) + 1):  # each round settles or loses one at least
+            before = len(self._in_flight)
+            if not before:
+                return
+            try:
+                done = self.runner.drain()
+            except Exception as exc:
+                done = self._settled_before_error()
+                lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
+                        if t in self._in_flight]
+                for case, _ in lost:
+                    self.shard.session.harness_error(self.shard, case, exc)
+            self._record(done)
+            if len(self._in_flight) == before:  # the runner holds none of them any more
+                break
+        self._in_flight.clear()
