@@ -72,7 +72,7 @@ def download(t: torch.Tensor) -> torch.Tensor:
     lands in pinned memory. Measured side by side on one H200 host (tools/gpu_ab, two
     rounds), alone it did not move the pace beyond the runs' spread; with executors on one
     intra-op thread (diagfuzz.execution.parent) the executors used ~6 cores instead of ~8 while
-    fuzzing and the pace rose (BENCHMARKS.md, eighth session).
+    fuzzing and the pace rose (BENCHMARKS.md, "Fuzz throughput and gate time").
     """
     if t.device.type != "cuda":
         return t.cpu()

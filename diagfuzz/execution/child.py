@@ -90,7 +90,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     # With four workers and eight executors on a 16-core H200 host, executors on torch's
     # default pool used ~8 cores while fuzzing, on one thread ~6, and the workers' pace rose
     # from 855 to 902 Cases/s each in the round where both ran warm (tools/gpu_ab;
-    # BENCHMARKS.md, eighth session).
+    # BENCHMARKS.md, "Fuzz throughput and gate time").
     torch.set_num_threads(1)
     faulthandler.enable()  # a segfault prints the Python stack to stderr before dying
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a hang's stack, on request
