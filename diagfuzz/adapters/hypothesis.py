@@ -180,7 +180,7 @@ def fast(draw: Any) -> Any:
     same: each strategy's own ``do_draw`` makes them. What is lost is one span per choice,
     which only Hypothesis' mutator and a few shrink passes look at; nested composites keep
     theirs. Measured cost: over 20 seeds, two of a backward predicate's shrinks kept 6 and 8
-    family members where the straight draws' worst kept 3 (16 of 20 reached the smallest
+    family members where the worst through ``draw`` kept 3 (16 of 20 reached the smallest
     family either way; BENCHMARKS.md, "Fuzz throughput and gate time"). ``draw`` itself comes
     back where it is not a ConjectureData's (``st.data()``), or where this Hypothesis lacks
     the private API used.
