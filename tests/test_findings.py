@@ -119,6 +119,10 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
     assert "storage[5] = 0x80000000 (-0.0)" in text
     assert "[1]: expected -0.0 (0x80000000), actual 0.0 (0x00000000)" in text
     assert "repro    python repro_x.py" in text and "not shrunk" in text
+    assert "\n  case     diagonal(" in text
+    finding.shrunk = True  # the Case shown is Hypothesis' smallest: labelled so
+    shrunk = "\n".join(block(finding, 2, 3))
+    assert "\n  shrunk   diagonal(" in shrunk and "not shrunk" not in shrunk
     raw = _case(invalid="non_tensor", raw_args=(("input", 1.5),))
     invalid = Finding.of(Verdict("error-parity", "error-parity", "returned a result", raw,
                                  {"expected": {"type": "TypeError", "message": "bad"}}))

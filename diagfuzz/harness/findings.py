@@ -237,8 +237,10 @@ def block(finding: Finding, number: int, total: int,
     lines = [head + (f"  [{'; '.join(flags)}]" if flags else "")]
     case = finding.case
     if case is not None:
+        # "shrunk": Hypothesis' smallest failing Case, which need not be one of the drawn
+        # Cases the head counts (its dtype may be none of theirs).
         described = case.describe_full()
-        lines.append(f"  {'case':<8} {described[0]}")
+        lines.append(f"  {'shrunk' if finding.shrunk else 'case':<8} {described[0]}")
         lines += [f"  {'':<8} {line}" for line in described[1:]]
     where = f" [{finding.check}]" if finding.check else ""
     lines.append(f"  {'found':<8} {finding.kind}{where}: {finding.message}")
