@@ -130,6 +130,12 @@ def test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run(tmp_path: P
         assert script.parent == tmp_path / "report-repro", script
         assert f"repro    python {script}" in out
     assert sum(f["count"] for f in findings) == report["failing_cases"] > len(findings)
+    # The per-shard lines count findings before they merge by signature; the title says so.
+    shard_counts = [int(line.split(" finding(s) in ")[0].rsplit(" ", 1)[-1])
+                    for line in out.splitlines() if line.startswith("FAILED ")
+                    and " finding(s) in " in line]
+    assert sum(shard_counts) > len(findings), out  # each op's bug, found in several shards
+    assert f"; {sum(shard_counts)} shard findings merged by signature; seed 4" in out, out
     # Every explored Case and every shrink check is in the journal; the report counts the
     # explored ones, and each failing one once.
     journaled = sum(r["type"] == "case" for r in journal.read(journal.journal_path(

@@ -250,6 +250,7 @@ class Reporter:
         self.plan = plan
         self.tally = Tally()
         self.findings: list[Finding] = []
+        self.shard_findings = 0  # findings as the shards reported them, before merging
         self.started = time.monotonic()
         self.report_path = report
         self.written: Path | None = None
@@ -323,6 +324,7 @@ class Reporter:
         if self._printer is not None:
             self._printer.stop()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
+        self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
         self.findings = merge_findings(self.findings)
         if self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
@@ -388,8 +390,10 @@ class Reporter:
 
         write = terminalreporter.write_line
         n = len(self.findings)
+        merged = (f"{self.shard_findings} shard findings merged by signature; "
+                  if self.shard_findings > n else "")
         title = (f"diagfuzz: {n} finding{'' if n == 1 else 's'} "
-                 f"({self.tally.failing} failing Cases of {self.tally.total}; "
+                 f"({self.tally.failing} failing Cases of {self.tally.total}; {merged}"
                  f"seed {self.plan.seed}, impl {self.plan.impl})")
         terminalreporter.write_sep("=", title)
         for i, finding in enumerate(self.findings, 1):
