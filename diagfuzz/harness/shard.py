@@ -286,8 +286,7 @@ class PipelinedPhase:
             except Exception as exc:
                 # Submitting may raise for an earlier Case (its oracle raised; the error's
                 # tickets name it): that Case is the failure, not the one being submitted.
-                lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
-                        if t in self._in_flight]
+                lost = self._lost(exc)
                 self._harness_error(exc, lost[0][0] if lost else case)
             else:
                 self._in_flight[ticket] = (case, index)
@@ -310,11 +309,15 @@ class PipelinedPhase:
             # Verdicts settled before the runner gave up come first: a crash whose
             # replacement executor could not start is that Case's failure, not the next's.
             self._record(self._settled_before_error())
-            lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
-                    if t in self._in_flight]
+            lost = self._lost(exc)
             self._harness_error(exc, lost[0][0] if lost else None)
         else:
             self._record(done)
+
+    def _lost(self, exc: BaseException) -> list[tuple[Any, int]]:
+        """This shard's Cases the runner gave up on (the error's ``tickets``), out of flight."""
+        return [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
+                if t in self._in_flight]
 
     def _settled_before_error(self) -> list[tuple[int, Any]]:
         """What the runner holds settled after raising (nothing left in flight to run)."""
@@ -347,8 +350,7 @@ class PipelinedPhase:
                 done = self.runner.drain()
             except Exception as exc:
                 done = self._settled_before_error()
-                lost = [self._in_flight.pop(t) for t in getattr(exc, "tickets", ())
-                        if t in self._in_flight]
+                lost = self._lost(exc)
                 for case, _ in lost:
                     self.shard.session.harness_error(self.shard, case, exc)
             self._record(done)
