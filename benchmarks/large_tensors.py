@@ -147,6 +147,7 @@ def main() -> int:
         lambda: check_embed((46341,), -5, 1, 0),                  # 46346**2
         lambda: check_scatter((46341, 46341), 3, 1, 0),           # clone of 2**31 + 4633
         lambda: check_scatter((2**30 + 9, 2, 2), 0, 1, 2, expand_first=True),  # gather
+        lambda: check_scatter((2, 2, 2**29 + 7), 0, 0, 1),  # runs of 2**29 + 7 elements
     ]
     for case in cases:
         r = case()

@@ -68,6 +68,8 @@ GEOMETRIES = [
     ("diagonal_scatter", (4096, 4096), -1, 0, 1),  # large output
     ("diagonal_scatter", (512, 512, 64), 0, 0, 1),
     ("diagonal_scatter", (65536, 40000), 0, 0, 1),  # > 2**31 elements
+    ("diagonal_scatter", (16, 16, 256, 256), 0, 0, 1),  # runs of 65,536 elements
+    ("diagonal_scatter", (3, 3, 2**28), 0, 0, 1),  # runs, > 2**31 elements
     ("diagonal_scatter:expanded", (64, 64), 0, 0, 1),
     ("diagonal_scatter:expanded", (16, 256, 256), 1, 1, 2),
     ("diagonal_scatter:expanded", (3, 65536, 16384), 0, 1, 2),  # > 2**31 elements

@@ -214,6 +214,11 @@ class Tuning:
     scatter_small_block_bytes: int = 4096
     scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
+    #: A diagonal made of runs contiguous in the result (its innermost dim of result stride
+    #: 1) is stored a run at a time, one vector pass over the block each, when a run covers
+    #: at least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in
+    #: DIAG_LANES rounds: H200, BENCHMARKS.md); 0: always rounds. Unswept on the H200.
+    scatter_run_block_fraction: int = 4
     #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
     #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
     scatter_copy_evict: bool = False

@@ -72,7 +72,7 @@ def _diagonal_scatter_kernel(
     dsrc0, dsrc1, dsrc2, dsrc3, dsrc4, dsrc5, dsrc6, dsrc7,
     n_ddims, diag_base, n_diag, monotone,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
-    DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr,
+    DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr, DIAG_RUNS: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
@@ -141,29 +141,54 @@ def _diagonal_scatter_kernel(
     # An unordered diagonal: every element, each checked against the block below.
     lo = tl.where(monotone != 0, lo, 0)
     hi = tl.where(monotone != 0, hi, n_diag)
-    lanes = tl.arange(0, DIAG_LANES)
-    if INDEX_64:
-        lanes = lanes.to(tl.int64)
-    for r0 in range(lo, hi, DIAG_LANES):
-        r = r0 + lanes
-        # Peel each element index into its storage position and src offset (elements);
-        # every dim takes a remainder, so lanes past the end stay inside both extents.
-        # (Names differ from phase 1's: Triton carries a name bound before a loop and
-        # rebound in it through the loop, at one type, and phase 1's are BLOCK-wide.)
-        r_rest = r
-        pos = r * 0 + diag_base
-        src_off = r * 0
-        for j in tl.static_range(8):  # MAX_ROW_DIMS
-            if n_ddims > j:
-                r_quot = r_rest // dsizes[j]
-                idx_v = r_rest - r_quot * dsizes[j]
-                pos += idx_v * douts[j]
-                src_off += idx_v * dsrcs[j]
-                r_rest = r_quot
-        hit = (r < hi) & (pos >= el_start) & (pos < el_end)
-        for w in tl.static_range(WORDS):
-            value = tl.load(src_ptr + src_off * WORDS + w, mask=hit)
-            tl.store(out_ptr + pos * WORDS + w, value, mask=hit)
+    if DIAG_RUNS:
+        # The diagonal is runs of dsize0 elements contiguous in the result (its innermost
+        # dim has result stride 1, as d=(0,1) of 16x16x256x256; src's stride there is
+        # dsrc0): each run's part in this block is one masked vector pass over the block's
+        # words, not DIAG_LANES-element rounds of per-element index arithmetic.
+        run_len = dsizes[0]
+        el_v = offs // WORDS
+        word_v = offs - el_v * WORDS
+        for k in range(lo // run_len, (hi + run_len - 1) // run_len):
+            # Run k's first element: peel k over the outer diagonal dims (innermost first).
+            k_rest = k
+            run_pos = k * 0 + diag_base
+            run_src = k * 0
+            for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
+                if n_ddims > j:
+                    k_quot = k_rest // dsizes[j]
+                    k_idx = k_rest - k_quot * dsizes[j]
+                    run_pos += k_idx * douts[j]
+                    run_src += k_idx * dsrcs[j]
+                    k_rest = k_quot
+            inside = (el_v >= run_pos) & (el_v < run_pos + run_len) & (offs < total)
+            value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
+                            + word_v, mask=inside)
+            tl.store(out_ptr + offs, value, mask=inside)
+    else:
+        lanes = tl.arange(0, DIAG_LANES)
+        if INDEX_64:
+            lanes = lanes.to(tl.int64)
+        for r0 in range(lo, hi, DIAG_LANES):
+            r = r0 + lanes
+            # Peel each element index into its storage position and src offset (elements);
+            # every dim takes a remainder, so lanes past the end stay inside both extents.
+            # (Names differ from phase 1's: Triton carries a name bound before a loop and
+            # rebound in it through the loop, at one type, and phase 1's are BLOCK-wide.)
+            r_rest = r
+            pos = r * 0 + diag_base
+            src_off = r * 0
+            for j in tl.static_range(8):  # MAX_ROW_DIMS
+                if n_ddims > j:
+                    r_quot = r_rest // dsizes[j]
+                    idx_v = r_rest - r_quot * dsizes[j]
+                    pos += idx_v * douts[j]
+                    src_off += idx_v * dsrcs[j]
+                    r_rest = r_quot
+            hit = (r < hi) & (pos >= el_start) & (pos < el_end)
+            for w in tl.static_range(WORDS):
+                value = tl.load(src_ptr + src_off * WORDS + w, mask=hit)
+                tl.store(out_ptr + pos * WORDS + w, value, mask=hit)
 
 
 @dataclass(frozen=True)
@@ -371,10 +396,21 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
         {"total": total, "in_base": in_base, "outer_stride": outer_stride, **peel_args,
          **diag_args, "diag_base": diag_base, "n_diag": n_diag, "monotone": int(monotone)},
         {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
-         "DIAG_LANES": lanes,
+         "DIAG_LANES": lanes, "DIAG_RUNS": _runs(dims, monotone, words, block),
          "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else ""},
         num_warps,
     )
+
+
+def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> bool:
+    """Whether phase 2 stores runs: the diagonal's innermost merged dim is contiguous in the
+    result (stride 1) and one run covers at least 1/scatter_run_block_fraction of a block
+    (a few vector passes a block); 0 turns runs off."""
+    fraction = _tiling.TUNING.scatter_run_block_fraction
+    if not (fraction and monotone and dims):
+        return False
+    size, out_stride, _ = dims[-1]
+    return out_stride == 1 and size * words * fraction >= block
 
 
 def _diagonal_args(dims: list[tuple[int, int, int]]) -> dict[str, int]:

@@ -67,6 +67,11 @@ EXPLICIT = [
     ((8, 1, 1), 0, 1, 2, "contiguous", "contiguous"),  # every element on the diagonal
     ((2, 5, 5), 2, 1, 2, "expanded", "permuted"),  # gather mode
     ((3, 4), 9, 0, 1, "sliced", "contiguous"),  # no diagonal: the storage alone
+    # Runs: the diagonal's innermost dim contiguous in the result (src: stride 1, or not).
+    ((2, 2, 4, 4), 0, 0, 1, "contiguous", "contiguous"),  # runs of 16 elements
+    ((3, 4, 2, 5), 1, 0, 1, "contiguous", "contiguous"),  # runs of 10, split by blocks
+    ((4, 3, 6), -1, 0, 1, "storage", "contiguous"),  # runs of 6 in a larger storage
+    ((3, 3, 8), 0, 0, 1, "contiguous", "permuted"),  # src's stride 1 along the runs
 ]
 KINDS = ["contiguous", "permuted", "sliced", "expanded", "storage", "offset"]
 
@@ -106,9 +111,29 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
             failures.append(f"{shape} offset={offset} dims=({dim1},{dim2}) {kind} "
                             f"src {src_kind}: {diff}")
     assert failures == []
-    index_64 = {plan.constexprs["INDEX_64"] for _, plan in scatter_module._PLANS.values()
-                if plan is not None}
-    assert index_64 == {small_gpu_plans.params[2]}
+    plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
+    assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
+    assert {plan.constexprs["DIAG_RUNS"] for plan in plans} == {True, False}
+
+
+@pytest.mark.parametrize("fraction", [0, 1, 64])
+def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: int) -> None:
+    """The same run-shaped diagonals with runs off (0), only for runs a block long (1) and
+    for short runs too (64): every plan matches aten."""
+    small_gpu_plans("int8")
+    tune(monkeypatch, scatter_run_block_fraction=fraction)
+    failures = []
+    for i, shape in enumerate([(2, 2, 4, 4), (3, 4, 2, 5), (2, 3, 3, 1, 7), (5, 5, 3)]):
+        x = tensor(shape, "contiguous", "int8", seed=i)
+        src = tensor(tuple(torch.empty(shape, device="meta").diagonal(1, 0, 1).shape),
+                     "contiguous", "int8", seed=50 + i)
+        diff = _scatter_difference(x, src, 1, 0, 1)
+        if diff:
+            failures.append(f"{shape}: {diff}")
+    assert failures == []
+    runs = {plan.constexprs["DIAG_RUNS"] for _, plan in scatter_module._PLANS.values()
+            if plan is not None}
+    assert runs == ({False} if fraction == 0 else {True} if fraction == 64 else runs)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "complex128"])
