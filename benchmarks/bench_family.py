@@ -62,7 +62,8 @@ class Shape:
     ``(offset, dim1, dim2)`` of that shape) and the input's sizes for ``scatter`` (src is
     that diagonal's shape) and ``diag`` (1-D or 2-D). ``strided``: the input is read with
     inner stride 2 (scatter: a view of every other element, so the storage it clones is
-    twice the view)."""
+    twice the view). ``src_diag_major``: scatter's src is laid out diagonal dim outermost
+    (a permuted contiguous tensor), so a diagonal of runs reads src's runs contiguously."""
 
     op: str  # "embed", "scatter" or "diag"
     sizes: tuple[int, ...]
@@ -71,11 +72,15 @@ class Shape:
     dim2: int
     dtype: str
     strided: bool = False
+    src_diag_major: bool = False
 
     def label(self) -> str:
         size = "x".join(map(str, self.sizes))
+        layout = "strided" if self.strided else "contig"
+        if self.src_diag_major:
+            layout += " src-diag-major"
         return (f"{self.op:7s} {size:>17s} o={self.offset:<5d} d=({self.dim1},{self.dim2}) "
-                f"{self.dtype:8s} {'strided' if self.strided else 'contig'}")
+                f"{self.dtype:8s} {layout}")
 
 
 @dataclass
@@ -126,6 +131,9 @@ def grid(quick: bool) -> list[Shape]:
             for dtype in ("float32", "bfloat16", "int8"):
                 shapes.append(Shape(op, sizes, off, d1, d2, dtype))
             shapes.append(Shape(op, sizes, off, d1, d2, "float32", strided=True))
+    if not quick:  # runs read from a src whose runs are contiguous too
+        shapes += [Shape("scatter", (16, 16, 256, 256), 0, 0, 1, dtype, src_diag_major=True)
+                   for dtype in ("float32", "bfloat16", "int8")]
     for n in ([1024] if quick else [1024, 8192]):
         for dtype in ("float32", "bfloat16"):
             shapes.append(Shape("diag", (n,), 1, 0, 0, dtype))
@@ -175,7 +183,10 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None,
         return fns, checks, out_bytes, out_bytes + x.numel() * dtype.itemsize
     if s.op == "scatter":
         x = random_bits(s.sizes, dtype, s.strided)
-        src = random_bits(diagonal_of(s.sizes, *args).shape, dtype, False)
+        src_shape = diagonal_of(s.sizes, *args).shape
+        src = random_bits(src_shape, dtype, False)
+        if s.src_diag_major:  # the diagonal dim outermost in memory
+            src = random_bits((src_shape[-1], *src_shape[:-1]), dtype, False).movedim(0, -1)
 
         def two_launch() -> torch.Tensor:
             storage = x.as_strided((x.untyped_storage().nbytes() // dtype.itemsize,), (1,), 0)

@@ -211,6 +211,10 @@ class Tuning:
     #: values are diagonal_backward's fill plans (a copy moves twice a fill's bytes), unswept
     #: on the H200: benchmarks/bench_family.py ``--set`` sweeps them.
     scatter_block_bytes: int = 16384
+    #: scatter_block_bytes for 1-byte words (int8, bool): a block's phase 2 costs about the
+    #: same whatever its words, and a 16 KiB block of bytes is four times the blocks of one
+    #: of float32 words for the same diagonal (H200 sweep: BENCHMARKS.md).
+    scatter_byte_block_bytes: int = 32768
     scatter_small_block_bytes: int = 4096
     scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
@@ -219,6 +223,11 @@ class Tuning:
     #: at least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in
     #: DIAG_LANES rounds: H200, BENCHMARKS.md); 0: always rounds. Unswept on the H200.
     scatter_run_block_fraction: int = 4
+    #: A runs diagonal's blocks are made small enough that its words span at least this
+    #: many programs (blocks of at least 256 words), 0: the copy's blocks. Only the
+    #: programs holding the diagonal store it, so with 16 KiB blocks the 1 MB diagonal of
+    #: 16x16x256x256 int8 fell to 64 programs on 132 SMs.
+    scatter_run_programs: int = 512
     #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
     #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
     scatter_copy_evict: bool = False
@@ -291,13 +300,27 @@ def plan_scatter(total: int, word_bytes: int, n_diag: int,
         lanes = min(triton.next_power_of_2(max(n_diag, 2)), _INTERPRET_MAX_WORDS)
         return block, lanes, 4
     tuning = TUNING
-    block_bytes = (tuning.scatter_small_block_bytes
-                   if total * word_bytes <= tuning.small_output_bytes
-                   else tuning.scatter_block_bytes)
+    if total * word_bytes <= tuning.small_output_bytes:
+        block_bytes = tuning.scatter_small_block_bytes
+    elif word_bytes == 1:
+        block_bytes = tuning.scatter_byte_block_bytes
+    else:
+        block_bytes = tuning.scatter_block_bytes
     block = max(block_bytes // word_bytes, 2)
     if gather:
         block = min(block, max(tuning.scatter_gather_block_words, 2))
     return block, tuning.scatter_diag_lanes, tuning.scatter_num_warps
+
+
+def plan_run_block(block: int, diag_words: int) -> int:
+    """diagonal_scatter's block words for a diagonal stored a run at a time: at most
+    ``block``, and small enough that the diagonal's ``diag_words`` span
+    ``scatter_run_programs`` programs (a power of two, at least 256 words)."""
+    programs = TUNING.scatter_run_programs
+    if INTERPRET or not programs:
+        return block
+    share = max(diag_words // programs, 256)
+    return min(block, 1 << (share.bit_length() - 1))
 
 
 def cache_hints() -> dict[str, str]:

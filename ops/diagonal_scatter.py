@@ -52,14 +52,16 @@ from diagfuzz.ops._tiling import (
     coalesce,
     needs_int64,
     plan_cache,
+    plan_run_block,
     plan_scatter,
     remember,
     row_args,
     shape_jit,
 )
 
-#: Pointers specialised on 16-byte alignment: the result's and the storage it copies from.
-_ALIGNED = 2
+#: Pointers specialised on 16-byte alignment: the result's, the storage it copies from and
+#: src's (runs of a diagonal copied whole: ``_run_align``).
+_ALIGNED = 3
 
 
 @shape_jit(aligned=_ALIGNED)
@@ -73,6 +75,7 @@ def _diagonal_scatter_kernel(
     n_ddims, diag_base, n_diag, monotone,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
     DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr, DIAG_RUNS: tl.constexpr,
+    RUN_ALIGN: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
@@ -144,11 +147,11 @@ def _diagonal_scatter_kernel(
     if DIAG_RUNS:
         # The diagonal is runs of dsize0 elements contiguous in the result (its innermost
         # dim has result stride 1, as d=(0,1) of 16x16x256x256; src's stride there is
-        # dsrc0): each run's part in this block is one masked vector pass over the block's
-        # words, not DIAG_LANES-element rounds of per-element index arithmetic.
+        # dsrc0): each run's part in this block is one pass over the block's words, not
+        # DIAG_LANES-element rounds of per-element index arithmetic. A block wholly inside
+        # a run stores unmasked; with DIAG_RUNS == 2 src's runs are contiguous too, and it
+        # loads them RUN_ALIGN words aligned (16-byte vectors where that is 16 bytes).
         run_len = dsizes[0]
-        el_v = offs // WORDS
-        word_v = offs - el_v * WORDS
         for k in range(lo // run_len, (hi + run_len - 1) // run_len):
             # Run k's first element: peel k over the outer diagonal dims (innermost first).
             k_rest = k
@@ -161,10 +164,22 @@ def _diagonal_scatter_kernel(
                     run_pos += k_idx * douts[j]
                     run_src += k_idx * dsrcs[j]
                     k_rest = k_quot
-            inside = (el_v >= run_pos) & (el_v < run_pos + run_len) & (offs < total)
-            value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
-                            + word_v, mask=inside)
-            tl.store(out_ptr + offs, value, mask=inside)
+            run_lo = run_pos * WORDS
+            el_v = offs // WORDS
+            if (run_lo <= start) & (start + BLOCK <= run_lo + run_len * WORDS):
+                # The block lies inside the run: unmasked, so the stores are vectors.
+                if DIAG_RUNS == 2:
+                    at = tl.multiple_of(run_src * WORDS - run_lo, RUN_ALIGN)
+                    value = tl.load(src_ptr + at + offs)
+                else:
+                    value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
+                                    + (offs - el_v * WORDS))
+                tl.store(out_ptr + offs, value)
+            else:
+                inside = (el_v >= run_pos) & (el_v < run_pos + run_len) & (offs < total)
+                value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
+                                + (offs - el_v * WORDS), mask=inside)
+                tl.store(out_ptr + offs, value, mask=inside)
     else:
         lanes = tl.arange(0, DIAG_LANES)
         if INDEX_64:
@@ -386,6 +401,9 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
     diag_base = out_offset + diag.row0 * out_strides[diag.dim1] + diag.col0 * out_strides[
         diag.dim2]
     block, lanes, num_warps = plan_scatter(total, word_bytes, n_diag, not clone)
+    runs = _runs(dims, monotone, words, block)
+    if runs:
+        block = plan_run_block(block, n_diag * words)
     n_programs = triton.cdiv(total, block)
     out_extent = (diag_base + sum(o * (n - 1) for n, o, _ in dims) + 1) * words
     src_extent = (sum(s * (n - 1) for n, _, s in dims) + 1) * words
@@ -396,21 +414,38 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
         {"total": total, "in_base": in_base, "outer_stride": outer_stride, **peel_args,
          **diag_args, "diag_base": diag_base, "n_diag": n_diag, "monotone": int(monotone)},
         {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
-         "DIAG_LANES": lanes, "DIAG_RUNS": _runs(dims, monotone, words, block),
+         "DIAG_LANES": lanes, "DIAG_RUNS": runs,
+         "RUN_ALIGN": _run_align(dims, diag_base, words, word_bytes) if runs == 2 else 1,
          "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else ""},
         num_warps,
     )
 
 
-def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> bool:
-    """Whether phase 2 stores runs: the diagonal's innermost merged dim is contiguous in the
-    result (stride 1) and one run covers at least 1/scatter_run_block_fraction of a block
-    (a few vector passes a block); 0 turns runs off."""
+def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> int:
+    """How phase 2 stores the diagonal: 0, in DIAG_LANES rounds; 1, a run at a time (the
+    diagonal's innermost merged dim is contiguous in the result, and one run covers at
+    least 1/scatter_run_block_fraction of a block); 2, runs whose src is contiguous too
+    (blocks inside a run copied whole). scatter_run_block_fraction 0: always rounds."""
     fraction = _tiling.TUNING.scatter_run_block_fraction
     if not (fraction and monotone and dims):
-        return False
-    size, out_stride, _ = dims[-1]
-    return out_stride == 1 and size * words * fraction >= block
+        return 0
+    size, out_stride, src_stride = dims[-1]
+    if out_stride != 1 or size * words * fraction < block:
+        return 0
+    return 2 if src_stride == 1 else 1
+
+
+def _run_align(dims: list[tuple[int, int, int]], diag_base: int, words: int,
+               word_bytes: int) -> int:
+    """The words every run's src start minus its result start (``diag_base`` and the outer
+    dims' src-minus-result strides, in words) is a multiple of, a power of two of at most
+    16 bytes: the kernel's hint that makes a whole-block run copy 16-byte vectors when
+    src's pointer is aligned too (the launcher specialises it)."""
+    cap = max(16 // word_bytes, 1)
+    common = math.gcd(diag_base * words, *((s - o) * words for _, o, s in dims[:-1]))
+    if common == 0:
+        return cap
+    return min(common & -common, cap)
 
 
 def _diagonal_args(dims: list[tuple[int, int, int]]) -> dict[str, int]:

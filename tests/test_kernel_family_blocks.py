@@ -51,7 +51,8 @@ def small_gpu_plans(request, monkeypatch):
         block_bytes = block_words * word_bytes
         tune(monkeypatch, fill_block_bytes=block_bytes, small_fill_block_bytes=block_bytes,
              fill_words_per_lane=2, small_fill_words_per_lane=2,
-             scatter_block_bytes=block_bytes, scatter_small_block_bytes=block_bytes)
+             scatter_block_bytes=block_bytes, scatter_byte_block_bytes=block_bytes,
+             scatter_small_block_bytes=block_bytes)
 
     shrink.params = request.param
     return shrink
@@ -113,7 +114,8 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
     assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
-    assert {plan.constexprs["DIAG_RUNS"] for plan in plans} == {True, False}
+    # rounds, runs gathered from a strided src, runs whose whole blocks copy src's run
+    assert {plan.constexprs["DIAG_RUNS"] for plan in plans} == {0, 1, 2}
 
 
 @pytest.mark.parametrize("fraction", [0, 1, 64])
@@ -131,9 +133,69 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
         if diff:
             failures.append(f"{shape}: {diff}")
     assert failures == []
-    runs = {plan.constexprs["DIAG_RUNS"] for _, plan in scatter_module._PLANS.values()
-            if plan is not None}
-    assert runs == ({False} if fraction == 0 else {True} if fraction == 64 else runs)
+    plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
+    runs = {plan.constexprs["DIAG_RUNS"] for plan in plans}
+    # (src's run is strided for (2, 3, 3, 1, 7): its diagonal dim is innermost in src)
+    assert runs == ({0} if fraction == 0 else {1, 2} if fraction == 64 else runs)
+    if fraction == 64:  # the whole-block copy is taken, not only planned
+        assert any(_whole_blocks(plan) for plan in plans)
+
+
+def _runs_of(plan) -> list[tuple[int, int]]:
+    """(result start, src start) of every run of a runs plan, in words, as the kernel peels
+    them (the outer diagonal dims, innermost first)."""
+    words = plan.constexprs["WORDS"]
+    n_ddims, run_len = plan.arg("n_ddims"), plan.arg("dsize0")
+    starts = []
+    for k in range(plan.arg("n_diag") // run_len):
+        rest, pos, src = k, plan.arg("diag_base"), 0
+        for j in range(1, n_ddims):
+            rest, idx = divmod(rest, plan.arg(f"dsize{j}"))
+            pos += idx * plan.arg(f"dout{j}")
+            src += idx * plan.arg(f"dsrc{j}")
+        starts.append((pos * words, src * words))
+    return starts
+
+
+def _whole_blocks(plan) -> int:
+    """How many of a plan's blocks lie wholly inside one run (the unmasked src copy)."""
+    block, words = plan.constexprs["BLOCK"], plan.constexprs["WORDS"]
+    run_words = plan.arg("dsize0") * words
+    return sum(1 for start, _ in _runs_of(plan) for b in range(plan.n_programs)
+               if start <= b * block and (b + 1) * block <= start + run_words)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32", "complex128"])
+def test_run_alignment_hint_holds_for_every_run(small_gpu_plans, dtype: str) -> None:
+    """RUN_ALIGN tells the GPU compiler that src-minus-result starts of every run are
+    multiples of it (16-byte vectors); the interpreter ignores the hint, so a wrong one
+    would only show on a GPU: every run of every plan is checked here instead (planned,
+    not run: the runs tests above run these paths)."""
+    small_gpu_plans(dtype)
+    rng = random.Random(11)
+    plans, aligns = [], set()
+    for i in range(200):
+        outer = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
+        shape = tuple([*outer[:1], outer[0], *outer[1:], rng.randint(8, 40)])
+        kind = rng.choice(["contiguous", "storage", "offset"])
+        x = tensor(shape, kind, dtype, seed=i)
+        offset = rng.randint(-1, 1)
+        src_shape = tuple(torch.empty(shape, device="meta").diagonal(offset, 0, 1).shape)
+        src = tensor(src_shape, rng.choice(["contiguous", "offset"]), dtype, seed=60 + i)
+        source, values, diag = scatter_module._prepare(x, src, offset, 0, 1)
+        result = scatter_module._result(source)
+        plans.append(scatter_module._plan(source, values, diag, result.clone, result.strides,
+                                          result.storage_offset, result.storage_numel))
+    for plan in plans:
+        if plan is None or plan.constexprs["DIAG_RUNS"] != 2:
+            continue
+        align = plan.constexprs["RUN_ALIGN"]
+        word_bytes = min(getattr(torch, dtype).itemsize, 8)
+        assert align & (align - 1) == 0 and align * word_bytes <= max(16, word_bytes)
+        assert all((src - pos) % align == 0 for pos, src in _runs_of(plan)), plan
+        aligns.add(align)
+    if getattr(torch, dtype).itemsize < 16:  # (a 16-byte element is always 16-aligned)
+        assert len(aligns) >= 2, aligns  # aligned and unaligned geometries both planned
 
 
 @pytest.mark.parametrize("dtype", ["float32", "complex128"])
@@ -175,3 +237,16 @@ def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans) -> None
     assert _scatter_difference(x, tensor((2, 5)), 0, 1, 2) == ""
     ((result, plan),) = scatter_module._PLANS.values()
     assert not result.clone and plan.constexprs["GATHER"] and plan.n_programs > 1
+
+
+def test_a_runs_diagonal_spreads_over_enough_programs(monkeypatch) -> None:
+    """Only the programs holding a runs diagonal store it: its blocks shrink until it spans
+    scatter_run_programs programs, in powers of two of at least 256 words (GPU plans)."""
+    monkeypatch.setattr(_tiling, "INTERPRET", False)
+    tune(monkeypatch, scatter_run_programs=512)
+    assert _tiling.plan_run_block(32768, 1 << 20) == 2048  # 16x16x256x256 int8's diagonal
+    assert _tiling.plan_run_block(1024, 1 << 20) == 1024  # never larger than the copy's
+    assert _tiling.plan_run_block(32768, 3 * 512 * 500) == 1024  # rounded down to 2**k
+    assert _tiling.plan_run_block(32768, 1000) == 256  # a short diagonal: 256 words
+    tune(monkeypatch, scatter_run_programs=0)
+    assert _tiling.plan_run_block(32768, 1 << 20) == 32768
