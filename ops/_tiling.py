@@ -207,26 +207,29 @@ class Tuning:
     #: storage (16-byte vector loads and stores: the input's storage and the result are both
     #: allocator aligned), then, after a barrier, stores src's words that fall inside its
     #: block, scatter_diag_lanes diagonal elements a round. Results of at most
-    #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs). The
-    #: values are diagonal_backward's fill plans (a copy moves twice a fill's bytes), unswept
-    #: on the H200: benchmarks/bench_family.py ``--set`` sweeps them.
+    #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs). Swept on
+    #: the H200 with benchmarks/bench_family.py ``--set`` on the large 2-D rows: 32768 bytes,
+    #: 8 warps and 256 lanes timed alike for float32, evict_first slower (0.91x); 65536
+    #: bytes or 8 warps ran int8 at half speed.
     scatter_block_bytes: int = 16384
     #: scatter_block_bytes for 1-byte words (int8, bool): a block's phase 2 costs about the
-    #: same whatever its words, and a 16 KiB block of bytes is four times the blocks of one
-    #: of float32 words for the same diagonal (H200 sweep: BENCHMARKS.md).
+    #: same whatever its words, and 16 KiB blocks of bytes are four times the blocks of
+    #: float32 words for the same diagonal (int8 16384²: 0.84x aten, 0.99x with 32 KiB; H200,
+    #: BENCHMARKS.md).
     scatter_byte_block_bytes: int = 32768
     scatter_small_block_bytes: int = 4096
     scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
     #: A diagonal made of runs contiguous in the result (its innermost dim of result stride
-    #: 1) is stored a run at a time, one vector pass over the block each, when a run covers
-    #: at least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in
-    #: DIAG_LANES rounds: H200, BENCHMARKS.md); 0: always rounds. Unswept on the H200.
+    #: 1) is stored a run at a time, one pass over the block each, when a run covers at
+    #: least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in DIAG_LANES
+    #: rounds); 0: always rounds. N = 2, 4 and 16 timed alike on the grid's runs rows (H200).
     scatter_run_block_fraction: int = 4
     #: A runs diagonal's blocks are made small enough that its words span at least this
     #: many programs (blocks of at least 256 words), 0: the copy's blocks. Only the
     #: programs holding the diagonal store it, so with 16 KiB blocks the 1 MB diagonal of
-    #: 16x16x256x256 int8 fell to 64 programs on 132 SMs.
+    #: 16x16x256x256 int8 fell to 64 programs on 132 SMs (0.18x aten; 128, 256, 512 and 1024
+    #: programs: 0.67, 0.81, 0.85, 0.66x on the H200).
     scatter_run_programs: int = 512
     #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
     #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
