@@ -125,7 +125,8 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     small_gpu_plans("int8")
     tune(monkeypatch, scatter_run_block_fraction=fraction)
     failures = []
-    for i, shape in enumerate([(2, 2, 4, 4), (3, 4, 2, 5), (2, 3, 3, 1, 7), (5, 5, 3)]):
+    for i, shape in enumerate([(2, 2, 4, 4), (3, 4, 2, 5), (2, 3, 3, 1, 7), (5, 5, 3),
+                               (3, 3, 5, 9)]):
         x = tensor(shape, "contiguous", "int8", seed=i)
         src = tensor(tuple(torch.empty(shape, device="meta").diagonal(1, 0, 1).shape),
                      "contiguous", "int8", seed=50 + i)
@@ -135,10 +136,12 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
     runs = {plan.constexprs["DIAG_RUNS"] for plan in plans}
-    # (src's run is strided for (2, 3, 3, 1, 7): its diagonal dim is innermost in src)
+    # (src's runs are strided for (2, 3, 3, 1, 7) and (3, 3, 5, 9): the diagonal dim is
+    # innermost in src)
     assert runs == ({0} if fraction == 0 else {1, 2} if fraction == 64 else runs)
-    if fraction == 64:  # the whole-block copy is taken, not only planned
-        assert any(_whole_blocks(plan) for plan in plans)
+    if fraction == 64:  # blocks inside a run (unmasked) are taken, not only planned
+        for mode in (1, 2):
+            assert any(_whole_blocks(p) for p in plans if p.constexprs["DIAG_RUNS"] == mode)
 
 
 def _runs_of(plan) -> list[tuple[int, int]]:
