@@ -184,9 +184,10 @@ def prepare(s: Shape, gems: dict[str, Callable] | None = None,
     if s.op == "scatter":
         x = random_bits(s.sizes, dtype, s.strided)
         src_shape = diagonal_of(s.sizes, *args).shape
-        src = random_bits(src_shape, dtype, False)
         if s.src_diag_major:  # the diagonal dim outermost in memory
             src = random_bits((src_shape[-1], *src_shape[:-1]), dtype, False).movedim(0, -1)
+        else:
+            src = random_bits(src_shape, dtype, False)
 
         def two_launch() -> torch.Tensor:
             storage = x.as_strided((x.untyped_storage().nbytes() // dtype.itemsize,), (1,), 0)
