@@ -11,8 +11,9 @@ functions and plans are GPU plans)::
     python -m diagfuzz.ops._gpu_compile [--set NAME=VALUE ...] [--ops OP,...] [--json PATH]
 
 It plans ``GEOMETRIES`` on meta tensors (nothing is allocated or launched), compiles each
-distinct variant once, prints one line per variant and exits 1 naming the geometry of any
-variant that does not compile.
+distinct variant once, prints one line per variant with its registers a thread and the bytes
+it spills (the cubin's resource usage: a kernel holding 255 registers runs two programs an
+SM) and exits 1 naming the geometry of any variant that does not compile.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -167,11 +170,31 @@ def compile_all(geometries: list[tuple] = GEOMETRIES,
                                         aligned=aligned_of(op))
                 row["shared_bytes"] = compiled.metadata.shared
                 row["ptx_lines"] = compiled.asm["ptx"].count("\n")
+                row.update(resources(compiled.asm["cubin"]))
             except Exception as exc:  # named and reported; the run goes on
                 row["error"] = f"{type(exc).__name__}: {exc}"
             row["seconds"] = round(time.perf_counter() - t0, 2)
             rows[key] = row
     return list(rows.values())
+
+
+def resources(cubin: bytes) -> dict[str, int]:
+    """Registers a thread and stack bytes (spills) of a cubin's kernel, as the cuobjdump
+    shipped with Triton's NVIDIA back end reads them; empty where it cannot."""
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                        "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True,
+                                   text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return {}
+    found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+    return {"registers": int(found[1]), "stack_bytes": int(found[2])} if found else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = compile_all([g for g in GEOMETRIES
                         if not wanted or g[0].partition(":")[0] in wanted])
     for row in rows:
-        how = row.get("error") or f"{row['seconds']} s, {row['ptx_lines']} PTX lines"
+        how = row.get("error") or (
+            f"{row['seconds']} s, {row['ptx_lines']} PTX lines, "
+            f"{row.get('registers', '?')} registers, {row.get('stack_bytes', '?')} B stack")
         shown = {k: v for k, v in row["constexprs"].items() if k not in ("SELECT_INDEX",)}
         print(f"{row['op']:25} {row['geometry']:34} {how}  {shown}")
     if args.json:

@@ -220,16 +220,15 @@ class Tuning:
     scatter_small_block_bytes: int = 4096
     scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
-    #: A diagonal made of runs contiguous in the result (its innermost dim of result stride
-    #: 1) is stored a run at a time, one pass over the block each, when a run covers at
-    #: least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in DIAG_LANES
-    #: rounds); 0: always rounds. N = 2, 4 and 16 timed alike on the grid's runs rows (H200).
+    #: A diagonal made of runs (its innermost merged dim, of result stride at most
+    #: scatter_run_max_stride) is stored by programs of its own, scatter_run_programs or
+    #: more, while the copy's programs leave the runs' words out, when a run covers at least
+    #: 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in DIAG_LANES rounds);
+    #: 0: always rounds.
     scatter_run_block_fraction: int = 4
-    #: A runs diagonal's blocks are made small enough that its words span at least this
-    #: many programs (blocks of at least 256 words), 0: the copy's blocks. Only the
-    #: programs holding the diagonal store it, so with 16 KiB blocks the 1 MB diagonal of
-    #: 16x16x256x256 int8 fell to 64 programs on 132 SMs (0.18x aten; 128, 256, 512 and 1024
-    #: programs: 0.67, 0.81, 0.85, 0.66x on the H200).
+    scatter_run_max_stride: int = 4
+    #: A runs diagonal is stored by programs of at most a block's words and at least 256,
+    #: as many as make this many programs (powers of two); 0: blocks of the copy's size.
     scatter_run_programs: int = 512
     #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
     #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
@@ -316,14 +315,23 @@ def plan_scatter(total: int, word_bytes: int, n_diag: int,
 
 
 def plan_run_block(block: int, diag_words: int) -> int:
-    """diagonal_scatter's block words for a diagonal stored a run at a time: at most
-    ``block``, and small enough that the diagonal's ``diag_words`` span
-    ``scatter_run_programs`` programs (a power of two, at least 256 words)."""
+    """The words a diagonal_scatter run program stores: at most ``block``, and few enough
+    that the diagonal's ``diag_words`` span ``scatter_run_programs`` programs (a power of
+    two, at least 256 words)."""
     programs = TUNING.scatter_run_programs
     if INTERPRET or not programs:
         return block
     share = max(diag_words // programs, 256)
     return min(block, 1 << (share.bit_length() - 1))
+
+
+def plan_tail(block: int, word_bytes: int, num_warps: int) -> int:
+    """The words a diagonal_scatter program copies at a time where it masks or gathers
+    (16 bytes a thread): the whole block under the interpreter, where a program's steps
+    cost time and not registers."""
+    if INTERPRET:
+        return block
+    return min(block, num_warps * 32 * max(16 // word_bytes, 1))
 
 
 def cache_hints() -> dict[str, str]:

@@ -24,9 +24,16 @@ increasing order when each stride exceeds the extent of the dims inside it, whic
 every layout made by slicing, permuting or expanding a dense tensor (and so for every dense
 result). A block's diagonal elements are then one run of that order, found from the block's
 two ends with one division per dim, and each is peeled into its storage and src positions.
-A diagonal that is not so ordered (only ``as_strided`` makes one) is scanned whole by every
-program; one whose positions repeat would make aten's result depend on the order of its
-``copy_``'s writes, and is refused (RuntimeError).
+A block every word of which is on the diagonal copies nothing. A diagonal that is not so
+ordered (only ``as_strided`` makes one) is scanned whole by every program; one whose
+positions repeat would make aten's result depend on the order of its ``copy_``'s writes,
+and is refused (RuntimeError).
+
+A diagonal of long runs (its innermost merged dim, of result stride 1 to
+``scatter_run_max_stride``: d=(0,1) of 16x16x256x256 is 16 runs of 65,536 elements) is
+stored by programs of its own instead, each a part of one run, in 16-byte vectors where run
+and src are contiguous; the blocks' copies leave the runs' words out, so no two programs
+write one word and no barrier is needed, and blocks wholly inside a run copy nothing.
 """
 
 from __future__ import annotations
@@ -54,13 +61,14 @@ from diagfuzz.ops._tiling import (
     plan_cache,
     plan_run_block,
     plan_scatter,
+    plan_tail,
     remember,
     row_args,
     shape_jit,
 )
 
 #: Pointers specialised on 16-byte alignment: the result's, the storage it copies from and
-#: src's (runs of a diagonal copied whole: ``_run_align``).
+#: src's (runs of a diagonal stored whole: ``_run_align``).
 _ALIGNED = 3
 
 
@@ -72,10 +80,11 @@ def _diagonal_scatter_kernel(
     dsize0, dsize1, dsize2, dsize3, dsize4, dsize5, dsize6, dsize7,
     dout0, dout1, dout2, dout3, dout4, dout5, dout6, dout7,
     dsrc0, dsrc1, dsrc2, dsrc3, dsrc4, dsrc5, dsrc6, dsrc7,
-    n_ddims, diag_base, n_diag, monotone,
+    n_ddims, diag_base, n_diag, monotone, run_programs, run_chunks,
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
     DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr, DIAG_RUNS: tl.constexpr,
-    RUN_ALIGN: tl.constexpr,
+    TAIL_BLOCK: tl.constexpr, RUN_BLOCK: tl.constexpr, RUN_OUT_ALIGN: tl.constexpr,
+    RUN_SRC_ALIGN: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
@@ -88,36 +97,10 @@ def _diagonal_scatter_kernel(
     pid = tl.program_id(0)
     if INDEX_64:
         pid = pid.to(tl.int64)
-    start = pid * BLOCK
+    # Runs: the first run_programs programs store the diagonal, the rest copy blocks of the
+    # result's storage around it (run_programs is 0 otherwise).
+    start = (pid - run_programs) * BLOCK
     offs = start + tl.arange(0, BLOCK)
-    # Phase 1: every word of the block.
-    if GATHER:
-        # The result is dense: a word's element index peels, innermost dim first, into the
-        # input's strides (in words); the outermost dim needs no division.
-        element = offs // WORDS
-        rem = element
-        in_off = in_base + (offs - element * WORDS)
-        for j in tl.static_range(8):  # MAX_ROW_DIMS
-            if n_dims > j:
-                quotient = rem // sizes[j]
-                in_off += (rem - quotient * sizes[j]) * strides[j]
-                rem = quotient
-        in_off += rem * outer_stride
-        if start + BLOCK <= total:  # a full block: unmasked, so the stores are vectors
-            tl.store(out_ptr + offs, tl.load(in_ptr + in_off))
-        else:
-            gathered = tl.load(in_ptr + in_off, mask=offs < total)
-            tl.store(out_ptr + offs, gathered, mask=offs < total)
-    else:
-        # Clone: the input's storage word for word, 16-byte vectors for full blocks.
-        if start + BLOCK <= total:
-            tl.store(out_ptr + offs, tl.load(in_ptr + offs, eviction_policy=COPY_EVICT),
-                     eviction_policy=COPY_EVICT)
-        else:
-            copied = tl.load(in_ptr + offs, mask=offs < total, eviction_policy=COPY_EVICT)
-            tl.store(out_ptr + offs, copied, mask=offs < total, eviction_policy=COPY_EVICT)
-    # Phase 2 overwrites some of those words: order the two phases across the threads.
-    tl.debug_barrier()
     end = tl.minimum(start + BLOCK, total)
     el_start = start // WORDS
     el_end = end // WORDS
@@ -144,43 +127,120 @@ def _diagonal_scatter_kernel(
     # An unordered diagonal: every element, each checked against the block below.
     lo = tl.where(monotone != 0, lo, 0)
     hi = tl.where(monotone != 0, hi, n_diag)
+    # Phase 1: the block's words, unless a diagonal element overwrites each of them
+    # (distinct positions, as many as the block's elements) or the program stores a run.
+    covered = (pid < run_programs) | ((monotone != 0) & (hi - lo == el_end - el_start))
+    plain = start + BLOCK <= total  # full (and without runs): unmasked, so vectors
     if DIAG_RUNS:
-        # The diagonal is runs of dsize0 elements contiguous in the result (its innermost
-        # dim has result stride 1, as d=(0,1) of 16x16x256x256; src's stride there is
-        # dsrc0): each run's part in this block is one pass over the block's words, not
-        # DIAG_LANES-element rounds of per-element index arithmetic. A block wholly inside
-        # a run stores unmasked; with DIAG_RUNS == 2 src's runs are contiguous too, and it
-        # loads them RUN_ALIGN words aligned (16-byte vectors where that is 16 bytes).
+        # The diagonal is runs of dsize0 elements dout0 apart in the result (its innermost
+        # merged dim, as d=(0,1) of 16x16x256x256; src's stride there is dsrc0). The run
+        # programs store them: the copy leaves their words out.
         run_len = dsizes[0]
-        for k in range(lo // run_len, (hi + run_len - 1) // run_len):
-            # Run k's first element: peel k over the outer diagonal dims (innermost first).
-            k_rest = k
-            run_pos = k * 0 + diag_base
-            run_src = k * 0
+        first_run = lo // run_len
+        past_run = (hi + run_len - 1) // run_len
+        plain = plain & (first_run >= past_run)
+    if covered == 0:
+        if plain & (GATHER == 0):
+            # The input's storage word for word in 16-byte vectors, every load in flight.
+            tl.store(out_ptr + offs, tl.load(in_ptr + offs, eviction_policy=COPY_EVICT),
+                     eviction_policy=COPY_EVICT)
+        else:
+            # TAIL_BLOCK words at a time: a mask (or a gather's offsets) for every word of
+            # a BLOCK of bytes held 255 registers and spilt (ptxas -v, sm_90), for the
+            # whole kernel.
+            for sub in range(0, BLOCK, TAIL_BLOCK):
+                t_offs = start + sub + tl.arange(0, TAIL_BLOCK)
+                if GATHER:
+                    # The result is dense: a word's element index peels, innermost dim
+                    # first, into the input's strides (in words); the outermost dim needs
+                    # no division.
+                    element = t_offs // WORDS
+                    rem = element
+                    in_off = in_base + (t_offs - element * WORDS)
+                    for j in tl.static_range(8):  # MAX_ROW_DIMS
+                        if n_dims > j:
+                            quotient = rem // sizes[j]
+                            in_off += (rem - quotient * sizes[j]) * strides[j]
+                            rem = quotient
+                    t_from = in_ptr + in_off + rem * outer_stride
+                else:
+                    t_from = in_ptr + t_offs
+                if plain:
+                    tl.store(out_ptr + t_offs, tl.load(t_from))
+                else:
+                    t_keep = t_offs < total
+                    if DIAG_RUNS:
+                        # The words before each run (and between a strided run's
+                        # elements), a copy each: no mask is carried through the loop (one
+                        # that was held 145 registers for int8 where 80 do).
+                        t_el = t_offs // WORDS
+                        gap = el_start
+                        for k in range(first_run, past_run):
+                            # Run k's first element: k peeled over the outer diagonal dims.
+                            k_rest = k
+                            run_pos = k * 0 + diag_base
+                            for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
+                                if n_ddims > j:
+                                    k_quot = k_rest // dsizes[j]
+                                    run_pos += (k_rest - k_quot * dsizes[j]) * douts[j]
+                                    k_rest = k_quot
+                            rel = t_el - run_pos
+                            if RUN_OUT_ALIGN:  # contiguous runs
+                                between = rel < 0
+                            else:
+                                between = (rel < 0) | ((rel < run_len * dout0)
+                                                       & (rel % dout0 != 0))
+                            t_gap = t_keep & (t_el >= gap) & between
+                            t_words = tl.load(t_from, mask=t_gap, eviction_policy=COPY_EVICT)
+                            tl.store(out_ptr + t_offs, t_words, mask=t_gap,
+                                     eviction_policy=COPY_EVICT)
+                            gap = run_pos + (run_len - 1) * dout0 + 1
+                        t_keep = t_keep & (t_el >= gap)
+                    t_words = tl.load(t_from, mask=t_keep, eviction_policy=COPY_EVICT)
+                    tl.store(out_ptr + t_offs, t_words, mask=t_keep, eviction_policy=COPY_EVICT)
+    if DIAG_RUNS:
+        if pid < run_programs:
+            # RUN_BLOCK words of one run: run ``r_k``, its part ``r_part`` of run_chunks.
+            # Contiguous runs store (RUN_OUT_ALIGN) and contiguous src runs load
+            # (RUN_SRC_ALIGN) whole vectors: the planner proves every part's start a
+            # multiple of those words (the pointers are specialised on 16 bytes).
+            r_k = pid // run_chunks
+            r_first = (pid - r_k * run_chunks) * (RUN_BLOCK // WORDS)
+            r_rest = r_k
+            r_pos = r_k * 0 + diag_base
+            r_src = r_k * 0
             for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
                 if n_ddims > j:
-                    k_quot = k_rest // dsizes[j]
-                    k_idx = k_rest - k_quot * dsizes[j]
-                    run_pos += k_idx * douts[j]
-                    run_src += k_idx * dsrcs[j]
-                    k_rest = k_quot
-            run_lo = run_pos * WORDS
-            el_v = offs // WORDS
-            if (run_lo <= start) & (start + BLOCK <= run_lo + run_len * WORDS):
-                # The block lies inside the run: unmasked, so the stores are vectors.
-                if DIAG_RUNS == 2:
-                    at = tl.multiple_of(run_src * WORDS - run_lo, RUN_ALIGN)
-                    value = tl.load(src_ptr + at + offs)
-                else:
-                    value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
-                                    + (offs - el_v * WORDS))
-                tl.store(out_ptr + offs, value)
+                    r_quot = r_rest // dsizes[j]
+                    r_idx = r_rest - r_quot * dsizes[j]
+                    r_pos += r_idx * douts[j]
+                    r_src += r_idx * dsrcs[j]
+                    r_rest = r_quot
+            r_words = tl.arange(0, RUN_BLOCK)
+            if INDEX_64:
+                r_words = r_words.to(tl.int64)
+            r_el = r_first + r_words // WORDS
+            r_word = r_words - (r_words // WORDS) * WORDS
+            # (The hints sit on an add of two unknowns: canonicalisation folds a "* 1"
+            # or an add of a constant, and an op it replaces loses its hint.)
+            if RUN_OUT_ALIGN:
+                r_at = tl.multiple_of(r_pos * WORDS + r_first * WORDS, RUN_OUT_ALIGN)
+                r_out = out_ptr + r_at + r_words
             else:
-                inside = (el_v >= run_pos) & (el_v < run_pos + run_len) & (offs < total)
-                value = tl.load(src_ptr + (run_src + (el_v - run_pos) * dsrcs[0]) * WORDS
-                                + (offs - el_v * WORDS), mask=inside)
-                tl.store(out_ptr + offs, value, mask=inside)
+                r_out = out_ptr + (r_pos + r_el * dout0) * WORDS + r_word
+            if RUN_SRC_ALIGN:
+                r_from = tl.multiple_of(r_src * WORDS + r_first * WORDS, RUN_SRC_ALIGN)
+                r_in = src_ptr + r_from + r_words
+            else:
+                r_in = src_ptr + (r_src + r_el * dsrc0) * WORDS + r_word
+            if r_first + RUN_BLOCK // WORDS <= dsizes[0]:
+                tl.store(r_out, tl.load(r_in))
+            else:
+                r_mask = r_el < dsizes[0]
+                tl.store(r_out, tl.load(r_in, mask=r_mask), mask=r_mask)
     else:
+        # Phase 2 overwrites some of phase 1's words: order the two phases across threads.
+        tl.debug_barrier()
         lanes = tl.arange(0, DIAG_LANES)
         if INDEX_64:
             lanes = lanes.to(tl.int64)
@@ -401,50 +461,66 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
     diag_base = out_offset + diag.row0 * out_strides[diag.dim1] + diag.col0 * out_strides[
         diag.dim2]
     block, lanes, num_warps = plan_scatter(total, word_bytes, n_diag, not clone)
+    tail = plan_tail(block, word_bytes, num_warps)
     runs = _runs(dims, monotone, words, block)
+    run_block, run_chunks, run_programs = 2, 1, 0
     if runs:
-        block = plan_run_block(block, n_diag * words)
-    n_programs = triton.cdiv(total, block)
+        run_len = dims[-1][0]
+        run_block = min(plan_run_block(block, n_diag * words),
+                        triton.next_power_of_2(max(run_len * words, 2)))
+        if dims[-1][1] != 1 or dims[-1][2] != 1:  # word by word on a side: registers
+            run_block = min(run_block, tail)
+        run_chunks = triton.cdiv(run_len * words, run_block)
+        run_programs = n_diag // run_len * run_chunks
+    n_programs = run_programs + triton.cdiv(total, block)
     out_extent = (diag_base + sum(o * (n - 1) for n, o, _ in dims) + 1) * words
     src_extent = (sum(s * (n - 1) for n, _, s in dims) + 1) * words
     index_64 = needs_int64(total + block, n_programs * block, n_diag + lanes, out_extent,
-                           src_extent, in_extent + (block + 1) * abs(outer_stride))
+                           src_extent, in_extent + (block + 1) * abs(outer_stride),
+                           n_programs * run_block)
     return _ARGS.plan(
         (), n_programs,
         {"total": total, "in_base": in_base, "outer_stride": outer_stride, **peel_args,
-         **diag_args, "diag_base": diag_base, "n_diag": n_diag, "monotone": int(monotone)},
+         **diag_args, "diag_base": diag_base, "n_diag": n_diag, "monotone": int(monotone),
+         "run_programs": run_programs, "run_chunks": run_chunks},
         {"WORDS": words, "BLOCK": block, "GATHER": not clone, "INDEX_64": index_64,
          "DIAG_LANES": lanes, "DIAG_RUNS": runs,
-         "RUN_ALIGN": _run_align(dims, diag_base, words, word_bytes) if runs == 2 else 1,
+         "TAIL_BLOCK": tail, "RUN_BLOCK": run_block,
+         "RUN_OUT_ALIGN": _run_align(dims, diag_base, run_block, words, word_bytes,
+                                     out=True) if runs else 0,
+         "RUN_SRC_ALIGN": _run_align(dims, 0, run_block, words, word_bytes,
+                                     out=False) if runs else 0,
          "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else ""},
         num_warps,
     )
 
 
-def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> int:
-    """How phase 2 stores the diagonal: 0, in DIAG_LANES rounds; 1, a run at a time (the
-    diagonal's innermost merged dim is contiguous in the result, and one run covers at
-    least 1/scatter_run_block_fraction of a block); 2, runs whose src is contiguous too
-    (blocks inside a run copied whole). scatter_run_block_fraction 0: always rounds."""
+def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> bool:
+    """Whether the diagonal is stored as runs (True) or in DIAG_LANES rounds: its
+    innermost merged dim has a result stride of at most scatter_run_max_stride and holds
+    at least 1/scatter_run_block_fraction of a block's words (scatter_run_block_fraction
+    0: always rounds). Runs let the copy mask them out, so no barrier orders two writes of
+    one word, and the diagonal spreads over programs of its own."""
     fraction = _tiling.TUNING.scatter_run_block_fraction
     if not (fraction and monotone and dims):
-        return 0
-    size, out_stride, src_stride = dims[-1]
-    if out_stride != 1 or size * words * fraction < block:
-        return 0
-    return 2 if src_stride == 1 else 1
+        return False
+    size, out_stride, _ = dims[-1]
+    return (out_stride <= _tiling.TUNING.scatter_run_max_stride
+            and size * words * fraction >= block)
 
 
-def _run_align(dims: list[tuple[int, int, int]], diag_base: int, words: int,
-               word_bytes: int) -> int:
-    """The words every run's src start minus its result start (``diag_base`` and the outer
-    dims' src-minus-result strides, in words) is a multiple of, a power of two of at most
-    16 bytes: the kernel's hint that makes a whole-block run copy 16-byte vectors when
-    src's pointer is aligned too (the launcher specialises it)."""
+def _run_align(dims: list[tuple[int, int, int]], base: int, run_block: int, words: int,
+               word_bytes: int, out: bool) -> int:
+    """The words every run program's first result (``out``) or src word is a multiple of,
+    a power of two of at most 16 bytes, or 0 where that side's runs are not contiguous
+    (stride > 1: gathered or scattered element by element). A start is ``base`` plus
+    the outer diagonal dims' strides (in words) plus a multiple of ``run_block``: the
+    kernel's hint for 16-byte vectors, the pointers being specialised on 16 bytes."""
+    if not dims or dims[-1][1 if out else 2] != 1:
+        return 0
     cap = max(16 // word_bytes, 1)
-    common = math.gcd(diag_base * words, *((s - o) * words for _, o, s in dims[:-1]))
-    if common == 0:
-        return cap
+    common = math.gcd(base * words, run_block,
+                      *(d[1 if out else 2] * words for d in dims[:-1]))
     return min(common & -common, cap)
 
 

@@ -73,6 +73,8 @@ EXPLICIT = [
     ((3, 4, 2, 5), 1, 0, 1, "contiguous", "contiguous"),  # runs of 10, split by blocks
     ((4, 3, 6), -1, 0, 1, "storage", "contiguous"),  # runs of 6 in a larger storage
     ((3, 3, 8), 0, 0, 1, "contiguous", "permuted"),  # src's stride 1 along the runs
+    ((2, 2, 6), 0, 0, 1, "sliced", "permuted"),  # runs of 6 words 2 apart in the result
+    ((2, 2, 3, 6), 0, 0, 1, "sliced", "contiguous"),  # ... and 2 apart in src
 ]
 KINDS = ["contiguous", "permuted", "sliced", "expanded", "storage", "offset"]
 
@@ -114,8 +116,20 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
     assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
-    # rounds, runs gathered from a strided src, runs whose whole blocks copy src's run
-    assert {plan.constexprs["DIAG_RUNS"] for plan in plans} == {0, 1, 2}
+    # rounds; runs contiguous in the result, from a strided and from a contiguous src; runs
+    # of every other word of the result
+    assert {_run_kind(plan) for plan in plans} >= {
+        "rounds", "runs out=1 src=strided", "runs out=1 src=1", "runs out=strided src=1",
+        "runs out=strided src=strided"}
+
+
+def _run_kind(plan) -> str:
+    """How a plan stores the diagonal: in rounds, or runs (contiguous or strided, in the
+    result and in src)."""
+    if not plan.constexprs["DIAG_RUNS"]:
+        return "rounds"
+    out, src = plan.constexprs["RUN_OUT_ALIGN"], plan.constexprs["RUN_SRC_ALIGN"]
+    return f"runs out={1 if out else 'strided'} src={1 if src else 'strided'}"
 
 
 @pytest.mark.parametrize("fraction", [0, 1, 64])
@@ -138,10 +152,12 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     runs = {plan.constexprs["DIAG_RUNS"] for plan in plans}
     # (src's runs are strided for (2, 3, 3, 1, 7) and (3, 3, 5, 9): the diagonal dim is
     # innermost in src)
-    assert runs == ({0} if fraction == 0 else {1, 2} if fraction == 64 else runs)
-    if fraction == 64:  # blocks inside a run (unmasked) are taken, not only planned
-        for mode in (1, 2):
-            assert any(_whole_blocks(p) for p in plans if p.constexprs["DIAG_RUNS"] == mode)
+    assert runs == ({False} if fraction == 0 else {True} if fraction == 64 else runs)
+    if fraction == 64:  # run parts stored unmasked and copy blocks left to the runs: taken
+        for kind in ("runs out=1 src=strided", "runs out=1 src=1"):
+            taken = [p for p in plans if _run_kind(p) == kind]
+            assert any(_whole_parts(p) for p in taken), kind
+            assert any(_covered_blocks(p) for p in taken), kind
 
 
 def _runs_of(plan) -> list[tuple[int, int]]:
@@ -160,43 +176,67 @@ def _runs_of(plan) -> list[tuple[int, int]]:
     return starts
 
 
-def _whole_blocks(plan) -> int:
-    """How many of a plan's blocks lie wholly inside one run (the unmasked src copy)."""
+def _parts_of(plan) -> list[tuple[int, int, bool]]:
+    """(result start, src start, whole) of every run program's part, in words, as the
+    kernel derives them from its program id; whole: unmasked."""
+    chunk, words = plan.constexprs["RUN_BLOCK"], plan.constexprs["WORDS"]
+    run_words = plan.arg("dsize0") * words
+    runs = _runs_of(plan)
+    assert plan.arg("run_programs") == len(runs) * plan.arg("run_chunks")
+    return [(pos + part * chunk, src + part * chunk, (part + 1) * chunk <= run_words)
+            for pos, src in runs for part in range(plan.arg("run_chunks"))]
+
+
+def _whole_parts(plan) -> int:
+    """How many run programs store their part unmasked."""
+    return sum(whole for _, _, whole in _parts_of(plan))
+
+
+def _covered_blocks(plan) -> int:
+    """How many copy programs' blocks lie wholly inside one contiguous run (nothing to
+    copy)."""
     block, words = plan.constexprs["BLOCK"], plan.constexprs["WORDS"]
     run_words = plan.arg("dsize0") * words
-    return sum(1 for start, _ in _runs_of(plan) for b in range(plan.n_programs)
+    blocks = plan.n_programs - plan.arg("run_programs")
+    return sum(1 for start, _ in _runs_of(plan) for b in range(blocks)
                if start <= b * block and (b + 1) * block <= start + run_words)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float32", "complex128"])
-def test_run_alignment_hint_holds_for_every_run(small_gpu_plans, dtype: str) -> None:
-    """RUN_ALIGN tells the GPU compiler that src-minus-result starts of every run are
-    multiples of it (16-byte vectors); the interpreter ignores the hint, so a wrong one
-    would only show on a GPU: every run of every plan is checked here instead (planned,
-    not run: the runs tests above run these paths)."""
+def test_run_alignment_hints_hold_for_every_part(small_gpu_plans, dtype: str) -> None:
+    """RUN_OUT_ALIGN and RUN_SRC_ALIGN tell the GPU compiler that every run program's result
+    and src starts are multiples of them (16-byte vectors); the interpreter ignores the
+    hints, so a wrong one would only show on a GPU: every part of every plan is checked
+    here instead (planned, not run: the runs tests above run these paths)."""
     small_gpu_plans(dtype)
     rng = random.Random(11)
     plans, aligns = [], set()
     for i in range(200):
         outer = [rng.randint(1, 4) for _ in range(rng.randint(1, 2))]
         shape = tuple([*outer[:1], outer[0], *outer[1:], rng.randint(8, 40)])
-        kind = rng.choice(["contiguous", "storage", "offset"])
+        kind = rng.choice(["contiguous", "storage", "offset", "sliced"])
         x = tensor(shape, kind, dtype, seed=i)
         offset = rng.randint(-1, 1)
         src_shape = tuple(torch.empty(shape, device="meta").diagonal(offset, 0, 1).shape)
-        src = tensor(src_shape, rng.choice(["contiguous", "offset"]), dtype, seed=60 + i)
+        src = tensor(src_shape, rng.choice(["contiguous", "offset", "permuted"]), dtype,
+                     seed=60 + i)
         source, values, diag = scatter_module._prepare(x, src, offset, 0, 1)
         result = scatter_module._result(source)
         plans.append(scatter_module._plan(source, values, diag, result.clone, result.strides,
                                           result.storage_offset, result.storage_numel))
+    word_bytes = min(getattr(torch, dtype).itemsize, 8)
     for plan in plans:
-        if plan is None or plan.constexprs["DIAG_RUNS"] != 2:
+        if plan is None or not plan.constexprs["DIAG_RUNS"]:
             continue
-        align = plan.constexprs["RUN_ALIGN"]
-        word_bytes = min(getattr(torch, dtype).itemsize, 8)
-        assert align & (align - 1) == 0 and align * word_bytes <= max(16, word_bytes)
-        assert all((src - pos) % align == 0 for pos, src in _runs_of(plan)), plan
-        aligns.add(align)
+        out, src = plan.constexprs["RUN_OUT_ALIGN"], plan.constexprs["RUN_SRC_ALIGN"]
+        # 0 exactly where that side's run stride is not 1
+        assert bool(out) == (plan.arg("dout0") == 1) and bool(src) == (plan.arg("dsrc0") == 1)
+        for align in (a for a in (out, src) if a):
+            assert align & (align - 1) == 0 and align * word_bytes <= max(16, word_bytes)
+        for out_at, src_at, _ in _parts_of(plan):
+            assert not out or out_at % out == 0, plan
+            assert not src or src_at % src == 0, plan
+        aligns.update({out, src} - {0})
     if getattr(torch, dtype).itemsize < 16:  # (a 16-byte element is always 16-aligned)
         assert len(aligns) >= 2, aligns  # aligned and unaligned geometries both planned
 
@@ -222,12 +262,13 @@ def test_embed_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) ->
     assert failures == []
 
 
-def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans) -> None:
+def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans, monkeypatch) -> None:
     """The plans above really have many programs, blocks holding several diagonal
     elements in more than one round, and gather mode; else they prove little more than
-    the interpreter's one-program plans."""
+    the interpreter's one-program plans. (Runs off: this diagonal is one run.)"""
     block_words, lanes, _ = small_gpu_plans.params
     small_gpu_plans("float32")
+    tune(monkeypatch, scatter_run_block_fraction=0)
     scatter_module._PLANS.clear()
     x = tensor((32, 1, 1))  # every element on the diagonal
     src = tensor((32, 1))
@@ -243,7 +284,7 @@ def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans) -> None
 
 
 def test_a_runs_diagonal_spreads_over_enough_programs(monkeypatch) -> None:
-    """Only the programs holding a runs diagonal store it: its blocks shrink until it spans
+    """A runs diagonal is stored by programs of its own, of few enough words that it spans
     scatter_run_programs programs, in powers of two of at least 256 words (GPU plans)."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     tune(monkeypatch, scatter_run_programs=512)
