@@ -29,11 +29,11 @@ ordered (only ``as_strided`` makes one) is scanned whole by every program; one w
 positions repeat would make aten's result depend on the order of its ``copy_``'s writes,
 and is refused (RuntimeError).
 
-A diagonal of long runs (its innermost merged dim, of result stride 1 to
-``scatter_run_max_stride``: d=(0,1) of 16x16x256x256 is 16 runs of 65,536 elements) is
-stored by programs of its own instead, each a part of one run, in 16-byte vectors where run
-and src are contiguous; the blocks' copies leave the runs' words out, so no two programs
-write one word and no barrier is needed, and blocks wholly inside a run copy nothing.
+A diagonal of long runs (its innermost merged dim contiguous in the result: d=(0,1) of
+16x16x256x256 is 16 runs of 65,536 elements) is stored by programs of its own instead, each
+a part of one run, in 16-byte vectors (and read so where src's runs are contiguous too); the
+blocks' copies leave the runs' words out, so no two programs write one word and no barrier
+is needed, and blocks wholly inside a run copy nothing.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _diagonal_scatter_kernel(
     covered = (pid < run_programs) | ((monotone != 0) & (hi - lo == el_end - el_start))
     plain = start + BLOCK <= total  # full (and without runs): unmasked, so vectors
     if DIAG_RUNS:
-        # The diagonal is runs of dsize0 elements dout0 apart in the result (its innermost
+        # The diagonal is runs of dsize0 elements contiguous in the result (its innermost
         # merged dim, as d=(0,1) of 16x16x256x256; src's stride there is dsrc0). The run
         # programs store them: the copy leaves their words out.
         run_len = dsizes[0]
@@ -170,9 +170,8 @@ def _diagonal_scatter_kernel(
                 else:
                     t_keep = t_offs < total
                     if DIAG_RUNS:
-                        # The words before each run (and between a strided run's
-                        # elements), a copy each: no mask is carried through the loop (one
-                        # that was held 145 registers for int8 where 80 do).
+                        # The words before each run, a copy each: no mask is carried through
+                        # the loop (one that was held 145 registers for int8 where 80 do).
                         t_el = t_offs // WORDS
                         gap = el_start
                         for k in range(first_run, past_run):
@@ -184,26 +183,20 @@ def _diagonal_scatter_kernel(
                                     k_quot = k_rest // dsizes[j]
                                     run_pos += (k_rest - k_quot * dsizes[j]) * douts[j]
                                     k_rest = k_quot
-                            rel = t_el - run_pos
-                            if RUN_OUT_ALIGN:  # contiguous runs
-                                between = rel < 0
-                            else:
-                                between = (rel < 0) | ((rel < run_len * dout0)
-                                                       & (rel % dout0 != 0))
-                            t_gap = t_keep & (t_el >= gap) & between
+                            t_gap = t_keep & (t_el >= gap) & (t_el < run_pos)
                             t_words = tl.load(t_from, mask=t_gap, eviction_policy=COPY_EVICT)
                             tl.store(out_ptr + t_offs, t_words, mask=t_gap,
                                      eviction_policy=COPY_EVICT)
-                            gap = run_pos + (run_len - 1) * dout0 + 1
+                            gap = run_pos + run_len
                         t_keep = t_keep & (t_el >= gap)
                     t_words = tl.load(t_from, mask=t_keep, eviction_policy=COPY_EVICT)
                     tl.store(out_ptr + t_offs, t_words, mask=t_keep, eviction_policy=COPY_EVICT)
     if DIAG_RUNS:
         if pid < run_programs:
             # RUN_BLOCK words of one run: run ``r_k``, its part ``r_part`` of run_chunks.
-            # Contiguous runs store (RUN_OUT_ALIGN) and contiguous src runs load
-            # (RUN_SRC_ALIGN) whole vectors: the planner proves every part's start a
-            # multiple of those words (the pointers are specialised on 16 bytes).
+            # Runs store (RUN_OUT_ALIGN), and contiguous src runs load (RUN_SRC_ALIGN),
+            # whole vectors: the planner proves every part's start a multiple of those
+            # words (the pointers are specialised on 16 bytes).
             r_k = pid // run_chunks
             r_first = (pid - r_k * run_chunks) * (RUN_BLOCK // WORDS)
             r_rest = r_k
@@ -223,11 +216,8 @@ def _diagonal_scatter_kernel(
             r_word = r_words - (r_words // WORDS) * WORDS
             # (The hints sit on an add of two unknowns: canonicalisation folds a "* 1"
             # or an add of a constant, and an op it replaces loses its hint.)
-            if RUN_OUT_ALIGN:
-                r_at = tl.multiple_of(r_pos * WORDS + r_first * WORDS, RUN_OUT_ALIGN)
-                r_out = out_ptr + r_at + r_words
-            else:
-                r_out = out_ptr + (r_pos + r_el * dout0) * WORDS + r_word
+            r_at = tl.multiple_of(r_pos * WORDS + r_first * WORDS, RUN_OUT_ALIGN)
+            r_out = out_ptr + r_at + r_words
             if RUN_SRC_ALIGN:
                 r_from = tl.multiple_of(r_src * WORDS + r_first * WORDS, RUN_SRC_ALIGN)
                 r_in = src_ptr + r_from + r_words
@@ -468,7 +458,7 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
         run_len = dims[-1][0]
         run_block = min(plan_run_block(block, n_diag * words),
                         triton.next_power_of_2(max(run_len * words, 2)))
-        if dims[-1][1] != 1 or dims[-1][2] != 1:  # word by word on a side: registers
+        if dims[-1][2] != 1:  # gathered word by word: an address a word, in registers
             run_block = min(run_block, tail)
         run_chunks = triton.cdiv(run_len * words, run_block)
         run_programs = n_diag // run_len * run_chunks
@@ -497,23 +487,22 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
 
 def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: int) -> bool:
     """Whether the diagonal is stored as runs (True) or in DIAG_LANES rounds: its
-    innermost merged dim has a result stride of at most scatter_run_max_stride and holds
-    at least 1/scatter_run_block_fraction of a block's words (scatter_run_block_fraction
-    0: always rounds). Runs let the copy mask them out, so no barrier orders two writes of
-    one word, and the diagonal spreads over programs of its own."""
+    innermost merged dim is contiguous in the result and holds at least
+    1/scatter_run_block_fraction of a block's words (0: always rounds). Runs let the copy
+    leave them out, so no barrier orders two writes of one word, and the diagonal spreads
+    over programs of its own."""
     fraction = _tiling.TUNING.scatter_run_block_fraction
     if not (fraction and monotone and dims):
         return False
     size, out_stride, _ = dims[-1]
-    return (out_stride <= _tiling.TUNING.scatter_run_max_stride
-            and size * words * fraction >= block)
+    return out_stride == 1 and size * words * fraction >= block
 
 
 def _run_align(dims: list[tuple[int, int, int]], base: int, run_block: int, words: int,
                word_bytes: int, out: bool) -> int:
     """The words every run program's first result (``out``) or src word is a multiple of,
-    a power of two of at most 16 bytes, or 0 where that side's runs are not contiguous
-    (stride > 1: gathered or scattered element by element). A start is ``base`` plus
+    a power of two of at most 16 bytes, or 0 where src's runs are not contiguous (stride >
+    1: gathered element by element). A start is ``base`` plus
     the outer diagonal dims' strides (in words) plus a multiple of ``run_block``: the
     kernel's hint for 16-byte vectors, the pointers being specialised on 16 bytes."""
     if not dims or dims[-1][1 if out else 2] != 1:

@@ -73,8 +73,7 @@ EXPLICIT = [
     ((3, 4, 2, 5), 1, 0, 1, "contiguous", "contiguous"),  # runs of 10, split by blocks
     ((4, 3, 6), -1, 0, 1, "storage", "contiguous"),  # runs of 6 in a larger storage
     ((3, 3, 8), 0, 0, 1, "contiguous", "permuted"),  # src's stride 1 along the runs
-    ((2, 2, 6), 0, 0, 1, "sliced", "permuted"),  # runs of 6 words 2 apart in the result
-    ((2, 2, 3, 6), 0, 0, 1, "sliced", "contiguous"),  # ... and 2 apart in src
+    ((2, 2, 6), 0, 0, 1, "sliced", "permuted"),  # 6 elements 2 apart: rounds, not runs
 ]
 KINDS = ["contiguous", "permuted", "sliced", "expanded", "storage", "offset"]
 
@@ -116,20 +115,15 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
     assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
-    # rounds; runs contiguous in the result, from a strided and from a contiguous src; runs
-    # of every other word of the result
-    assert {_run_kind(plan) for plan in plans} >= {
-        "rounds", "runs out=1 src=strided", "runs out=1 src=1", "runs out=strided src=1",
-        "runs out=strided src=strided"}
+    # rounds; runs from a strided and from a contiguous src
+    assert {_run_kind(plan) for plan in plans} == {"rounds", "runs src=strided", "runs src=1"}
 
 
 def _run_kind(plan) -> str:
-    """How a plan stores the diagonal: in rounds, or runs (contiguous or strided, in the
-    result and in src)."""
+    """How a plan stores the diagonal: in rounds, or runs (src contiguous or strided)."""
     if not plan.constexprs["DIAG_RUNS"]:
         return "rounds"
-    out, src = plan.constexprs["RUN_OUT_ALIGN"], plan.constexprs["RUN_SRC_ALIGN"]
-    return f"runs out={1 if out else 'strided'} src={1 if src else 'strided'}"
+    return f"runs src={1 if plan.constexprs['RUN_SRC_ALIGN'] else 'strided'}"
 
 
 @pytest.mark.parametrize("fraction", [0, 1, 64])
@@ -154,7 +148,7 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     # innermost in src)
     assert runs == ({False} if fraction == 0 else {True} if fraction == 64 else runs)
     if fraction == 64:  # run parts stored unmasked and copy blocks left to the runs: taken
-        for kind in ("runs out=1 src=strided", "runs out=1 src=1"):
+        for kind in ("runs src=strided", "runs src=1"):
             taken = [p for p in plans if _run_kind(p) == kind]
             assert any(_whole_parts(p) for p in taken), kind
             assert any(_covered_blocks(p) for p in taken), kind
@@ -229,12 +223,13 @@ def test_run_alignment_hints_hold_for_every_part(small_gpu_plans, dtype: str) ->
         if plan is None or not plan.constexprs["DIAG_RUNS"]:
             continue
         out, src = plan.constexprs["RUN_OUT_ALIGN"], plan.constexprs["RUN_SRC_ALIGN"]
-        # 0 exactly where that side's run stride is not 1
-        assert bool(out) == (plan.arg("dout0") == 1) and bool(src) == (plan.arg("dsrc0") == 1)
+        # runs are contiguous in the result; src's alignment is 0 exactly where they are not
+        # in src
+        assert out and plan.arg("dout0") == 1 and bool(src) == (plan.arg("dsrc0") == 1)
         for align in (a for a in (out, src) if a):
             assert align & (align - 1) == 0 and align * word_bytes <= max(16, word_bytes)
         for out_at, src_at, _ in _parts_of(plan):
-            assert not out or out_at % out == 0, plan
+            assert out_at % out == 0, plan
             assert not src or src_at % src == 0, plan
         aligns.update({out, src} - {0})
     if getattr(torch, dtype).itemsize < 16:  # (a 16-byte element is always 16-aligned)
