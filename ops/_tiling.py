@@ -207,18 +207,21 @@ class Tuning:
     #: storage (16-byte vector loads and stores: the input's storage and the result are both
     #: allocator aligned), then, after a barrier, stores src's words that fall inside its
     #: block, scatter_diag_lanes diagonal elements a round. Results of at most
-    #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs). Swept on
-    #: the H200 with benchmarks/bench_family.py ``--set`` on the large 2-D rows: 32768 bytes,
-    #: 8 warps and 256 lanes timed alike for float32, evict_first slower (0.91x); 65536
-    #: bytes or 8 warps ran int8 at half speed.
-    scatter_block_bytes: int = 4096
+    #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs), those of
+    #: scatter_large_output_bytes and more scatter_large_block_bytes. Swept on the H200 over
+    #: the scatter grid (benchmarks/bench_family.py ``--set``; BENCHMARKS.md): 4 KiB blocks
+    #: ran every row of 64 MiB and more at 0.99-1.07x aten and 16 KiB (32 KiB of bytes)
+    #: blocks at 0.90-1.03x, the smaller rows the other way round (2048² int8: 7.5 against
+    #: 7.0 us); 8 warps, 0.51-0.99x over the grid, slower than 4 everywhere but the smallest.
+    scatter_block_bytes: int = 16384
     #: scatter_block_bytes for 1-byte words (int8, bool): a block's phase 2 costs about the
     #: same whatever its words, and 16 KiB blocks of bytes are four times the blocks of
-    #: float32 words for the same diagonal (int8 16384²: 0.84x aten, 0.99x with 32 KiB; H200,
-    #: BENCHMARKS.md).
-    scatter_byte_block_bytes: int = 4096
+    #: float32 words for the same diagonal.
+    scatter_byte_block_bytes: int = 32768
     scatter_small_block_bytes: int = 4096
-    scatter_num_warps: int = 8
+    scatter_large_output_bytes: int = 64 << 20
+    scatter_large_block_bytes: int = 4096
+    scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
     #: A diagonal made of runs (its innermost merged dim contiguous in the result) is stored
     #: by programs of its own while the copy's programs leave the runs' words out, when a
@@ -303,6 +306,8 @@ def plan_scatter(total: int, word_bytes: int, n_diag: int,
     tuning = TUNING
     if total * word_bytes <= tuning.small_output_bytes:
         block_bytes = tuning.scatter_small_block_bytes
+    elif total * word_bytes >= tuning.scatter_large_output_bytes:
+        block_bytes = tuning.scatter_large_block_bytes
     elif word_bytes == 1:
         block_bytes = tuning.scatter_byte_block_bytes
     else:

@@ -228,8 +228,9 @@ def _diagonal_scatter_kernel(
             else:
                 r_mask = r_el < dsizes[0]
                 tl.store(r_out, tl.load(r_in, mask=r_mask), mask=r_mask)
-    else:
-        # Phase 2 overwrites some of phase 1's words: order the two phases across threads.
+    elif lo < hi:
+        # Phase 2 overwrites some of phase 1's words: order the two phases across threads
+        # (a block without diagonal elements, most of a large one's, skips the barrier).
         tl.debug_barrier()
         lanes = tl.arange(0, DIAG_LANES)
         if INDEX_64:
