@@ -282,6 +282,26 @@ def time_row(s: Shape, fns: dict, timer: Callable[[dict], dict[str, float]]) -> 
     return times
 
 
+def warm_up(shapes: list[Shape], gems: dict, against: object, seconds: float = 4.0) -> float:
+    """Call the first 16 rows' callables, untimed, about ``seconds`` in all (as
+    bench_diagonal's warm_up, for the same reason: a cold start read the grid's first rows
+    1.3-1.6x slow for aten and ours alike); the time taken."""
+    t0 = time.perf_counter()
+    rows = shapes[:16]
+    for s in rows:
+        fns = prepare(s, gems, against)[0]
+        flaggems_column.drop_if_raises(fns, ops.use_triton)
+        end = time.perf_counter() + seconds / len(rows)
+        while True:
+            for name, fn in fns.items():
+                with ops.use_triton(s.op == "diag" and name == "ours"):
+                    fn()
+            torch.cuda.synchronize()
+            if time.perf_counter() >= end:
+                break
+    return round(time.perf_counter() - t0, 2)
+
+
 def wall_us(fns: dict[str, Callable], rounds: int) -> dict[str, float]:
     """Wall-clock medians per call (the smoke mode's timer: no CUDA events needed)."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
@@ -342,6 +362,8 @@ def main() -> int:
         shapes = [s for s in shapes if re.search(args.only, s.label())]
     rows: list[Row] = []
     wrong: list[str] = []
+    if not args.smoke:
+        meta["warm_up_s"] = warm_up(shapes, gems, against)
     for s in shapes:
         fns, checks, out_bytes, moved = prepare(s, gems, against)
         gems_error = flaggems_column.drop_if_raises(fns, ops.use_triton)
