@@ -171,7 +171,7 @@ def _diagonal_scatter_kernel(
                     t_keep = t_offs < total
                     if DIAG_RUNS:
                         # The words before each run, a copy each: no mask is carried through
-                        # the loop (one that was held 145 registers for int8 where 80 do).
+                        # the loop (one carried through it held 145 registers for int8; 72).
                         t_el = t_offs // WORDS
                         gap = el_start
                         for k in range(first_run, past_run):
@@ -193,7 +193,8 @@ def _diagonal_scatter_kernel(
                     tl.store(out_ptr + t_offs, t_words, mask=t_keep, eviction_policy=COPY_EVICT)
     if DIAG_RUNS:
         if pid < run_programs:
-            # RUN_BLOCK words of one run: run ``r_k``, its part ``r_part`` of run_chunks.
+            # RUN_BLOCK words of one run: run ``r_k`` from its element ``r_first`` (one of
+            # its run_chunks parts).
             # Runs store (RUN_OUT_ALIGN), and contiguous src runs load (RUN_SRC_ALIGN),
             # whole vectors: the planner proves every part's start a multiple of those
             # words (the pointers are specialised on 16 bytes).
