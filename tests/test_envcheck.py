@@ -151,6 +151,25 @@ def test_dev_reuses_a_parent_venvs_torch_venv_in_venv(tmp_path):
     assert out.returncode == 0 and "made" not in out.stderr, out.stderr
 
 
+def test_dev_run_from_the_activated_venv_keeps_it(tmp_path):
+    """After the README's `source .venv/bin/activate`, `python3` is .venv's own interpreter:
+    tools/dev plans with the interpreter that made .venv, so .venv stays as it is (planning
+    from .venv's own would remake .venv and remove the interpreter doing it)."""
+    parent, fake_torch = fake_parent(tmp_path / "parent", "2.11.0+cu128")
+    venv = tmp_path / "child"
+    assert dev(parent, venv, "env").returncode == 0
+    marker = (venv / envcheck.MARKER).read_text()
+    out = dev(venv / "bin" / "python", venv, "test")
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    assert "own interpreter: planning with" in log and "making" not in log, log
+    assert (venv / envcheck.MARKER).read_text() == marker
+    got = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import torch; print(torch.__file__)"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(got).resolve() == fake_torch.resolve()
+
+
 def test_dev_with_missing_deps_pins_the_parents_torch(tmp_path):
     parent, _ = fake_parent(tmp_path / "parent", "2.13.0+cpu", others=("numpy",))
     out = dev(parent, tmp_path / "child", "test")

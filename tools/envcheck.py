@@ -377,6 +377,33 @@ def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
         stamp.touch()
 
 
+def maker_of(venv: Path) -> str:
+    """The interpreter ``venv`` was planned with (its marker's), else the one its pyvenv.cfg
+    names: where to plan from when the running interpreter is the venv's own."""
+    try:
+        named = json.loads((venv / MARKER).read_text()).get("python")
+    except (OSError, ValueError):
+        named = None
+    cfg: dict[str, str] = {}
+    try:
+        for line in (venv / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            cfg[key.strip()] = value.strip()
+    except OSError:
+        pass
+    for exe in (named, cfg.get("executable"),
+                cfg.get("home") and os.path.join(cfg["home"], "python3")):
+        if exe and os.access(exe, os.X_OK) and not is_inside(Path(exe), venv):
+            return exe
+    raise EnvError(f"{sys.executable} is {venv}'s own interpreter (the venv is activated), "
+                   f"and the interpreter it was made from is not found; run `deactivate`, "
+                   f"or set PYTHON=/path/to/python3")
+
+
+def is_inside(path: Path, directory: Path) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(directory) + os.sep)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--venv", required=True, type=Path)
@@ -388,12 +415,21 @@ def main(argv: list[str] | None = None) -> int:
         if sys.version_info < (3, 10):  # noqa: UP036 (PYTHON may name any interpreter)
             raise EnvError(f"{sys.executable} is Python {sys.version.split()[0]}; diagfuzz "
                            f"needs 3.10+ (set PYTHON=/path/to/python3.10+)")
+        venv = args.venv.absolute()
+        if os.path.realpath(sys.prefix) == os.path.realpath(venv):
+            # An activated venv: planning from its own interpreter would remake it, and
+            # remove the interpreter running the remake.
+            maker = maker_of(venv)
+            say(f"{sys.executable} is {venv}'s own interpreter: planning with {maker}, "
+                f"which made it")
+            os.execv(maker, [maker, str(Path(__file__).resolve()),
+                             *(sys.argv[1:] if argv is None else argv)])
         facts = probe()
         plan = decide(facts)
         if args.explain:
             print(json.dumps(plan.key(facts.python, args.dry_run), indent=1))
             return 0
-        venv, project = args.venv.absolute(), args.project.absolute()
+        project = args.project.absolute()
         if ensure_venv(venv, plan, facts.python, args.dry_run):
             say(f"made {venv}: {plan.note}")
         install(venv, project, plan, args.dry_run)
