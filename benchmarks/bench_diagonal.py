@@ -263,9 +263,10 @@ def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
 
 def settle(fns: dict[str, Callable[[], object]], seconds: float = 0.02) -> None:
     """Call a row's callables in turn, synchronised, for about ``seconds`` before it is
-    timed: the first rows after other work (a FlagGems column's compiles, another op's
-    rows) read all three callables 1.5-3x slow in the family grid (64x64 float32 scatter:
-    aten 9.1, ours 22.0 us; 6.4 and 5.3 us in other runs), as warm_up says of a cold start."""
+    timed, so its first timed calls follow calls of the same kernels, not whatever ran
+    before (another row's shapes, a FlagGems column's compiles): rows right after other
+    work have read 1.5-3x slow for every callable (family grid, 64x64 float32 scatter:
+    aten 9.1, ours 22.0 us; 6.4 and 5.3 us in other runs)."""
     end = time.perf_counter() + seconds
     while True:
         for fn in fns.values():

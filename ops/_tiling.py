@@ -210,9 +210,10 @@ class Tuning:
     #: small_output_bytes take scatter_small_block_bytes (more programs on 132 SMs), those of
     #: scatter_large_output_bytes and more scatter_large_block_bytes. Swept on the H200 over
     #: the scatter grid (benchmarks/bench_family.py ``--set``; BENCHMARKS.md): 4 KiB blocks
-    #: ran every row of 64 MiB and more at 0.99-1.07x aten and 16 KiB (32 KiB of bytes)
-    #: blocks at 0.90-1.03x, the smaller rows the other way round (2048² int8: 7.5 against
-    #: 7.0 us); 8 warps, 0.51-0.99x over the grid, slower than 4 everywhere but the smallest.
+    #: ran the rows copying 64 MiB and more at 0.99-1.11x aten and 16 KiB (32 KiB of bytes)
+    #: blocks at 0.90-1.11x; below 64 MiB 16 KiB blocks were faster on most rows (4096² int8:
+    #: 13.6 against 14.9 us). 8 warps read 0.86-0.93x on the rows of 128 MB and more, where
+    #: 4 warps read 1.01-1.02x.
     scatter_block_bytes: int = 16384
     #: scatter_block_bytes for 1-byte words (int8, bool): a block's phase 2 costs about the
     #: same whatever its words, and 16 KiB blocks of bytes are four times the blocks of
