@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
+from typing import Any
 
 import flaggems_column
 import ops_at
@@ -285,8 +286,10 @@ def with_fill(s: Shape, fns: dict[str, Callable[[], object]],
     return {**fns, "fill_same": same_size_fill(out_bytes)}
 
 
-def warm_up(shapes: list[Shape], seconds: float) -> float:
-    """Call the first 16 rows' callables, untimed, about ``seconds`` in all; the time taken.
+def warm_up(shapes: list, seconds: float,
+            fns_of: Callable[[Any], dict[str, Callable[[], object]]] | None = None) -> float:
+    """Call the first 16 rows' callables (``fns_of(row)``; default: this grid's), untimed,
+    about ``seconds`` in all; the time taken.
 
     Why: a copy-only grid started on a fresh machine with no random pass before it
     (``--random 0``, as the sweeps run) read ours 1.3-3.4x slow on its first ~15 rows and
@@ -294,18 +297,17 @@ def warm_up(shapes: list[Shape], seconds: float) -> float:
     (clocks, host caches, first launches of each variant), so the timing starts warm. Each
     row's first calls (compiles, with --set new variants) are not counted in its share.
     """
+    if fns_of is None:
+        def fns_of(s: Shape) -> dict[str, Callable[[], object]]:
+            return with_fill(s, *prepare(s)[:2])
     t0 = time.perf_counter()
     rows = shapes[:16]
     for s in rows:
-        fns = with_fill(s, *prepare(s)[:2])
+        fns = fns_of(s)
         for fn in fns.values():  # compiles and first launches, outside the row's share
             fn()
         torch.cuda.synchronize()
-        end = time.perf_counter() + seconds / len(rows)
-        while time.perf_counter() < end:  # synchronised: no backlog of large kernels
-            for fn in fns.values():
-                fn()
-            torch.cuda.synchronize()
+        settle(fns, seconds / len(rows))  # synchronised: no backlog of large kernels
         del fns
     return round(time.perf_counter() - t0, 2)
 

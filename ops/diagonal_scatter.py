@@ -504,14 +504,14 @@ def _run_align(dims: list[tuple[int, int, int]], base: int, run_block: int, word
                word_bytes: int, out: bool) -> int:
     """The words every run program's first result (``out``) or src word is a multiple of,
     a power of two of at most 16 bytes, or 0 where src's runs are not contiguous (stride >
-    1: gathered element by element). A start is ``base`` plus
-    the outer diagonal dims' strides (in words) plus a multiple of ``run_block``: the
-    kernel's hint for 16-byte vectors, the pointers being specialised on 16 bytes."""
-    if not dims or dims[-1][1 if out else 2] != 1:
+    1: gathered element by element). A start is ``base`` plus the outer diagonal dims'
+    strides (in words) plus a multiple of ``run_block``: the kernel's hint for 16-byte
+    vectors, the pointers being specialised on 16 bytes."""
+    side = 1 if out else 2  # the result's or src's stride in a (size, out, src) dim
+    if not dims or dims[-1][side] != 1:
         return 0
     cap = max(16 // word_bytes, 1)
-    common = math.gcd(base * words, run_block,
-                      *(d[1 if out else 2] * words for d in dims[:-1]))
+    common = math.gcd(base * words, run_block, *(d[side] * words for d in dims[:-1]))
     return min(common & -common, cap)
 
 

@@ -276,8 +276,8 @@ def adoptable(venv: Path, plan: Plan) -> bool:
     if plan.mode == "reuse":
         assert plan.torch is not None
         return got[1] == os.path.realpath(os.path.join(plan.torch.entry, "torch"))
-    inside = got[1].startswith(os.path.realpath(venv) + os.sep)
-    return inside and plan.torch_spec == DEFAULT_TORCH and supported(got[0])
+    return (is_inside(Path(got[1]), venv) and plan.torch_spec == DEFAULT_TORCH
+            and supported(got[0]))
 
 
 def ensure_venv(venv: Path, plan: Plan, python: str, dry_run: bool) -> bool:
