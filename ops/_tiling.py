@@ -233,6 +233,10 @@ class Tuning:
     #: A runs diagonal is stored by programs of at most a block's words and at least 256,
     #: as many as make this many programs (powers of two); 0: blocks of the copy's size.
     scatter_run_programs: int = 512
+    #: In clone mode a block's first round of src words is loaded before its copy and
+    #: stored after the barrier, so the two loads wait on memory together (gather mode's
+    #: copy is index work, and its int64 variants spilt with the round's registers held).
+    scatter_prefetch_src: bool = True
     #: The clone's loads and stores carry ``evict_first`` (a streaming copy: neither the
     #: input's storage nor the result is read again by this launch). A sweep knob, off: untimed.
     scatter_copy_evict: bool = False

@@ -18,8 +18,9 @@ Conjugate/Negative fallback); the launcher resolves them too, so both see the sa
 One launch, whatever the mode. Each program owns a block of the result's storage words: it
 copies them (clone: 16-byte vector loads and stores of the storage, no index work; gather:
 each word's element peeled into the input's strides), then, after a barrier, stores src's
-words on the diagonal positions inside its block. Which diagonal elements those are: sorted
-by the result's strides (outermost first), the diagonal's dims address the storage in
+words on the diagonal positions inside its block (in clone mode the first round of those
+is loaded before the copy, so a block waits on memory once). Which diagonal elements those
+are: sorted by the result's strides (outermost first), the diagonal's dims address the storage in
 increasing order when each stride exceeds the extent of the dims inside it, which holds for
 every layout made by slicing, permuting or expanding a dense tensor (and so for every dense
 result). A block's diagonal elements are then one run of that order, found from the block's
@@ -84,7 +85,7 @@ def _diagonal_scatter_kernel(
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
     DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr, DIAG_RUNS: tl.constexpr,
     TAIL_BLOCK: tl.constexpr, RUN_BLOCK: tl.constexpr, RUN_OUT_ALIGN: tl.constexpr,
-    RUN_SRC_ALIGN: tl.constexpr,
+    RUN_SRC_ALIGN: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
@@ -127,6 +128,34 @@ def _diagonal_scatter_kernel(
     # An unordered diagonal: every element, each checked against the block below.
     lo = tl.where(monotone != 0, lo, 0)
     hi = tl.where(monotone != 0, hi, n_diag)
+    if not DIAG_RUNS:
+        # Round one's src words, loaded before phase 1's copy so that both wait on memory
+        # together: after the barrier round one only stores (a block holding at most
+        # DIAG_LANES diagonal elements, all but the largest diagonals', waits once, not twice).
+        lanes = tl.arange(0, DIAG_LANES)
+        if INDEX_64:
+            lanes = lanes.to(tl.int64)
+        lane_words = tl.arange(0, WORDS)[None, :]
+        first_at = tl.zeros([DIAG_LANES, 1], dtype=lanes.dtype)
+        first_hit = first_at != 0
+        first_words = tl.zeros([DIAG_LANES, WORDS], dtype=src_ptr.dtype.element_ty)
+        if PREFETCH:  # noqa: SIM102 (a compile-time if around a run-time one)
+            if lo < hi:
+                f_rest = lo + lanes
+                f_pos = f_rest * 0 + diag_base
+                f_src = f_rest * 0
+                for j in tl.static_range(8):  # MAX_ROW_DIMS
+                    if n_ddims > j:
+                        f_quot = f_rest // dsizes[j]
+                        f_idx = f_rest - f_quot * dsizes[j]
+                        f_pos += f_idx * douts[j]
+                        f_src += f_idx * dsrcs[j]
+                        f_rest = f_quot
+                f_hit = (lo + lanes < hi) & (f_pos >= el_start) & (f_pos < el_end)
+                first_hit = f_hit[:, None]
+                first_at = f_pos[:, None] * WORDS
+                first_words = tl.load(src_ptr + f_src[:, None] * WORDS + lane_words,
+                                      mask=first_hit)
     # Phase 1: the block's words, unless a diagonal element overwrites each of them
     # (distinct positions, as many as the block's elements) or the program stores a run.
     covered = (pid < run_programs) | ((monotone != 0) & (hi - lo == el_end - el_start))
@@ -233,10 +262,11 @@ def _diagonal_scatter_kernel(
         # Phase 2 overwrites some of phase 1's words: order the two phases across threads
         # (a block without diagonal elements, most of a large one's, skips the barrier).
         tl.debug_barrier()
-        lanes = tl.arange(0, DIAG_LANES)
-        if INDEX_64:
-            lanes = lanes.to(tl.int64)
-        for r0 in range(lo, hi, DIAG_LANES):
+        rounds_from = lo
+        if PREFETCH:
+            tl.store(out_ptr + first_at + lane_words, first_words, mask=first_hit)
+            rounds_from = lo + DIAG_LANES
+        for r0 in range(rounds_from, hi, DIAG_LANES):
             r = r0 + lanes
             # Peel each element index into its storage position and src offset (elements);
             # every dim takes a remainder, so lanes past the end stay inside both extents.
@@ -252,10 +282,9 @@ def _diagonal_scatter_kernel(
                     pos += idx_v * douts[j]
                     src_off += idx_v * dsrcs[j]
                     r_rest = r_quot
-            hit = (r < hi) & (pos >= el_start) & (pos < el_end)
-            for w in tl.static_range(WORDS):
-                value = tl.load(src_ptr + src_off * WORDS + w, mask=hit)
-                tl.store(out_ptr + pos * WORDS + w, value, mask=hit)
+            hit = ((r < hi) & (pos >= el_start) & (pos < el_end))[:, None]
+            value = tl.load(src_ptr + src_off[:, None] * WORDS + lane_words, mask=hit)
+            tl.store(out_ptr + pos[:, None] * WORDS + lane_words, value, mask=hit)
 
 
 @dataclass(frozen=True)
@@ -482,7 +511,8 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
                                      out=True) if runs else 0,
          "RUN_SRC_ALIGN": _run_align(dims, 0, run_block, words, word_bytes,
                                      out=False) if runs else 0,
-         "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else ""},
+         "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else "",
+         "PREFETCH": clone and _tiling.TUNING.scatter_prefetch_src},
         num_warps,
     )
 

@@ -117,6 +117,9 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
     assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
     # rounds; runs from a strided and from a contiguous src
     assert {_run_kind(plan) for plan in plans} == {"rounds", "runs src=strided", "runs src=1"}
+    # clone mode loads its first round before the copy, gather mode after the barrier
+    assert {(p.constexprs["GATHER"], p.constexprs["PREFETCH"]) for p in plans} == {
+        (False, True), (True, False)}
 
 
 def _run_kind(plan) -> str:
