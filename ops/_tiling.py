@@ -224,12 +224,18 @@ class Tuning:
     scatter_large_block_bytes: int = 4096
     scatter_num_warps: int = 4
     scatter_diag_lanes: int = 128
+    #: Blocks holding more diagonal elements than scatter_diag_lanes take rounds of up to
+    #: this many (a strided input's runs: 512 in a 4 KiB block of float32 words).
+    scatter_max_diag_lanes: int = 512
     #: A diagonal made of runs (its innermost merged dim contiguous in the result) is stored
     #: by programs of its own while the copy's programs leave the runs' words out, when a
     #: run covers at least 1/N of a block (16x16x256x256 d=(0,1) int8 ran at 0.21x aten in
     #: DIAG_LANES rounds); 0: always rounds. (Stored so, runs of every other word, as a
     #: strided input makes, took 92.2 us against 85.0 in rounds: float32, H200.)
     scatter_run_block_fraction: int = 4
+    #: A runs diagonal that src reads element by element, holding consecutive runs next to
+    #: each other, is stored in tiles of this many runs (at most; 0 or 1: run by run).
+    scatter_run_tile: int = 16
     #: A runs diagonal is stored by programs of at most a block's words and at least 256,
     #: as many as make this many programs (powers of two); 0: blocks of the copy's size.
     scatter_run_programs: int = 512
@@ -321,6 +327,19 @@ def plan_scatter(total: int, word_bytes: int, n_diag: int,
     if gather:
         block = min(block, max(tuning.scatter_gather_block_words, 2))
     return block, tuning.scatter_diag_lanes, tuning.scatter_num_warps
+
+
+def plan_diag_lanes(lanes: int, block_elements: int, min_gap: int, n_diag: int) -> int:
+    """diagonal_scatter's lanes a round: ``lanes`` (plan_scatter's, one a thread), or more,
+    up to ``scatter_max_diag_lanes``, where one block holds more diagonal elements, so one
+    round stores them all. Consecutive elements of an ordered diagonal lie at least
+    ``min_gap`` (its innermost dim's result stride) apart, so a block of ``block_elements``
+    holds at most (block_elements - 1) // min_gap + 1; an unordered one passes 0 (every
+    program scans the whole diagonal). Powers of two: a few variants to compile."""
+    if INTERPRET or min_gap <= 0:
+        return lanes
+    most = min((block_elements - 1) // min_gap + 1, n_diag)
+    return max(lanes, min(triton.next_power_of_2(most), TUNING.scatter_max_diag_lanes))
 
 
 def plan_run_block(block: int, diag_words: int) -> int:

@@ -60,6 +60,7 @@ from diagfuzz.ops._tiling import (
     coalesce,
     needs_int64,
     plan_cache,
+    plan_diag_lanes,
     plan_run_block,
     plan_scatter,
     plan_tail,
@@ -85,7 +86,7 @@ def _diagonal_scatter_kernel(
     WORDS: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, INDEX_64: tl.constexpr,
     DIAG_LANES: tl.constexpr, COPY_EVICT: tl.constexpr, DIAG_RUNS: tl.constexpr,
     TAIL_BLOCK: tl.constexpr, RUN_BLOCK: tl.constexpr, RUN_OUT_ALIGN: tl.constexpr,
-    RUN_SRC_ALIGN: tl.constexpr, PREFETCH: tl.constexpr,
+    RUN_SRC_ALIGN: tl.constexpr, RUN_TILE: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # No nested @triton.jit calls: the interpreter re-patches on each (see _tiling).
     # The peeled dims and the diagonal's dims, innermost first, indexed by the peels'
@@ -222,42 +223,72 @@ def _diagonal_scatter_kernel(
                     tl.store(out_ptr + t_offs, t_words, mask=t_keep, eviction_policy=COPY_EVICT)
     if DIAG_RUNS:
         if pid < run_programs:
-            # RUN_BLOCK words of one run: run ``r_k`` from its element ``r_first`` (one of
-            # its run_chunks parts).
-            # Runs store (RUN_OUT_ALIGN), and contiguous src runs load (RUN_SRC_ALIGN),
-            # whole vectors: the planner proves every part's start a multiple of those
-            # words (the pointers are specialised on 16 bytes).
-            r_k = pid // run_chunks
-            r_first = (pid - r_k * run_chunks) * (RUN_BLOCK // WORDS)
-            r_rest = r_k
-            r_pos = r_k * 0 + diag_base
-            r_src = r_k * 0
-            for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
-                if n_ddims > j:
-                    r_quot = r_rest // dsizes[j]
-                    r_idx = r_rest - r_quot * dsizes[j]
-                    r_pos += r_idx * douts[j]
-                    r_src += r_idx * dsrcs[j]
-                    r_rest = r_quot
-            r_words = tl.arange(0, RUN_BLOCK)
-            if INDEX_64:
-                r_words = r_words.to(tl.int64)
-            r_el = r_first + r_words // WORDS
-            r_word = r_words - (r_words // WORDS) * WORDS
-            # (The hints sit on an add of two unknowns: canonicalisation folds a "* 1"
-            # or an add of a constant, and an op it replaces loses its hint.)
-            r_at = tl.multiple_of(r_pos * WORDS + r_first * WORDS, RUN_OUT_ALIGN)
-            r_out = out_ptr + r_at + r_words
-            if RUN_SRC_ALIGN:
-                r_from = tl.multiple_of(r_src * WORDS + r_first * WORDS, RUN_SRC_ALIGN)
-                r_in = src_ptr + r_from + r_words
+            if RUN_TILE > 1:
+                # RUN_TILE runs side by side, RUN_BLOCK // RUN_TILE elements of each: the runs
+                # are consecutive along the diagonal's next dim, where src's stride is 1 (src
+                # holds them innermost: 16x16x256x256's default src, (256, 256, 16)), so a row
+                # of the tile is contiguous in src and a column in the result (read run by
+                # run, each src word takes a 32-byte sector of its own).
+                u_k = pid // run_chunks
+                u_first = (pid - u_k * run_chunks) * (RUN_BLOCK // RUN_TILE)
+                u_rest = u_k * RUN_TILE
+                u_pos = u_rest * 0 + diag_base
+                u_src = u_rest * 0
+                for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
+                    if n_ddims > j:
+                        u_quot = u_rest // dsizes[j]
+                        u_idx = u_rest - u_quot * dsizes[j]
+                        u_pos += u_idx * douts[j]
+                        u_src += u_idx * dsrcs[j]
+                        u_rest = u_quot
+                u_runs = tl.arange(0, RUN_TILE)
+                u_el = tl.arange(0, RUN_BLOCK // RUN_TILE)
+                if INDEX_64:
+                    u_runs = u_runs.to(tl.int64)
+                    u_el = u_el.to(tl.int64)
+                u_el += u_first
+                u_keep = (u_el < dsizes[0])[:, None]
+                u_words = tl.load(src_ptr + u_src + u_runs[None, :] + (u_el * dsrc0)[:, None],
+                                  mask=u_keep)
+                tl.store(out_ptr + u_pos + (u_runs * dout1)[None, :] + u_el[:, None], u_words,
+                         mask=u_keep)
             else:
-                r_in = src_ptr + (r_src + r_el * dsrc0) * WORDS + r_word
-            if r_first + RUN_BLOCK // WORDS <= dsizes[0]:
-                tl.store(r_out, tl.load(r_in))
-            else:
-                r_mask = r_el < dsizes[0]
-                tl.store(r_out, tl.load(r_in, mask=r_mask), mask=r_mask)
+                # RUN_BLOCK words of one run: run ``r_k`` from its element ``r_first`` (one of
+                # its run_chunks parts).
+                # Runs store (RUN_OUT_ALIGN), and contiguous src runs load (RUN_SRC_ALIGN),
+                # whole vectors: the planner proves every part's start a multiple of those
+                # words (the pointers are specialised on 16 bytes).
+                r_k = pid // run_chunks
+                r_first = (pid - r_k * run_chunks) * (RUN_BLOCK // WORDS)
+                r_rest = r_k
+                r_pos = r_k * 0 + diag_base
+                r_src = r_k * 0
+                for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
+                    if n_ddims > j:
+                        r_quot = r_rest // dsizes[j]
+                        r_idx = r_rest - r_quot * dsizes[j]
+                        r_pos += r_idx * douts[j]
+                        r_src += r_idx * dsrcs[j]
+                        r_rest = r_quot
+                r_words = tl.arange(0, RUN_BLOCK)
+                if INDEX_64:
+                    r_words = r_words.to(tl.int64)
+                r_el = r_first + r_words // WORDS
+                r_word = r_words - (r_words // WORDS) * WORDS
+                # (The hints sit on an add of two unknowns: canonicalisation folds a "* 1"
+                # or an add of a constant, and an op it replaces loses its hint.)
+                r_at = tl.multiple_of(r_pos * WORDS + r_first * WORDS, RUN_OUT_ALIGN)
+                r_out = out_ptr + r_at + r_words
+                if RUN_SRC_ALIGN:
+                    r_from = tl.multiple_of(r_src * WORDS + r_first * WORDS, RUN_SRC_ALIGN)
+                    r_in = src_ptr + r_from + r_words
+                else:
+                    r_in = src_ptr + (r_src + r_el * dsrc0) * WORDS + r_word
+                if r_first + RUN_BLOCK // WORDS <= dsizes[0]:
+                    tl.store(r_out, tl.load(r_in))
+                else:
+                    r_mask = r_el < dsizes[0]
+                    tl.store(r_out, tl.load(r_in, mask=r_mask), mask=r_mask)
     elif lo < hi:
         # Phase 2 overwrites some of phase 1's words: order the two phases across threads
         # (a block without diagonal elements, most of a large one's, skips the barrier).
@@ -484,15 +515,23 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
     block, lanes, num_warps = plan_scatter(total, word_bytes, n_diag, not clone)
     tail = plan_tail(block, word_bytes, num_warps)
     runs = _runs(dims, monotone, words, block)
-    run_block, run_chunks, run_programs = 2, 1, 0
+    if not runs:  # (runs take no rounds)
+        gap = (dims[-1][1] if dims else 1) if monotone else 0  # (no dims: one element)
+        lanes = plan_diag_lanes(lanes, block // words, gap, n_diag)
+    run_block, run_chunks, run_programs, run_tile = 2, 1, 0, 1
     if runs:
         run_len = dims[-1][0]
         run_block = min(plan_run_block(block, n_diag * words),
                         triton.next_power_of_2(max(run_len * words, 2)))
         if dims[-1][2] != 1:  # gathered word by word: an address a word, in registers
             run_block = min(run_block, tail)
-        run_chunks = triton.cdiv(run_len * words, run_block)
-        run_programs = n_diag // run_len * run_chunks
+            run_tile = _run_tile(dims, words)
+        if run_tile > 1:  # RUN_BLOCK // run_tile elements of run_tile runs a program
+            run_block = max(run_block, 2 * run_tile)
+            run_chunks = triton.cdiv(run_len, run_block // run_tile)
+        else:
+            run_chunks = triton.cdiv(run_len * words, run_block)
+        run_programs = n_diag // run_len // run_tile * run_chunks
     n_programs = run_programs + triton.cdiv(total, block)
     out_extent = (diag_base + sum(o * (n - 1) for n, o, _ in dims) + 1) * words
     src_extent = (sum(s * (n - 1) for n, _, s in dims) + 1) * words
@@ -508,9 +547,10 @@ def _plan(source: torch.Tensor, src: torch.Tensor, diag: Diagonal, clone: bool,
          "DIAG_LANES": lanes, "DIAG_RUNS": runs,
          "TAIL_BLOCK": tail, "RUN_BLOCK": run_block,
          "RUN_OUT_ALIGN": _run_align(dims, diag_base, run_block, words, word_bytes,
-                                     out=True) if runs else 0,
+                                     out=True) if runs and run_tile == 1 else 0,
          "RUN_SRC_ALIGN": _run_align(dims, 0, run_block, words, word_bytes,
-                                     out=False) if runs else 0,
+                                     out=False) if runs and run_tile == 1 else 0,
+         "RUN_TILE": run_tile,
          "COPY_EVICT": "evict_first" if _tiling.TUNING.scatter_copy_evict else "",
          "PREFETCH": clone and _tiling.TUNING.scatter_prefetch_src},
         num_warps,
@@ -528,6 +568,18 @@ def _runs(dims: list[tuple[int, int, int]], monotone: bool, words: int, block: i
         return False
     size, out_stride, _ = dims[-1]
     return out_stride == 1 and size * words * fraction >= block
+
+
+def _run_tile(dims: list[tuple[int, int, int]], words: int) -> int:
+    """How many runs a run program stores side by side (1: one run): where src reads a run
+    element by element (stride > 1) and holds consecutive runs next to each other (the
+    diagonal's next dim has src stride 1), a power of two dividing that dim's size, at most
+    ``scatter_run_tile``, so a tile never spans two of its rows. One-word elements only."""
+    cap = _tiling.TUNING.scatter_run_tile
+    if words != 1 or len(dims) < 2 or dims[-2][2] != 1 or cap < 2:
+        return 1
+    size = dims[-2][0]
+    return min(size & -size, 1 << (cap.bit_length() - 1))
 
 
 def _run_align(dims: list[tuple[int, int, int]], base: int, run_block: int, words: int,

@@ -27,18 +27,20 @@ scatter_module = importlib.import_module("diagfuzz.ops.diagonal_scatter")
 embed_module = importlib.import_module("diagfuzz.ops.diag_embed")
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
 
-#: (block words, diagonal lanes a round, 64-bit indices forced)
-PLANS = [(8, 2, False), (16, 4, True)]
+#: (block words, diagonal lanes a round, at most, 64-bit indices forced)
+PLANS = [(8, 2, 2, False), (16, 2, 8, True)]
 
 
-@pytest.fixture(params=PLANS, ids=lambda p: f"block{p[0]}words-lanes{p[1]}-int64{int(p[2])}")
+@pytest.fixture(params=PLANS,
+                ids=lambda p: f"block{p[0]}words-lanes{p[1]}to{p[2]}-int64{int(p[3])}")
 def small_gpu_plans(request, monkeypatch):
     """GPU plans whose blocks hold ``block words`` words; returns ``shrink(dtype)``, which
     sizes the blocks (in bytes) for that dtype's words."""
-    block_words, lanes, force_64 = request.param
+    block_words, lanes, max_lanes, force_64 = request.param
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     monkeypatch.setattr(backward_module, "INTERPRET", False)
-    tune(monkeypatch, scatter_diag_lanes=lanes, max_wide_lanes=2)
+    tune(monkeypatch, scatter_diag_lanes=lanes, scatter_max_diag_lanes=max_lanes,
+         max_wide_lanes=2)
     if force_64:
         always = lambda *extents: True  # noqa: E731
         for module in (_tiling, scatter_module, backward_module):
@@ -114,9 +116,12 @@ def test_scatter_with_small_gpu_plans_matches_aten(small_gpu_plans, dtype: str) 
                             f"src {src_kind}: {diff}")
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
-    assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[2]}
-    # rounds; runs from a strided and from a contiguous src
-    assert {_run_kind(plan) for plan in plans} == {"rounds", "runs src=strided", "runs src=1"}
+    assert {plan.constexprs["INDEX_64"] for plan in plans} == {small_gpu_plans.params[3]}
+    # rounds; runs from a strided src, run by run and in tiles (one-word elements), and
+    # from a contiguous src
+    tiled = {"runs tiled"} if dtype != "complex128" else set()
+    assert {_run_kind(plan) for plan in plans} == {"rounds", "runs src=strided", "runs src=1",
+                                                   *tiled}
     # clone mode loads its first round before the copy, gather mode after the barrier
     assert {(p.constexprs["GATHER"], p.constexprs["PREFETCH"]) for p in plans} == {
         (False, True), (True, False)}
@@ -126,6 +131,8 @@ def _run_kind(plan) -> str:
     """How a plan stores the diagonal: in rounds, or runs (src contiguous or strided)."""
     if not plan.constexprs["DIAG_RUNS"]:
         return "rounds"
+    if plan.constexprs["RUN_TILE"] > 1:
+        return "runs tiled"
     return f"runs src={1 if plan.constexprs['RUN_SRC_ALIGN'] else 'strided'}"
 
 
@@ -137,7 +144,7 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     tune(monkeypatch, scatter_run_block_fraction=fraction)
     failures = []
     for i, shape in enumerate([(2, 2, 4, 4), (3, 4, 2, 5), (2, 3, 3, 1, 7), (5, 5, 3),
-                               (3, 3, 5, 9)]):
+                               (3, 3, 5, 9), (3, 4, 5, 9), (6, 7, 4, 5)]):
         x = tensor(shape, "contiguous", "int8", seed=i)
         src = tensor(tuple(torch.empty(shape, device="meta").diagonal(1, 0, 1).shape),
                      "contiguous", "int8", seed=50 + i)
@@ -147,11 +154,12 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
     assert failures == []
     plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
     runs = {plan.constexprs["DIAG_RUNS"] for plan in plans}
-    # (src's runs are strided for (2, 3, 3, 1, 7) and (3, 3, 5, 9): the diagonal dim is
-    # innermost in src)
+    # (src's runs are strided for (2, 3, 3, 1, 7), (3, 3, 5, 9) and (3, 4, 5, 9): the
+    # diagonal dim is innermost in src; of size 2 or 6, tiles of two runs, of size 3, run by
+    # run)
     assert runs == ({False} if fraction == 0 else {True} if fraction == 64 else runs)
     if fraction == 64:  # run parts stored unmasked and copy blocks left to the runs: taken
-        for kind in ("runs src=strided", "runs src=1"):
+        for kind in ("runs src=strided", "runs src=1", "runs tiled"):
             taken = [p for p in plans if _run_kind(p) == kind]
             assert any(_whole_parts(p) for p in taken), kind
             assert any(_covered_blocks(p) for p in taken), kind
@@ -177,10 +185,14 @@ def _parts_of(plan) -> list[tuple[int, int, bool]]:
     """(result start, src start, whole) of every run program's part, in words, as the
     kernel derives them from its program id; whole: unmasked."""
     chunk, words = plan.constexprs["RUN_BLOCK"], plan.constexprs["WORDS"]
+    tile, src_step = plan.constexprs["RUN_TILE"], 1
+    if tile > 1:  # RUN_TILE runs a program, RUN_BLOCK // RUN_TILE one-word elements of each
+        chunk, src_step = chunk // tile, plan.arg("dsrc0")
     run_words = plan.arg("dsize0") * words
     runs = _runs_of(plan)
-    assert plan.arg("run_programs") == len(runs) * plan.arg("run_chunks")
-    return [(pos + part * chunk, src + part * chunk, (part + 1) * chunk <= run_words)
+    assert plan.arg("run_programs") * tile == len(runs) * plan.arg("run_chunks")
+    return [(pos + part * chunk, src + part * chunk * src_step,
+             (part + 1) * chunk <= run_words)
             for pos, src in runs for part in range(plan.arg("run_chunks"))]
 
 
@@ -226,6 +238,9 @@ def test_run_alignment_hints_hold_for_every_part(small_gpu_plans, dtype: str) ->
         if plan is None or not plan.constexprs["DIAG_RUNS"]:
             continue
         out, src = plan.constexprs["RUN_OUT_ALIGN"], plan.constexprs["RUN_SRC_ALIGN"]
+        if plan.constexprs["RUN_TILE"] > 1:  # tiles take no hints
+            assert out == src == 0
+            continue
         # runs are contiguous in the result; src's alignment is 0 exactly where they are not
         # in src
         assert out and plan.arg("dout0") == 1 and bool(src) == (plan.arg("dsrc0") == 1)
@@ -264,7 +279,7 @@ def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans, monkeyp
     """The plans above really have many programs, blocks holding several diagonal
     elements in more than one round, and gather mode; else they prove little more than
     the interpreter's one-program plans. (Runs off: this diagonal is one run.)"""
-    block_words, lanes, _ = small_gpu_plans.params
+    block_words, lanes, max_lanes, _ = small_gpu_plans.params
     small_gpu_plans("float32")
     tune(monkeypatch, scatter_run_block_fraction=0)
     scatter_module._PLANS.clear()
@@ -273,7 +288,11 @@ def test_small_plans_split_the_diagonal_and_take_rounds(small_gpu_plans, monkeyp
     assert _scatter_difference(x, src, 0, 1, 2) == ""
     ((result, plan),) = scatter_module._PLANS.values()
     assert result.clone and plan.n_programs == 32 // block_words > 1
-    assert plan.constexprs["DIAG_LANES"] == lanes < plan.constexprs["BLOCK"]
+    # a block's elements (one word apart) in rounds of the most lanes, still several
+    assert plan.constexprs["DIAG_LANES"] == max_lanes < plan.constexprs["BLOCK"]
+    # elements 7 words apart: a block of 16 holds 3 (4 lanes); 21 apart: one (2 lanes)
+    assert _tiling.plan_diag_lanes(lanes, 16, 7, 6) == min(4, max_lanes)
+    assert _tiling.plan_diag_lanes(lanes, 16, 21, 20) == lanes
     scatter_module._PLANS.clear()
     x = tensor((2, 5, 5), "expanded")
     assert _scatter_difference(x, tensor((2, 5)), 0, 1, 2) == ""
