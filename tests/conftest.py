@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from diagfuzz.adapters.hypothesis import pin_constant_pool
+from diagfuzz.core import runtime
 
 
 def pytest_configure(config) -> None:
     # Derandomized tests must draw the same examples on every xdist worker, whatever test
     # modules it collected (diagfuzz/determinism.py).
     pin_constant_pool()
+    _skip_dead_overflow_checks()
+
+
+def _skip_dead_overflow_checks() -> None:
+    """Triton's interpreter, with its default options (debug off), computes an int64 copy of
+    every int32 add, sub and mul of a kernel and the bounds check on it
+    (``sanitize_overflow``), then hands the check to ``device_assert``, which returns at once
+    without debug: nothing is ever checked or raised, the work is thrown away. It was over
+    half of a small-block kernel test's time (test_kernel_blocks.py: 68 s, 26 s without).
+    Turned off only while debug is off, i.e. only where it checks nothing; with debug on it
+    stays as Triton sets it (tests/test_interpreter_options.py checks both)."""
+    if not runtime.INTERPRET or runtime.COMPILE_ONLY:
+        return
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
