@@ -76,12 +76,23 @@ def test_three_independent_bugs_are_three_findings_of_one_run(tmp_path: Path) ->
     assert report["failing_cases"] == sum(f["count"] for f in report["findings"])
 
 
+#: A wide-int run without xdist draws one dtype: the bug is in the offset, whatever the
+#: dtype, and each dtype group (bool+complex+float, float8, integer) is a signature that
+#: every shard shrinks and a reproducer runs again (float32 alone: 19 CPU-s a run, not 47);
+#: it still carries offsets beyond int32 (2**63-1) and raw arguments beyond int64 (2**63)
+#: through the executor, the journal, the report and the reproducers. The xdist run keeps
+#: every dtype: its integer group shrinks to a negative offset below -2**31, the values
+#: execnet's serialiser fails on (without the plugin's JSON text: INTERNALERROR), which no
+#: float32 finding of this seed has.
+WIDE_INT_DTYPES = {"0": ("--diagfuzz-dtypes=float32",), "2": ()}
+
+
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_integers_beyond_int32_and_int64_reach_the_report(tmp_path: Path,
                                                           workers: str) -> None:
     code, out, report = fuzz(tmp_path, "-n", workers, "--impl", "tests.faulty.wide_ints:impl",
                              "--diagfuzz-seed", "2", "--diagfuzz-budget", "600",
-                             "--diagfuzz-ops=diagonal", *SMALL)
+                             "--diagfuzz-ops=diagonal", *WIDE_INT_DTYPES[workers], *SMALL)
     assert code == 1, out
     assert "INTERNALERROR" not in out
     offsets = [Case.from_json(f["case"]).offset for f in report["findings"]
@@ -95,8 +106,11 @@ def test_integers_beyond_int32_and_int64_reach_the_report(tmp_path: Path,
 
 
 def test_integers_beyond_int64_reach_the_gate(tmp_path: Path) -> None:
+    # float32 alone, as the run without xdist above (the gate's run of every dtype drew no
+    # negative offset below -2**31 either): fewer signatures to shrink and to classify.
     code, out, report = _gate(tmp_path, "tests.faulty.wide_ints:impl", "--budget", "300",
-                              "--ops=diagonal", "--no-compile", "--repeats", "1")
+                              "--ops=diagonal", "--dtypes=float32", "--no-compile",
+                              "--repeats", "1")
     assert code == 1, out
     triggers = {f["signature"]["trigger"] for f in report["findings"]}
     assert any("returned a result" in t for t in triggers), triggers  # 2**63 and beyond
