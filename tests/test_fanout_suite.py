@@ -11,17 +11,23 @@ from pathlib import Path
 import pytest
 
 from diagfuzz.harness import workers
-from tests.test_pipeline_suite import ONE_SHARD, journal_records
+from tests.test_pipeline_suite import (
+    ONE_SHARD,
+    WRONG_ONE_SHARD,
+    journal_records,
+    pipelined_wrong_run,
+)
 from tests.test_suite_run import SMALL, fuzz
 
 
-def test_two_executors_find_and_shrink_like_one(tmp_path: Path) -> None:
-    args = ("--impl", "tests.faulty.wrong:impl", "--diagfuzz-seed", "2",
-            "--diagfuzz-budget", "300", *ONE_SHARD, *SMALL)
-    code, out, two = fuzz(tmp_path, *args, "--diagfuzz-executors=2")
+def test_two_executors_find_and_shrink_like_one(tmp_path: Path,
+                                                tmp_path_factory: pytest.TempPathFactory
+                                                ) -> None:
+    code, out, two = fuzz(tmp_path, *WRONG_ONE_SHARD, "--diagfuzz-executors=2")
     assert code == 1, out
     assert "pipelined to 2 executors" in out
-    code, out, one = fuzz(tmp_path, *args, root="one")
+    # One executor: the run test_pipeline_suite.py compares with the synchronous mode.
+    code, out, one = pipelined_wrong_run(tmp_path_factory)
     assert code == 1, out
     assert two["findings"] and len(two["findings"]) == len(one["findings"])
     assert [f["case"] for f in two["findings"]] == [f["case"] for f in one["findings"]]

@@ -15,14 +15,27 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from diagfuzz.core.case import Case
 from diagfuzz.execution import journal
 from tests.faulty._base import Faulty, flip_first_bit
+from tests.shared_runs import fuzz_once
 from tests.test_suite_run import SMALL, fuzz
 
 ONE_SHARD = ("--diagfuzz-shards", "1", "-k", "test_diagonal and not backward")
+#: tests.faulty.wrong in one shard of test_diagonal, pipelined: the run the synchronous mode
+#: (here) and two executors (test_fanout_suite.py) are compared with.
+WRONG_ONE_SHARD = ("--impl", "tests.faulty.wrong:impl", "--diagfuzz-seed", "2",
+                   "--diagfuzz-budget", "300", *ONE_SHARD, *SMALL)
+
+
+def pipelined_wrong_run(tmp_path_factory: pytest.TempPathFactory
+                        ) -> tuple[int, str, dict[str, Any]]:
+    """WRONG_ONE_SHARD pipelined to one executor, run once a session: this module and
+    test_fanout_suite.py assert different things about the same run."""
+    return fuzz_once(tmp_path_factory, "wrong-one-shard-pipelined", *WRONG_ONE_SHARD)
 
 
 class FirstCallWrong(Faulty):
@@ -44,13 +57,12 @@ def journal_records(report: dict[str, Any]) -> list[dict[str, Any]]:
     return journal.read(journal.journal_path(Path(report["run_dir"]) / "journal", "main"))
 
 
-def test_phase_one_finds_phase_two_shrinks_as_the_synchronous_mode(tmp_path: Path) -> None:
-    args = ("--impl", "tests.faulty.wrong:impl", "--diagfuzz-seed", "2",
-            "--diagfuzz-budget", "300", *ONE_SHARD, *SMALL)
-    code, out, piped = fuzz(tmp_path, *args)
+def test_phase_one_finds_phase_two_shrinks_as_the_synchronous_mode(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    code, out, piped = pipelined_wrong_run(tmp_path_factory)
     assert code == 1, out
     assert "pipelined" in out  # the run header says how it ran
-    code, out, sync = fuzz(tmp_path, *args, "--diagfuzz-pipeline=off", root="sync")
+    code, out, sync = fuzz(tmp_path, *WRONG_ONE_SHARD, "--diagfuzz-pipeline=off", root="sync")
     assert code == 1, out
     assert piped["findings"] and len(piped["findings"]) == len(sync["findings"])
     # The same seed draws the same families, so phase 1 finds each signature in the family
