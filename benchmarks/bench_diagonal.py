@@ -233,16 +233,54 @@ def sentinel_check(s: Shape) -> bool:
     return same_bits(got, want)
 
 
-def median_us(fn: Callable[[], object], quick: bool, rounds: int = 1) -> float:
+def median_us(fn: Callable[[], object], quick: bool, rounds: int = 1,
+              spin_us: float = 0.0) -> float:
     """do_bench's median in µs (it flushes L2 before each timed call); with ``rounds`` > 1,
-    one round's share of the time (``interleaved_us`` takes the median over rounds)."""
-    rep = (20 if quick else 40) // rounds
-    return do_bench(fn, warmup=5 if quick else 10, rep=max(rep, 5),
-                    return_mode="median") * 1e3
+    one round's share of the time (``interleaved_us`` takes the median over rounds); with
+    ``spin_us``, ``spun_median_us``."""
+    rep = max((20 if quick else 40) // rounds, 5)
+    warmup = 5 if quick else 10
+    if spin_us:
+        return spun_median_us(fn, warmup, rep, spin_us)
+    return do_bench(fn, warmup=warmup, rep=rep, return_mode="median") * 1e3
+
+
+def spun_median_us(fn: Callable[[], object], warmup_ms: float, rep_ms: float,
+                   spin_us: float) -> float:
+    """do_bench's median in µs, each timed call after a GPU spin of ``spin_us`` as well as
+    the L2 flush: a call whose host side (Python, the dispatcher) takes longer than the
+    flush (about 55 µs on an H200) starts its kernel late and reads that delay as kernel
+    time; the spin gives the host ``spin_us`` more, so the events time the GPU's work."""
+    cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    cycles = int(spin_us * 2000)  # at most 2 GHz (H200: 1.98): at least spin_us
+    fn()
+    torch.cuda.synchronize()
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first.record()
+    for _ in range(5):
+        torch.cuda._sleep(cycles)
+        cache.zero_()
+        fn()
+    last.record()
+    torch.cuda.synchronize()
+    each_ms = first.elapsed_time(last) / 5
+    for _ in range(max(1, int(warmup_ms / each_ms))):
+        fn()
+    n = max(5, int(rep_ms / each_ms))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for start, end in zip(starts, ends, strict=True):
+        torch.cuda._sleep(cycles)
+        cache.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e3
 
 
 def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
-                   rounds: int) -> dict[str, float]:
+                   rounds: int, spin_us: float = 0.0) -> dict[str, float]:
     """Each callable's median over ``rounds`` rounds, the callables taking turns (aten,
     two-launch, ours, aten, ...): a burst of noise on this shared machine then spoils one
     round of one callable, not its whole measurement (a 5 us kernel has read 4.3 us in
@@ -255,7 +293,7 @@ def interleaved_us(fns: dict[str, Callable[[], object]], quick: bool,
     try:
         for _ in range(rounds):
             for name, fn in fns.items():
-                samples[name].append(median_us(fn, quick, rounds))
+                samples[name].append(median_us(fn, quick, rounds, spin_us))
     finally:
         if collecting:
             gc.enable()

@@ -323,6 +323,10 @@ def main() -> int:
                              "(e.g. SCATTER_BLOCK_BYTES=8192) for this run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-rounds", type=int, default=9)
+    parser.add_argument("--spin-us", type=float, default=0.0, metavar="US",
+                        help="a GPU spin of US µs before each timed call, with the L2 flush "
+                             "(bench_diagonal.spun_median_us): host time up to about US + "
+                             "55 µs a call stays out of the kernel times")
     parser.add_argument("--only", default=None, metavar="REGEX")
     parser.add_argument("--against", metavar="DIR",
                         help="a column for our kernels at another revision: the package "
@@ -344,7 +348,7 @@ def main() -> int:
     meta = {"date": datetime.date.today().isoformat(), "gpu": gpu,
             "torch": torch.__version__, "triton": triton.__version__,
             "python": platform.python_version(), "command": " ".join(sys.argv),
-            "overrides": overrides}
+            "overrides": overrides, "spin_us": args.spin_us}
     if gems:
         meta["flag_gems"] = flaggems_column.version()
     against = ops_at.load(args.against) if args.against else None
@@ -370,7 +374,8 @@ def main() -> int:
             wrong.append(f"{s.label()}: {failed}")
         rounds = args.small_rounds if out_bytes < SMALL_BYTES else args.rounds
         times = time_row(s, fns, (lambda f: wall_us(f, 3)) if args.smoke
-                         else (lambda f, r=rounds: interleaved_us(f, args.quick, r)))
+                         else (lambda f, r=rounds: interleaved_us(f, args.quick, r,
+                                                                  args.spin_us)))
         floor = moved / copy_bw * 1e6 if not args.smoke else float("nan")
         row = Row(s, out_bytes, moved, times["aten"], times["two_launch"], times["ours"],
                   floor)
