@@ -32,7 +32,8 @@ and is refused (RuntimeError).
 
 A diagonal of long runs (its innermost merged dim contiguous in the result: d=(0,1) of
 16x16x256x256 is 16 runs of 65,536 elements) is stored by programs of its own instead, each
-a part of one run, in 16-byte vectors (and read so where src's runs are contiguous too); the
+a part of one run, in 16-byte vectors (and read so where src's runs are contiguous too), or,
+where src holds consecutive runs side by side, a tile of up to 16 runs read row by row; the
 blocks' copies leave the runs' words out, so no two programs write one word and no barrier
 is needed, and blocks wholly inside a run copy nothing.
 """
