@@ -165,6 +165,37 @@ def test_scatter_runs_and_rounds_agree(small_gpu_plans, monkeypatch, fraction: i
             assert any(_covered_blocks(p) for p in taken), kind
 
 
+def test_scatter_runs_in_reverse_program_order(small_gpu_plans, monkeypatch) -> None:
+    """The interpreter runs programs in order, so the run programs (the first) store before
+    the copy's programs, whose words would hide a run program's stray write; on a GPU any
+    order happens. Run in reverse order, a write outside the runs shows."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    in_order = builder.set_grid_idx
+
+    def reversed_idx(x: int, y: int, z: int) -> None:
+        nx, ny, nz = builder.grid_dim
+        in_order(nx - 1 - x, ny - 1 - y, nz - 1 - z)
+
+    monkeypatch.setattr(builder, "set_grid_idx", reversed_idx)
+    small_gpu_plans("int8")
+    tune(monkeypatch, scatter_run_block_fraction=64)
+    failures = []
+    for i, shape in enumerate([(3, 4, 2, 5), (2, 3, 3, 1, 7), (3, 4, 5, 9), (6, 7, 4, 5),
+                               (3, 3, 8)]):
+        x = tensor(shape, "contiguous", "int8", seed=i)
+        src_shape = tuple(torch.empty(shape, device="meta").diagonal(1, 0, 1).shape)
+        src = tensor(src_shape, "permuted" if len(shape) == 3 else "contiguous", "int8",
+                     seed=70 + i)
+        diff = _scatter_difference(x, src, 1, 0, 1)
+        if diff:
+            failures.append(f"{shape}: {diff}")
+    assert failures == []
+    plans = [plan for _, plan in scatter_module._PLANS.values() if plan is not None]
+    assert {_run_kind(p) for p in plans} == {"runs src=strided", "runs src=1", "runs tiled"}
+
+
 def _runs_of(plan) -> list[tuple[int, int]]:
     """(result start, src start) of every run of a runs plan, in words, as the kernel peels
     them (the outer diagonal dims, innermost first)."""
