@@ -49,6 +49,21 @@ def test_crash_reproducer_fails_then_passes_with_a_fixed_impl(tmp_path: Path) ->
     fixed = _run(script, "--impl", "diagfuzz.impl:aten", "--in-process")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "0/1 repetitions failed" in fixed.stdout
+    assert "[1/1] pass" in fixed.stdout and "pass [all]: " not in fixed.stdout
+
+
+# The same for diagfuzz: a Python without it (the system's, not the venv's).
+NO_DIAGFUZZ = NO_HYPOTHESIS.replace('"hypothesis"', '"diagfuzz"').replace(
+    '"hypothesis."', '"diagfuzz."')
+
+
+def test_reproducer_without_diagfuzz_exits_3_not_1(tmp_path: Path) -> None:
+    """Exit 1 says the bug is there; a Python that cannot import diagfuzz must not say so."""
+    script = write_reproducer(square(1), tmp_path, impl="diagfuzz.impl:aten")
+    result = subprocess.run([sys.executable, "-c", NO_DIAGFUZZ, str(script)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "cannot import diagfuzz" in result.stderr
 
 
 def test_hang_reproducer_reports_a_hang(tmp_path: Path) -> None:

@@ -3,9 +3,10 @@
 A reproducer embeds the Case's JSON and needs only torch, triton and diagfuzz (not
 Hypothesis). It rebuilds the exact tensors (``diagfuzz.core.case.materialise``), runs the impl
 and ``diagfuzz.oracles.check``, prints each verdict with its bit-level details, and exits 1
-while the bug is there, 0 once it is fixed (3 if the impl cannot be loaded). By default each
-repetition runs in a fresh executor process (``diagfuzz.execution.parent.ProcessRunner``), so a
-crash or a hang is reported as a verdict instead of killing or stalling the script;
+while the bug is there, 0 once it is fixed (3 if the impl or diagfuzz cannot be loaded). By
+default each repetition runs in a fresh executor process
+(``diagfuzz.execution.parent.ProcessRunner``), so a crash or a hang is reported as a verdict
+instead of killing or stalling the script;
 ``--in-process`` runs the oracle in the script itself, for a debugger.
 '''
 
@@ -31,7 +32,7 @@ _TEMPLATE = '''#!/usr/bin/env python3
 Run it:  python @NAME@ [--repeat N] [--device cpu|cuda] [--impl MODULE:ATTR]
                       [--timeout SECONDS] [--in-process]
 Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
-         3 if the implementation cannot be loaded, 4 on a usage error.
+         3 if the implementation or diagfuzz cannot be loaded, 4 on a usage error.
 Needs:   torch, triton and diagfuzz (not Hypothesis).
 """
 
@@ -91,9 +92,14 @@ def main(argv=None):
     for root in (os.getcwd(), *IMPL_PATH):  # where --impl and IMPL are imported from
         if root not in sys.path:
             sys.path.append(root)
-    from diagfuzz.case import Case
-    from diagfuzz.harness.findings import evidence_lines
-    from diagfuzz.impl import ImplError
+    try:
+        from diagfuzz.case import Case
+        from diagfuzz.harness.findings import evidence_lines
+        from diagfuzz.impl import ImplError
+    except ImportError as exc:  # not exit 1, which says the bug is there
+        print(f"cannot import diagfuzz ({exc}): run this script with the Python that has "
+              "diagfuzz installed (e.g. its .venv/bin/python)", file=sys.stderr)
+        return 3
 
     case = Case.from_json(CASE_JSON)
     print("case:  " + "\\n       ".join(case.describe_full()))
@@ -110,7 +116,8 @@ def main(argv=None):
             return 3
         failed += not verdict.ok
         where = f" [{verdict.check}]" if verdict.check else ""
-        print(f"[{i + 1}/{args.repeat}] {verdict.kind}{where}: {verdict.message}")
+        said = f": {verdict.message}" if verdict.message else ""
+        print(f"[{i + 1}/{args.repeat}] {verdict.kind}{where}{said}")
         for line in evidence_lines(verdict.details):
             print(line)
         if args.details and verdict.details:
