@@ -115,7 +115,7 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
     finding = Finding.of(verdict, "t[shard0]", count=5, dtypes={"float32": 3, "float16": 2})
     text = "\n".join(block(finding, 2, 3, "python repro_x.py"))
     assert text.startswith("[2/3] diagonal · mismatch · bitwise · signed-zero · float  "
-                           "(5 failing Cases: float32 3, float16 2)")
+                           "(5 failing Cases drawn: float32 3, float16 2)")
     assert "storage[5] = 0x80000000 (-0.0)" in text
     assert "[1]: expected -0.0 (0x80000000), actual 0.0 (0x00000000)" in text
     assert "repro    python repro_x.py" in text and "not shrunk" in text

@@ -43,7 +43,7 @@ def coverage(result: Result) -> dict[str, Counter[str]]:
 def _seen(f: Finding) -> str:
     dtypes = ", ".join(f"{d} {n}" for d, n in sorted(f.dtypes.items(),
                                                      key=lambda kv: (-kv[1], kv[0])))
-    return f"{f.count} failing Case{'' if f.count == 1 else 's'}" + (
+    return f"{f.count} failing Case{'' if f.count == 1 else 's'} drawn" + (
         f" ({dtypes})" if dtypes else "")
 
 

@@ -193,7 +193,7 @@ def _seen(finding: Finding) -> str:
     dtypes = ", ".join(f"{d} {n}" for d, n in sorted(finding.dtypes.items(),
                                                      key=lambda kv: (-kv[1], kv[0])))
     cases = "Case" if finding.count == 1 else "Cases"
-    return f"{finding.count} failing {cases}" + (f": {dtypes}" if dtypes else "")
+    return f"{finding.count} failing {cases} drawn" + (f": {dtypes}" if dtypes else "")
 
 
 def _exception_line(label: str, entry: Any) -> str | None:
