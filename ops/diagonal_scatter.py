@@ -224,53 +224,44 @@ def _diagonal_scatter_kernel(
                     tl.store(out_ptr + t_offs, t_words, mask=t_keep, eviction_policy=COPY_EVICT)
     if DIAG_RUNS:
         if pid < run_programs:
+            # Part ``r_part`` (of run_chunks) of RUN_TILE runs from run r_group * RUN_TILE
+            # (one run where RUN_TILE is 1): the first run's start peeled over the outer
+            # diagonal dims, in the result (r_pos) and in src (r_src).
+            r_group = pid // run_chunks
+            r_part = pid - r_group * run_chunks
+            r_rest = r_group * RUN_TILE
+            r_pos = r_rest * 0 + diag_base
+            r_src = r_rest * 0
+            for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
+                if n_ddims > j:
+                    r_quot = r_rest // dsizes[j]
+                    r_idx = r_rest - r_quot * dsizes[j]
+                    r_pos += r_idx * douts[j]
+                    r_src += r_idx * dsrcs[j]
+                    r_rest = r_quot
             if RUN_TILE > 1:
                 # RUN_TILE runs side by side, RUN_BLOCK // RUN_TILE elements of each: the runs
                 # are consecutive along the diagonal's next dim, where src's stride is 1 (src
                 # holds them innermost: 16x16x256x256's default src, (256, 256, 16)), so a row
                 # of the tile is contiguous in src and a column in the result (read run by
                 # run, each src word takes a 32-byte sector of its own).
-                u_k = pid // run_chunks
-                u_first = (pid - u_k * run_chunks) * (RUN_BLOCK // RUN_TILE)
-                u_rest = u_k * RUN_TILE
-                u_pos = u_rest * 0 + diag_base
-                u_src = u_rest * 0
-                for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
-                    if n_ddims > j:
-                        u_quot = u_rest // dsizes[j]
-                        u_idx = u_rest - u_quot * dsizes[j]
-                        u_pos += u_idx * douts[j]
-                        u_src += u_idx * dsrcs[j]
-                        u_rest = u_quot
                 u_runs = tl.arange(0, RUN_TILE)
                 u_el = tl.arange(0, RUN_BLOCK // RUN_TILE)
                 if INDEX_64:
                     u_runs = u_runs.to(tl.int64)
                     u_el = u_el.to(tl.int64)
-                u_el += u_first
+                u_el += r_part * (RUN_BLOCK // RUN_TILE)
                 u_keep = (u_el < dsizes[0])[:, None]
-                u_words = tl.load(src_ptr + u_src + u_runs[None, :] + (u_el * dsrc0)[:, None],
+                u_words = tl.load(src_ptr + r_src + u_runs[None, :] + (u_el * dsrc0)[:, None],
                                   mask=u_keep)
-                tl.store(out_ptr + u_pos + (u_runs * dout1)[None, :] + u_el[:, None], u_words,
+                tl.store(out_ptr + r_pos + (u_runs * dout1)[None, :] + u_el[:, None], u_words,
                          mask=u_keep)
             else:
-                # RUN_BLOCK words of one run: run ``r_k`` from its element ``r_first`` (one of
-                # its run_chunks parts).
+                # RUN_BLOCK words of one run from its element ``r_first``.
                 # Runs store (RUN_OUT_ALIGN), and contiguous src runs load (RUN_SRC_ALIGN),
                 # whole vectors: the planner proves every part's start a multiple of those
                 # words (the pointers are specialised on 16 bytes).
-                r_k = pid // run_chunks
-                r_first = (pid - r_k * run_chunks) * (RUN_BLOCK // WORDS)
-                r_rest = r_k
-                r_pos = r_k * 0 + diag_base
-                r_src = r_k * 0
-                for j in tl.static_range(1, 8):  # MAX_ROW_DIMS
-                    if n_ddims > j:
-                        r_quot = r_rest // dsizes[j]
-                        r_idx = r_rest - r_quot * dsizes[j]
-                        r_pos += r_idx * douts[j]
-                        r_src += r_idx * dsrcs[j]
-                        r_rest = r_quot
+                r_first = r_part * (RUN_BLOCK // WORDS)
                 r_words = tl.arange(0, RUN_BLOCK)
                 if INDEX_64:
                     r_words = r_words.to(tl.int64)
