@@ -194,3 +194,16 @@ def test_a_reinstall_drops_a_stale_egg_info_from_the_project_root(tmp_path):
     (tmp_path / "keep.txt").write_text("x")
     envcheck.drop_stale_metadata(tmp_path)
     assert not stale.exists() and (tmp_path / "keep.txt").exists()
+
+
+@pytest.mark.parametrize(("deps_present", "last", "mode"), [
+    (True, "", "no-deps"),  # an offline GPU machine's python3 holds every dependency
+    (True, "no-deps", "no-deps"),  # ... and still has no index to reach on a reinstall
+    (False, "", "dev"),
+    (False, "no-deps", "dev"),
+    # A venv installed with its extras, every dependency now present: a reinstall (after
+    # pyproject.toml changed) installs the extras again, so one added since is installed.
+    (True, "dev", "dev"),
+])
+def test_a_reinstall_keeps_the_install_mode(deps_present, last, mode):
+    assert envcheck.install_mode(deps_present, last) == mode

@@ -14,7 +14,9 @@ parent here. It only reads the parent; everything it writes lies under the venv 
   parent has no torch      .venv is isolated and gets the CPU build (DEFAULT_TORCH)
 
 With every dependency importable in .venv diagfuzz installs with --no-deps
---no-build-isolation (an offline GPU machine); else `pip install -e .[dev]`. A marker file
+--no-build-isolation (an offline GPU machine); else `pip install -e .[dev]`. Which of the two
+ran is kept in .venv, and a reinstall (pyproject.toml changed) repeats it: a .venv installed
+with its dev extras gets the extras pyproject.toml adds later. A marker file
 in .venv records the choice; when the choice changes (another PYTHON, DIAGFUZZ_TORCH, the
 parent's torch) .venv is made again. `--dry-run` makes .venv without pip and prints the
 install commands instead of running them.
@@ -39,6 +41,8 @@ SUPPORTED = ((2, 11), (2, 14))  # torch>=2.11,<2.14, as pyproject.toml states
 SUPPORTED_TEXT = "torch>=2.11,<2.14"
 DEFAULT_TORCH = "torch==2.13.0"  # the CPU build (this machine's pip finds it on disk)
 DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "setuptools")
+#: The dev extras' modules (pyproject.toml's ``dev``): an offline install goes without them.
+DEV_MODULES = ("ruff", "mypy", "redis")
 MARKER = ".diagfuzz-env.json"
 STAMP = ".diagfuzz-installed"
 PTH = "diagfuzz-parent-site.pth"
@@ -352,8 +356,13 @@ def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
     if not dry_run:
         drop_stale_metadata(project)
     have = child_probe(py)["modules"]
-    if all(have.values()):
+    mode = install_mode(all(have.values()), stamp.read_text().strip() if stamp.is_file() else "")
+    if mode == "no-deps":
         run([*pip, "--no-deps", "--no-build-isolation", "-e", str(project)], dry_run)
+        lacking = [m for m, ok in child_probe(py, DEV_MODULES)["modules"].items() if not ok]
+        if lacking:
+            say(f"{venv} lacks the dev extras' {', '.join(lacking)}: the tests that need them "
+                f"skip (`{py} -m pip install -e '{project}[dev]'` adds them)")
     else:
         extra: list[str] = []
         if plan.mode == "reuse":
@@ -374,7 +383,16 @@ def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
                            f"{got[1] if got else 'nowhere'}, not {want}; remove {venv} and "
                            f"run again (and report it)")
     if not dry_run:
-        stamp.touch()
+        stamp.write_text(mode + "\n")
+
+
+def install_mode(deps_present: bool, last: str) -> str:
+    """``"no-deps"`` (install diagfuzz alone: every dependency is there, and pip may have no
+    index to reach) or ``"dev"`` (``pip install -e .[dev]``). ``last`` is the mode of this
+    venv's previous install ("" where its stamp names none): a venv once
+    installed with its extras keeps getting them, so an extra added to pyproject.toml later
+    is installed too."""
+    return "no-deps" if deps_present and last != "dev" else "dev"
 
 
 def maker_of(venv: Path) -> str:
