@@ -147,18 +147,18 @@ class Tuning:
     #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
     fill_num_warps: int = 4
     #: Outputs of at least huge_output_bytes: blocks of huge_fill_block_bytes on
-    #: huge_fill_num_warps warps, four 16-byte stores a thread instead of eight. There the
-    #: zero stores are nearly all the time, and their pattern counts: H200, plain Triton fills
-    #: of 1 GiB took 232 µs with 2 stores a thread, 237 with 4 and 242 with 8 (these plans'
-    #: 16 KiB on 4 warps). In one run (fill_floor.py) 16384² float32 went 239.0 -> 235.1 µs
-    #: (0.985x -> 1.001x aten), 1024x512x512 d=(1,2) float32 258.5 -> 249.8, and none of the
-    #: 14 rows of 256 MB or more got slower. 8 warps (two stores a thread) read 234.1 on 16384²
-    #: but 272.6 on 1024x512x512: their programs' diagonal work (the peel of rows of 512
-    #: words) then weighs more. Below, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within
-    #: about 1% at 16-128 MB; the threshold was not swept between 16 and 256 MB. The
-    #: transposed launches keep the large plans' block and warps. BENCHMARKS.md.
+    #: huge_fill_num_warps warps, 4 KiB on 4 warps: two 16-byte stores a thread, the shape of
+    #: aten's own fill (4 KiB blocks of 128 threads). There the zero stores are nearly all the
+    #: time, and their pattern counts: H200, plain Triton fills of 1 GiB took 231.8 µs with 4
+    #: KiB blocks on 4 warps (aten's fill 231.5), 236.9 with 8 KiB on 4 (four stores a
+    #: thread), 233.6 with 8 KiB on 8 and 242.7 with 16 KiB on 4 (the large plans' shape).
+    #: 8 KiB on 8 warps lost on 1024x512x512 d=(1,2) float32 (272.6 µs, 249.8 on 4 warps):
+    #: a program's diagonal work (its peel of rows of 512 words) then weighs more. Below,
+    #: 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about 1% at 16-128 MB; the
+    #: threshold was not swept between 16 and 256 MB. The transposed launches keep the large
+    #: plans' block and warps. This tier's sweeps: BENCHMARKS.md.
     huge_output_bytes: int = 1 << 28
-    huge_fill_block_bytes: int = 8192
+    huge_fill_block_bytes: int = 4096
     huge_fill_num_warps: int = 4
     #: Cache hints of diagonal_backward: store the zero fill with ``evict_first`` / load
     #: grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output hint
