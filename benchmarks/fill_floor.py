@@ -64,9 +64,13 @@ PLAIN_FILLS = ((4 * KIB, 4), (8 * KIB, 4), (8 * KIB, 8), (16 * KIB, 4), (16 * KI
 
 #: Rows beyond the grid's: outputs of 256 MB and more shaped like the grid's 64 MB batched
 #: rows (rows of 512 words, the second diagonal dim not innermost), where a plan for huge
-#: outputs must not lose what it wins on the 2-D rows.
+#: outputs must not lose what it wins on the 2-D rows, and batched rows of 4, 8 and 16 KiB
+#: on either side of the huge plans' long-row threshold.
 EXTRA_ROWS = (
     Shape("backward", (1024, 512, 512), 0, 1, 2, "float32"),
+    Shape("backward", (256, 1024, 1024), 0, 1, 2, "float32"),  # rows of 4 KiB
+    Shape("backward", (64, 2048, 2048), 0, 1, 2, "float32"),  # 8 KiB
+    Shape("backward", (16, 4096, 4096), 0, 1, 2, "float32"),  # 16 KiB: long rows' plan
     Shape("backward", (1024, 512, 512), 0, 1, 2, "int8"),
     Shape("backward", (4096, 64, 512), 0, 0, 2, "float32"),
     Shape("backward", (128, 256, 8, 256), 1, 1, 3, "float32"),

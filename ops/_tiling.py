@@ -146,20 +146,25 @@ class Tuning:
     fill_words_per_lane: int = 32
     #: Warps per program of the large-output fill plans (a sweep knob; 4 is the tuned value).
     fill_num_warps: int = 4
-    #: Outputs of at least huge_output_bytes: blocks of huge_fill_block_bytes on
-    #: huge_fill_num_warps warps, 4 KiB on 4 warps: two 16-byte stores a thread, the shape of
-    #: aten's own fill (4 KiB blocks of 128 threads). There the zero stores are nearly all the
-    #: time, and their pattern counts: H200, plain Triton fills of 1 GiB took 231.8 µs with 4
-    #: KiB blocks on 4 warps (aten's fill 231.5), 236.9 with 8 KiB on 4 (four stores a
-    #: thread), 233.6 with 8 KiB on 8 and 242.7 with 16 KiB on 4 (the large plans' shape).
-    #: 8 KiB on 8 warps lost on 1024x512x512 d=(1,2) float32 (272.6 µs, 249.8 on 4 warps):
-    #: a program's diagonal work (its peel of rows of 512 words) then weighs more. Below,
-    #: 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about 1% at 16-128 MB; the
-    #: threshold was not swept between 16 and 256 MB. The transposed launches keep the large
-    #: plans' block and warps. This tier's sweeps: BENCHMARKS.md.
+    #: Outputs of at least huge_output_bytes: there the zero stores are nearly all the time,
+    #: and the stores a thread has in flight set their speed. H200, plain Triton fills of
+    #: 1 GiB: 231.8 µs in 4 KiB blocks on 4 warps (two 16-byte stores a thread: the shape of
+    #: aten's own fill, 231.5), 236.3 in 8 KiB on 4 (four), 242.1 in 16 KiB on 4 (eight: the
+    #: large plans'). Rows of at least huge_long_row_bytes (16 KiB: at most one program in
+    #: four holds a diagonal element) take huge_long_row_block_bytes (4 KiB: 16384² float32
+    #: 232.8 µs against 235.2 in 8 KiB, aten 236.4); shorter rows
+    #: keep huge_fill_block_bytes (8 KiB): there nearly every program also loads a diagonal
+    #: element and holds its slot for that load, and twice the programs cost more than their
+    #: stores gain (1024x512x512 d=(1,2) float32, rows of 2 KiB: 271.3 in 4 KiB against
+    #: 249.5; 4096x64x512 d=(0,2): 137.1 against 119.7). 8 KiB on 8 warps lost the same way.
+    #: Below huge_output_bytes, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about
+    #: 1% at 16-128 MB; the threshold was not swept between 16 and 256 MB. The transposed
+    #: launches keep the large plans' block and warps. These sweeps: BENCHMARKS.md.
     huge_output_bytes: int = 1 << 28
-    huge_fill_block_bytes: int = 4096
+    huge_fill_block_bytes: int = 8192
     huge_fill_num_warps: int = 4
+    huge_long_row_bytes: int = 16384
+    huge_long_row_block_bytes: int = 4096
     #: Cache hints of diagonal_backward: store the zero fill with ``evict_first`` / load
     #: grad_output with ``evict_last``. H200, two A/B pairs in one run: the grad_output hint
     #: moved the 64 MB float32 3-D outputs from 84-90% to 92-99% of a same-size fill (e.g.
@@ -290,7 +295,8 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
 
 def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
     """diagonal_backward's plan from the ``*fill*`` knobs of ``TUNING``: the small ones for
-    outputs of at most ``small_output_bytes``, the huge ones from ``huge_output_bytes``."""
+    outputs of at most ``small_output_bytes``, the huge ones from ``huge_output_bytes``
+    (their block by the length of a row, ``width`` words)."""
     tuning = TUNING
     out_bytes = total * word_bytes
     if out_bytes <= tuning.small_output_bytes:
@@ -298,6 +304,8 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
                          tuning.small_fill_words_per_lane)
     if out_bytes >= tuning.huge_output_bytes:
         block_bytes, warps = tuning.huge_fill_block_bytes, tuning.huge_fill_num_warps
+        if width * word_bytes >= tuning.huge_long_row_bytes:
+            block_bytes = tuning.huge_long_row_block_bytes
     else:
         block_bytes, warps = tuning.fill_block_bytes, tuning.fill_num_warps
     tile = plan_flat(total, width, run, word_bytes, block_bytes, tuning.fill_words_per_lane)

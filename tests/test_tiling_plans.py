@@ -120,20 +120,25 @@ def test_small_outputs_get_small_blocks_and_keep_two_variants(monkeypatch) -> No
     assert len(fuzz_shapes) == 2
 
 
-def test_huge_outputs_store_two_vectors_a_thread(monkeypatch) -> None:
-    """From HUGE_OUTPUT_BYTES a program's block is two 16-byte stores per thread, not eight,
-    as aten's fill stores (a 1 GiB output's time is nearly all the zeros); just below, the
-    large plans stay."""
+def test_huge_outputs_block_by_row_length(monkeypatch) -> None:
+    """From HUGE_OUTPUT_BYTES a program's block is four 16-byte stores per thread, not eight,
+    and two (aten's fill's shape) where rows are at least HUGE_LONG_ROW_BYTES long, so few
+    programs also load a diagonal element; just below the size, the large plans stay."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     limit = TUNING.huge_output_bytes
+    long_row = TUNING.huge_long_row_bytes
     for word_bytes in (1, 2, 4):
         below = _tiling.plan_fill((limit - 1) // word_bytes, 16384, 1, word_bytes)
-        huge = _tiling.plan_fill(limit // word_bytes, 16384, 1, word_bytes)
         assert (below.block * word_bytes, below.num_warps) == (
             TUNING.fill_block_bytes, TUNING.fill_num_warps)
-        assert huge.block * word_bytes == TUNING.huge_fill_block_bytes
-        assert huge.num_warps == TUNING.huge_fill_num_warps
-        assert huge.block * word_bytes == 2 * 16 * 32 * huge.num_warps
+        for width, block_bytes, stores in (
+                (long_row // word_bytes, TUNING.huge_long_row_block_bytes, 2),
+                (long_row // word_bytes - 1, TUNING.huge_fill_block_bytes, 4),
+                (512, TUNING.huge_fill_block_bytes, 4)):
+            huge = _tiling.plan_fill(limit // word_bytes, width, 1, word_bytes)
+            assert huge.block * word_bytes == block_bytes, (word_bytes, width)
+            assert huge.num_warps == TUNING.huge_fill_num_warps
+            assert huge.block * word_bytes == stores * 16 * 32 * huge.num_warps
     # The tier's warps are its own, not the large plans' (both are 4 today).
     tune(monkeypatch, huge_fill_num_warps=8)
     assert _tiling.plan_fill(limit // 4, 16384, 1, 4).num_warps == 8
