@@ -150,16 +150,16 @@ class Tuning:
     #: and the stores a thread has in flight set their speed. H200, plain Triton fills of
     #: 1 GiB: 231.8 µs in 4 KiB blocks on 4 warps (two 16-byte stores a thread: the shape of
     #: aten's own fill, 231.5), 236.3 in 8 KiB on 4 (four), 242.1 in 16 KiB on 4 (eight: the
-    #: large plans'). Rows of at least huge_long_row_bytes (16 KiB: at most one program in
-    #: four holds a diagonal element) take huge_long_row_block_bytes (4 KiB: 16384² float32
-    #: 232.8 µs against 235.2 in 8 KiB, aten 236.4); shorter rows
-    #: keep huge_fill_block_bytes (8 KiB): there nearly every program also loads a diagonal
-    #: element and holds its slot for that load, and twice the programs cost more than their
-    #: stores gain (1024x512x512 d=(1,2) float32, rows of 2 KiB: 271.3 in 4 KiB against
-    #: 249.5; 4096x64x512 d=(0,2): 137.1 against 119.7). 8 KiB on 8 warps lost the same way.
-    #: Below huge_output_bytes, 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about
-    #: 1% at 16-128 MB; the threshold was not swept between 16 and 256 MB. The transposed
-    #: launches keep the large plans' block and warps. These sweeps: BENCHMARKS.md.
+    #: large plans'). Where the rows have one row dim (a program's peel is one division:
+    #: 2-D results) and are at least huge_long_row_bytes long, blocks are
+    #: huge_long_row_block_bytes (4 KiB: 16384² float32 232.4 µs against 234.9 in 8 KiB,
+    #: aten 236.0); elsewhere huge_fill_block_bytes (8 KiB). 4 KiB blocks made every batched
+    #: row of 1 GiB float32 take 269-271 µs, whatever its row length (2 KiB to 16 KiB, rows
+    #: of 2 to 4 dims; 8 KiB: 236-250): there a program's peel weighs more than two fewer
+    #: stores a thread gain, and 8 KiB on 8 warps lost the same way. Below huge_output_bytes,
+    #: 8 KiB blocks were 1.5-4% slower at 2-8 MB and within about 1% at 16-128 MB; that
+    #: threshold was not swept between 16 and 256 MB. The transposed launches keep the large
+    #: plans' block and warps. These sweeps: BENCHMARKS.md.
     huge_output_bytes: int = 1 << 28
     huge_fill_block_bytes: int = 8192
     huge_fill_num_warps: int = 4
@@ -293,10 +293,11 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
                     triton.cdiv(total, block))
 
 
-def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
+def plan_fill(total: int, width: int, run: int, word_bytes: int,
+              row_dims: int = 1) -> FlatTile:
     """diagonal_backward's plan from the ``*fill*`` knobs of ``TUNING``: the small ones for
     outputs of at most ``small_output_bytes``, the huge ones from ``huge_output_bytes``
-    (their block by the length of a row, ``width`` words)."""
+    (their block by the rows: ``width`` words, indexed by ``row_dims`` dims)."""
     tuning = TUNING
     out_bytes = total * word_bytes
     if out_bytes <= tuning.small_output_bytes:
@@ -304,7 +305,7 @@ def plan_fill(total: int, width: int, run: int, word_bytes: int) -> FlatTile:
                          tuning.small_fill_words_per_lane)
     if out_bytes >= tuning.huge_output_bytes:
         block_bytes, warps = tuning.huge_fill_block_bytes, tuning.huge_fill_num_warps
-        if width * word_bytes >= tuning.huge_long_row_bytes:
+        if row_dims == 1 and width * word_bytes >= tuning.huge_long_row_bytes:
             block_bytes = tuning.huge_long_row_block_bytes
     else:
         block_bytes, warps = tuning.fill_block_bytes, tuning.fill_num_warps

@@ -298,7 +298,7 @@ def _plan(sizes: tuple[int, ...], grad: torch.Tensor, diag: Diagonal) -> LaunchP
     peel_args = row_args(row_dims)
     total = numel * words
     word_bytes = grad.element_size() // words
-    tile = plan_fill(total, width, run_len, word_bytes)
+    tile = plan_fill(total, width, run_len, word_bytes, len(row_dims))
     grad_extent = sum(s * (n - 1) for s, n in zip(grad.stride(), grad.shape, strict=True)) * words
     index_64 = tile.needs_int64(total, width, grad_extent + words)
     n_programs, block, tiles, num_warps = tile.n_programs, tile.block, (0, 1, 1), tile.num_warps
