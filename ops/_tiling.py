@@ -148,12 +148,12 @@ class Tuning:
     fill_num_warps: int = 4
     #: Outputs of at least huge_output_bytes: there the zero stores are nearly all the time,
     #: and the stores a thread has in flight set their speed. H200, plain Triton fills of
-    #: 1 GiB: 231.8 µs in 4 KiB blocks on 4 warps (two 16-byte stores a thread: the shape of
-    #: aten's own fill, 231.5), 236.3 in 8 KiB on 4 (four), 242.1 in 16 KiB on 4 (eight: the
+    #: 1 GiB: 231.5 µs in 4 KiB blocks on 4 warps (two 16-byte stores a thread: the shape of
+    #: aten's own fill, 231.3), 237.4 in 8 KiB on 4 (four), 242.0 in 16 KiB on 4 (eight: the
     #: large plans'). Where the rows have one row dim (a program's peel is one division:
     #: 2-D results) and are at least huge_long_row_bytes long, blocks are
-    #: huge_long_row_block_bytes (4 KiB: 16384² float32 232.4 µs against 234.9 in 8 KiB,
-    #: aten 236.0); elsewhere huge_fill_block_bytes (8 KiB). 4 KiB blocks made every batched
+    #: huge_long_row_block_bytes (4 KiB: 16384² float32 232.1 µs against 235.2 in 8 KiB,
+    #: aten 235.2); elsewhere huge_fill_block_bytes (8 KiB). 4 KiB blocks made every batched
     #: row of 1 GiB float32 take 269-271 µs, whatever its row length (2 KiB to 16 KiB, rows
     #: of 2 to 4 dims; 8 KiB: 236-250): there a program's peel weighs more than two fewer
     #: stores a thread gain, and 8 KiB on 8 warps lost the same way. Below huge_output_bytes,
