@@ -20,7 +20,7 @@ from diagfuzz.gate.stages import (
     corpus,
     reproduce_command,
 )
-from diagfuzz.harness.findings import evidence_lines
+from diagfuzz.harness.findings import dtype_tally, evidence_lines
 
 _HEADLINE = {
     EXIT_CLEAN: "PASSED",
@@ -41,8 +41,7 @@ def coverage(result: Result) -> dict[str, Counter[str]]:
 
 
 def _seen(f: Finding) -> str:
-    dtypes = ", ".join(f"{d} {n}" for d, n in sorted(f.dtypes.items(),
-                                                     key=lambda kv: (-kv[1], kv[0])))
+    dtypes = dtype_tally(f.dtypes)
     return f"{f.count} failing Case{'' if f.count == 1 else 's'} drawn" + (
         f" ({dtypes})" if dtypes else "")
 

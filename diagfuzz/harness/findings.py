@@ -189,9 +189,15 @@ def _across_families(findings: list[Finding]) -> list[Finding]:
 
 # --- the compact block -------------------------------------------------------------------
 
+def dtype_tally(dtypes: dict[str, int]) -> str:
+    """Failing Cases per dtype, most first (``float32 3, float16 2``): the finding block's
+    and the gate summary's count."""
+    return ", ".join(f"{d} {n}" for d, n in sorted(dtypes.items(),
+                                                   key=lambda kv: (-kv[1], kv[0])))
+
+
 def _seen(finding: Finding) -> str:
-    dtypes = ", ".join(f"{d} {n}" for d, n in sorted(finding.dtypes.items(),
-                                                     key=lambda kv: (-kv[1], kv[0])))
+    dtypes = dtype_tally(finding.dtypes)
     cases = "Case" if finding.count == 1 else "Cases"
     return f"{finding.count} failing {cases} drawn" + (f": {dtypes}" if dtypes else "")
 
