@@ -294,7 +294,7 @@ def plan_flat(total: int, width: int, run: int, word_bytes: int, block_bytes: in
 
 
 def plan_fill(total: int, width: int, run: int, word_bytes: int,
-              row_dims: int = 1) -> FlatTile:
+              row_dims: int) -> FlatTile:
     """diagonal_backward's plan from the ``*fill*`` knobs of ``TUNING``: the small ones for
     outputs of at most ``small_output_bytes``, the huge ones from ``huge_output_bytes``
     (their block by the rows: ``width`` words, indexed by ``row_dims`` dims)."""

@@ -105,8 +105,8 @@ def test_small_outputs_get_small_blocks_and_keep_two_variants(monkeypatch) -> No
     word size (narrow and wide) whatever the shape; larger outputs keep the big blocks."""
     monkeypatch.setattr(_tiling, "INTERPRET", False)
     limit = TUNING.small_output_bytes
-    small = _tiling.plan_fill(limit // 4, 8, 1, 4)  # 4096x8x8 float32: rows of 8 words
-    big = _tiling.plan_fill(limit // 4 + 1, 8, 1, 4)
+    small = _tiling.plan_fill(limit // 4, 8, 1, 4, 2)  # 4096x8x8 float32: rows of 8 words
+    big = _tiling.plan_fill(limit // 4 + 1, 8, 1, 4, 2)
     assert small.block * 4 == TUNING.small_fill_block_bytes
     assert big.block * 4 == TUNING.fill_block_bytes
     assert small.n_programs > big.n_programs
@@ -116,7 +116,7 @@ def test_small_outputs_get_small_blocks_and_keep_two_variants(monkeypatch) -> No
         (t.block, t.peel_lanes, t.copy_lanes, t.rounds)
         for total, width, run in [(1, 1, 1), (16, 4, 1), (4096, 64, 64), (4096, 4096, 4096),
                                   (2048, 2, 2), (4095, 4095, 1)]
-        for t in [_tiling.plan_fill(total, width, run, 4)]
+        for t in [_tiling.plan_fill(total, width, run, 4, 1)]
     }
     assert len(fuzz_shapes) == 2
 
@@ -130,14 +130,14 @@ def test_huge_outputs_block_by_row_length(monkeypatch) -> None:
     limit = TUNING.huge_output_bytes
     long_row = TUNING.huge_long_row_bytes
     for word_bytes in (1, 2, 4):
-        below = _tiling.plan_fill((limit - 1) // word_bytes, 16384, 1, word_bytes)
+        below = _tiling.plan_fill((limit - 1) // word_bytes, 16384, 1, word_bytes, 1)
         assert (below.block * word_bytes, below.num_warps) == (
             TUNING.fill_block_bytes, TUNING.fill_num_warps)
         for width, block_bytes, stores in (
                 (long_row // word_bytes, TUNING.huge_long_row_block_bytes, 2),
                 (long_row // word_bytes - 1, TUNING.huge_fill_block_bytes, 4),
                 (512, TUNING.huge_fill_block_bytes, 4)):
-            huge = _tiling.plan_fill(limit // word_bytes, width, 1, word_bytes)
+            huge = _tiling.plan_fill(limit // word_bytes, width, 1, word_bytes, 1)
             assert huge.block * word_bytes == block_bytes, (word_bytes, width)
             assert huge.num_warps == TUNING.huge_fill_num_warps
             assert huge.block * word_bytes == stores * 16 * 32 * huge.num_warps
@@ -146,8 +146,8 @@ def test_huge_outputs_block_by_row_length(monkeypatch) -> None:
             assert batched.block * word_bytes == TUNING.huge_fill_block_bytes
     # The tier's warps are its own, not the large plans' (both are 4 today).
     tune(monkeypatch, huge_fill_num_warps=8)
-    assert _tiling.plan_fill(limit // 4, 16384, 1, 4).num_warps == 8
-    assert _tiling.plan_fill((limit - 1) // 4, 16384, 1, 4).num_warps == TUNING.fill_num_warps
+    assert _tiling.plan_fill(limit // 4, 16384, 1, 4, 1).num_warps == 8
+    assert _tiling.plan_fill((limit - 1) // 4, 16384, 1, 4, 1).num_warps == TUNING.fill_num_warps
 
 
 def test_huge_backward_plans_count_the_row_dims(monkeypatch) -> None:
