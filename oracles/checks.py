@@ -36,6 +36,7 @@ from diagfuzz.core import counters
 from diagfuzz.core.case import Case, dtype_of
 from diagfuzz.core.dispatch import registration_off
 from diagfuzz.core.impl import provides, unsupported
+from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
@@ -57,7 +58,10 @@ def _fail(kind: str, check: str, message: str, case: Case,
 
 
 def _exception(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc)[:500]}
+    """An exception as evidence: its type, message and where the impl raised it (the
+    finding's key, ``diagfuzz.core.origin``)."""
+    return {"type": type(exc).__name__, "message": str(exc)[:500],
+            "origin": raise_origin(exc)}
 
 
 def _raised_details(exc: BaseException, expected: BaseException | None = None

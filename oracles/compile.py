@@ -19,6 +19,7 @@ import torch
 
 from diagfuzz.core.case import Case
 from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
@@ -61,7 +62,8 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
             y, x_grad = _forward_backward(compiled, x, grad)
     except Exception as exc:
         return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",
-                       case, {"type": type(exc).__name__, "message": str(exc)[:500]})
+                       case, {"type": type(exc).__name__, "message": str(exc)[:500],
+                              "origin": raise_origin(exc)})
     for what, expected, actual in (("forward", eager_y, y), ("grad", eager_grad, x_grad)):
         # Values, not layout: inductor may pick other strides for an intermediate it owns.
         if not isinstance(actual, torch.Tensor):

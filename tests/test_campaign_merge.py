@@ -92,24 +92,13 @@ def test_findings_merge_by_signature_and_exit_1(tmp_path: Path) -> None:
     assert Path(merged["reproducer"]).parent == tmp_path / "m-repro"
 
 
-def test_merging_merged_findings_joins_dtype_families_once() -> None:
-    # One bug, one geometry: float32 in one partition; int32 and float16 in the other, whose
-    # own report joined them already (reports without shard findings merge these).
+def test_partitions_findings_of_one_cause_merge_into_one(tmp_path: Path) -> None:
+    # One cause over dtypes: float32 in one partition, int32 and float16 in the other.
     a = [_finding("float32")]
     b = [_finding("int32"), _finding("float16", test="test_diagonal[shard1]")]
     parts = merge_findings(merge_findings(a) + merge_findings(b))
-    assert [f.signature.family for f in parts] == ["float+integer"]
-    assert [f.count for f in parts] == [3]
-
-
-def test_partitions_shard_findings_merge_as_the_whole_run(tmp_path: Path) -> None:
-    # Which representative wins depends on what is merged together (float32 goes first
-    # across families, but float16 beats it within "float"): the partitions' shard
-    # findings, merged at once, give the whole run's choice.
-    a = [_finding("float32")]
-    b = [_finding("int32"), _finding("float16", test="test_diagonal[shard1]")]
-    whole = merge_findings(a + b)
-    assert merge_findings(merge_findings(a) + merge_findings(b))[0].case != whole[0].case
+    assert len(parts) == 1 and parts[0].count == 3
+    assert parts[0].dtypes == {"float32": 1, "int32": 1, "float16": 1}
     one, two = _report(1, findings=tuple(merge_findings(a))), _report(
         2, findings=tuple(merge_findings(b)))
     one["shard_findings"] = [f.to_dict() for f in a]
@@ -118,6 +107,7 @@ def test_partitions_shard_findings_merge_as_the_whole_run(tmp_path: Path) -> Non
     assert code == 1, out
     merged = json.loads((tmp_path / "m.json").read_text())
     assert "shard_findings" not in merged
+    whole = merge_findings(a + b)
     assert [f["case"] for f in merged["findings"]] == [whole[0].to_dict()["case"]]
 
 

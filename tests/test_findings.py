@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from diagfuzz.core.case import Case, Layout, Values
-from diagfuzz.core.signature import Signature, check_class, dtype_family, signature_of
+from diagfuzz.core.origin import raise_origin
+from diagfuzz.core.signature import Signature, check_class, signature_of
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.findings import Finding, block, merge_findings
 from diagfuzz.oracles._bits import differing, symptom
@@ -39,30 +40,55 @@ def test_symptoms_name_what_the_wrong_elements_look_like() -> None:
     assert of([5, 6], [0, 0], dtype=torch.int16) == "zeroed"
 
 
-def test_signatures_group_by_what_a_user_calls_the_bug() -> None:
-    assert dtype_family("bfloat16") == "float" and dtype_family("float8_e5m2") == "float8"
-    assert dtype_family("uint8") == "integer" and dtype_family("complex128") == "complex"
+def test_signatures_group_by_cause_not_by_dtype_class_or_aten_wording() -> None:
     assert check_class("bitwise:aten") == check_class("bitwise:autograd") == "bitwise"
     assert check_class("compile:grad:bitwise:eager-grad") == "compile:grad:bitwise"
     assert check_class("metadata:strides") == "metadata:strides"
-    # Two references, two dtypes of one family, one symptom: one bug.
+    # Two references, any dtypes, one symptom: one cause.
     a = signature_of(_mismatch(_case("float16")))
     b = signature_of(Verdict("mismatch", "bitwise:aten", "", _case("float32"),
                              {"symptom": "values"}))
-    assert a == b == Signature("diagonal", "mismatch", "bitwise", "values", "float")
+    assert a == b == Signature("diagonal", "mismatch", "bitwise", "values")
+    assert signature_of(_mismatch(_case("int8"))) == a
     assert signature_of(_mismatch(_case(), "signed-zero")) != a
-    assert signature_of(_mismatch(_case("int8"))) != a
+    # A raise: its type and its origin, whatever the invalid class and aten's type.
+    site = "mylib/diag.py:12 in diagonal"
     raised = signature_of(Verdict("error-parity", "error-parity", "", _case("complex64"),
-                                  {"actual": {"type": "KeyError", "message": ""}}))
-    assert raised.describe() == "diagonal · error-parity · error-parity · raised KeyError · complex"
+                                  {"actual": {"type": "KeyError", "origin": site}}))
+    assert raised.describe() == f"diagonal · error-parity · raised KeyError · at {site}"
     wrong = signature_of(Verdict(
         "error-parity", "error-parity", "", _case(invalid="same_dims"),
-        {"actual": {"type": "ValueError"}, "expected": {"type": "RuntimeError"}}))
-    assert wrong.trigger == "same_dims: raised ValueError, aten RuntimeError"
+        {"actual": {"type": "KeyError", "origin": site}, "expected": {"type": "RuntimeError"}}))
+    assert wrong == raised
+    elsewhere = signature_of(Verdict(
+        "error-parity", "error-parity", "", _case(),
+        {"actual": {"type": "KeyError", "origin": "mylib/diag.py:40 in diagonal"}}))
+    assert elsewhere != raised
     lenient = signature_of(Verdict("error-parity", "error-parity", "", _case(
         invalid="non_tensor"), {"expected": {"type": "TypeError"}}))
-    assert lenient.trigger == "non_tensor: returned a result, aten raises TypeError"
-    assert lenient.family == ""
+    other_class = signature_of(Verdict("error-parity", "error-parity", "", _case(
+        "int8", invalid="same_dims"), {"expected": {"type": "RuntimeError"}}))
+    assert lenient == other_class
+    assert lenient.trigger == "returned a result where aten raises"
+
+
+def _raise_in_helper() -> None:
+    raise ValueError("from the implementation")
+
+
+def test_a_raise_site_is_the_innermost_frame_of_the_implementations_code() -> None:
+    try:
+        _raise_in_helper()
+    except ValueError as exc:
+        here = raise_origin(exc)
+    assert here.startswith("tests/test_findings.py:") and here.endswith(" in _raise_in_helper")
+    try:
+        torch.zeros(2).view(3)  # raised inside torch, called from this frame
+    except RuntimeError as exc:
+        origin = raise_origin(exc)
+    assert origin.startswith("tests/test_findings.py:") and "(no impl frame)" not in origin
+    assert origin.endswith(" in test_a_raise_site_is_the_innermost_frame_of_the_implementations_"
+                           "code")
 
 
 def test_merging_adds_counts_and_keeps_the_best_representative() -> None:
@@ -76,34 +102,30 @@ def test_merging_adds_counts_and_keeps_the_best_representative() -> None:
     assert merged.test_ids == ["t[shard0]", "t[shard1]"]
 
 
-def test_a_valid_cases_exception_explains_the_same_exception_on_invalid_cases() -> None:
+def test_one_raise_site_is_one_finding_that_counts_its_classes() -> None:
+    site = {"type": "KeyError", "origin": "mylib/diag.py:12 in diagonal"}
     complex_raise = Finding.of(Verdict("error-parity", "error-parity", "", _case("complex64"),
-                                       {"actual": {"type": "KeyError"}}), count=10)
+                                       {"actual": site}), count=10)
     invalid_raise = Finding.of(Verdict(
-        "error-parity", "error-parity", "", _case("complex64", invalid="dim_above_range"),
-        {"actual": {"type": "KeyError"}, "expected": {"type": "IndexError"}}), count=2)
+        "error-parity", "error-parity", "", _case("float32", invalid="dim_above_range"),
+        {"actual": site, "expected": {"type": "IndexError"}}), count=2)
+    same_dims = Finding.of(Verdict(
+        "error-parity", "error-parity", "", _case("int8", invalid="same_dims"),
+        {"actual": site, "expected": {"type": "RuntimeError"}}), count=3)
     other = Finding.of(Verdict(
         "error-parity", "error-parity", "", _case("float32", invalid="same_dims"),
-        {"actual": {"type": "ValueError"}, "expected": {"type": "RuntimeError"}}))
-    merged = merge_findings([invalid_raise, complex_raise, other])
-    assert [f.signature.trigger for f in merged] == [
-        "raised KeyError", "same_dims: raised ValueError, aten RuntimeError"]
-    assert merged[0].count == 12
-
-
-def test_findings_that_shrank_to_one_geometry_merge_across_dtype_families() -> None:
-    found = []
-    for dtype in ("float32", "int8", "bool"):
-        finding = Finding.of(_mismatch(_case(dtype, storage_offset=1)), count=2)
-        finding.shrunk = True
-        found.append(finding)
-    other_geometry = Finding.of(_mismatch(_case("float8_e5m2", offset=1)))
-    other_geometry.shrunk = True
-    merged = merge_findings([*found, other_geometry])
-    families = sorted(f.signature.family for f in merged)
-    assert families == ["bool+float+integer", "float8"]
-    joined = next(f for f in merged if "+" in f.signature.family)
-    assert joined.count == 6 and joined.case.dtype == "float32"
+        {"actual": {"type": "ValueError", "origin": "mylib/diag.py:30 in diagonal"},
+         "expected": {"type": "RuntimeError"}}))
+    merged = merge_findings([invalid_raise, complex_raise, same_dims, other])
+    assert len(merged) == 2
+    (one,) = [f for f in merged if f.signature.trigger == "raised KeyError"]
+    assert one.count == 15
+    assert one.dtypes == {"complex64": 10, "float32": 2, "int8": 3}
+    assert one.classes == {"invalid class": {"valid": 10, "dim_above_range": 2, "same_dims": 3},
+                           "aten raises": {"IndexError": 2, "RuntimeError": 3}}
+    text = "\n".join(block(one, 1, 2))
+    assert "covers   aten raises: RuntimeError 3, IndexError 2" in text
+    assert "covers   invalid class: valid 10, same_dims 3, dim_above_range 2" in text
 
 
 def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
@@ -114,7 +136,7 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
                    "expected_bits": "0x80000000", "actual_bits": "0x00000000"}]})
     finding = Finding.of(verdict, "t[shard0]", count=5, dtypes={"float32": 3, "float16": 2})
     text = "\n".join(block(finding, 2, 3, "python repro_x.py"))
-    assert text.startswith("[2/3] diagonal · mismatch · bitwise · signed-zero · float  "
+    assert text.startswith("[2/3] diagonal · mismatch · bitwise · signed-zero  "
                            "(5 failing Cases drawn: float32 3, float16 2)")
     assert "storage[5] = 0x80000000 (-0.0)" in text
     assert "[1]: expected -0.0 (0x80000000), actual 0.0 (0x00000000)" in text

@@ -2,8 +2,7 @@
 
 The gate's ``--report`` JSON carries its stages and its distinct findings, each classified
 by re-runs (deterministic R/R, flaky k/R). Merged, they are one gate result decided by the
-gate's own rule (``gate.exit_code``: 3 a stage could not run, 1 a deterministic or
-unclassified finding, 2 only flaky ones, 6 cut with nothing found, 0 clean), and written
+gate's own rule (``gate.exit_code``, codes of ``diagfuzz.core.exits``), and written
 with the gate's own outputs (``gate_report``).
 
 Stages of one name add up their Cases; a stage that erred anywhere errs. Findings merge by
@@ -19,6 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from diagfuzz.core.exits import ExitCode
 
 
 def _classification(data: dict[str, Any] | None, case: Any) -> Any:
@@ -42,15 +43,16 @@ def _finding(data: dict[str, Any]) -> Any:
                    Path(data["reproducer"]) if data.get("reproducer") else None,
                    int(data.get("count", 1)), dict(data.get("dtypes", {})),
                    bool(data.get("shrunk")), bool(data.get("flaky_in_suite")),
-                   Signature.from_dict(data["signature"]))
+                   Signature.from_dict(data["signature"]),
+                   {str(a): dict(v) for a, v in dict(data.get("classes", {})).items()},
+                   dict(data.get("stages", {})), bool(data.get("cut")))
 
 
 def _combine(kept: Any, other: Any) -> None:
     """Add ``other`` (same signature) to ``kept``: counts, and the classification rule."""
     from diagfuzz.gate.classification import Classification
 
-    kept.count += other.count
-    kept.dtypes = dict(Counter(kept.dtypes) + Counter(other.dtypes))
+    kept.absorb(other)
     mine, theirs = kept.classification, other.classification
     if mine is None or mine.deterministic:
         return
@@ -112,7 +114,7 @@ def merge_gates(reports: Sequence[tuple[Path, dict[str, Any]]]) -> tuple[Any, li
             for axis, counts in (data.get("coverage") or {}).items():
                 first.coverage.setdefault(axis, Counter()).update(counts)
     stage_list = list(stages.values())
-    code = gate.EXIT_ERROR if errors else gate.exit_code(stage_list, findings)
+    code = ExitCode.ERROR if errors else gate.exit_code(stage_list, findings)
     devices = ", ".join(dict.fromkeys(str(d.get("device")) for _, d in reports))
     result = gate.Result(code, stage_list, findings, impls[0], devices,
                          max(float(d.get("seconds", 0.0)) for _, d in reports),

@@ -1,43 +1,29 @@
-"""The failure signature: what makes two failing Cases the same bug.
+"""The failure signature: what makes two failing Cases one cause, one thing to fix.
 
 A run keeps fuzzing after a failure, so one implementation with several bugs shows every
-one of them. Failures are grouped by a signature built from what a user would call the bug:
+one of them. Failures are grouped by their origin, as a maintainer counts what to fix:
 
-* the op and the verdict's kind;
-* the check that caught it, without what varies from Case to Case (``bitwise:autograd``
-  and ``bitwise:aten`` are one check);
-* the trigger: for error parity the invalid class and the two exception types (or that
-  the implementation raised on a valid Case, and what); for a bit difference its symptom
-  (``oracles._bits.symptom``: a lost -0.0 and a wrong element look different);
-* the dtype family (bool, integer, float, float8, complex) of a valid Case, and of an
-  invalid one the implementation raised the wrong exception for: a kernel that breaks on
-  complex breaks there, whatever else the Case draws.
+* an exception the implementation raised (on a valid Case, or the wrong type on an invalid
+  one): the op, the exception's type and its raise site, the innermost frame of the
+  implementation's own code (``diagfuzz.core.origin``). One ``assert`` is one finding
+  whatever dtype, invalid class or stage reaches it, and whatever aten raises there;
+* a result where aten raises: the op and the check (the invalid classes it covers are
+  listed inside the finding);
+* a bit difference: the op, the check (without what varies from Case to Case:
+  ``bitwise:autograd`` and ``bitwise:aten`` are one check) and the kind of evidence, its
+  symptom (``oracles._bits.symptom``: a lost -0.0, a NaN payload, wrong values, unwritten
+  elements look different);
+* a crash, a hang, an alias, a dispatch failure: the op, the kind and the check.
 
-Each signature gets one shrunk representative, one classification, one reproducer. Two bugs
-of one op with the same symptom on the same dtype family share a signature; the shrunk
-representative is the simplest Case of either.
+Dtypes, invalid classes, stages and aten's exception types are not part of the key: each
+finding counts them (``cause_axes``). Each signature gets one shrunk representative, one
+classification, one reproducer.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
-
-#: Dtype families, by dtype name prefix, in report order.
-FAMILIES = ("bool", "integer", "float8", "float", "complex")
-
-
-def dtype_family(dtype: str) -> str:
-    """The family of a dtype name (``FAMILIES``)."""
-    if dtype == "bool":
-        return "bool"
-    if dtype.startswith("float8"):
-        return "float8"
-    if dtype.startswith(("float", "bfloat")):
-        return "float"
-    if dtype.startswith("complex"):
-        return "complex"
-    return "integer"
 
 
 def check_class(check: str) -> str:
@@ -53,18 +39,19 @@ def check_class(check: str) -> str:
 
 @dataclass(frozen=True, order=True)
 class Signature:
-    """One bug, as the fields a user reads: ``op · kind · check · trigger · family``."""
+    """One cause, as the fields a user reads: ``op · kind · check · trigger · origin``."""
 
     op: str
     kind: str
     check: str = ""
     trigger: str = ""
-    family: str = ""
+    origin: str = ""
 
     def describe(self) -> str:
-        """``diagonal_backward · mismatch · bitwise · signed-zero · float``."""
-        return " · ".join(p for p in (self.op, self.kind, self.check, self.trigger,
-                                      self.family) if p)
+        """``diag_embed · error-parity · raised AssertionError · at lib/x.py:12 in f``."""
+        origin = f"at {self.origin}" if self.origin else ""
+        check = "" if self.check == self.kind else self.check  # error-parity twice says less
+        return " · ".join(p for p in (self.op, self.kind, check, self.trigger, origin) if p)
 
     def to_dict(self) -> dict[str, str]:
         """Plain JSON data."""
@@ -74,24 +61,12 @@ class Signature:
     def from_dict(data: dict[str, Any]) -> Signature:
         """The inverse of ``to_dict``."""
         return Signature(**{k: str(data.get(k, "")) for k in
-                            ("op", "kind", "check", "trigger", "family")})
+                            ("op", "kind", "check", "trigger", "origin")})
 
 
-def _type(details: dict[str, Any], which: str) -> str:
+def _raised(details: dict[str, Any], which: str) -> dict[str, Any]:
     entry = details.get(which)
-    return str(entry.get("type", "")) if isinstance(entry, dict) else ""
-
-
-def _parity_trigger(case: dict[str, Any], details: dict[str, Any]) -> str:
-    actual, expected = _type(details, "actual"), _type(details, "expected")
-    invalid = case.get("invalid", "")
-    if not invalid:
-        return f"raised {actual}" if actual else "error parity"
-    if actual and expected:
-        return f"{invalid}: raised {actual}, aten {expected}"
-    if expected:
-        return f"{invalid}: returned a result, aten raises {expected}"
-    return f"{invalid}: raised {actual}, aten returns" if actual else invalid
+    return entry if isinstance(entry, dict) else {}
 
 
 def signature_from(kind: str, check: str, case: dict[str, Any] | None,
@@ -100,32 +75,34 @@ def signature_from(kind: str, check: str, case: dict[str, Any] | None,
     case = case or {}
     details = details or {}
     op = str(case.get("op", ""))
-    family = dtype_family(str(case["dtype"])) if case.get("dtype") else ""
-    trigger = ""
+    trigger = origin = ""
     if kind == "error-parity":
-        trigger = _parity_trigger(case, details)
-        if case.get("invalid") and not _type(details, "actual"):
-            family = ""  # returned a result where aten raises: not a dtype's doing
+        actual = _raised(details, "actual")
+        if actual:
+            trigger = f"raised {actual.get('type', '')}"
+            origin = str(actual.get("origin", ""))
+        elif _raised(details, "expected"):
+            trigger = "returned a result where aten raises"
     elif kind in ("mismatch", "unwritten") and isinstance(details.get("symptom"), str):
         trigger = details["symptom"]
+    elif kind == "crash" and check == "compile":
+        trigger = f"raised {details.get('type', '')}"
+        origin = str(details.get("origin", ""))
     elif kind == "harness-error":
         trigger = str(details.get("type", ""))
-    return Signature(op, kind, check_class(check), trigger, family)
+    return Signature(op, kind, check_class(check), trigger, origin)
 
 
-def explained_by(signature: Signature, others: set[Signature]) -> Signature | None:
-    """The valid-Case signature that explains an invalid Case's wrong exception, if any.
-
-    An implementation that raises KeyError for every complex Case raises it for invalid
-    complex Cases too, before its argument checks run: that is one bug (the valid Cases'
-    ``raised KeyError · complex``), not one per invalid class.
-    """
-    if signature.kind != "error-parity" or ": raised " not in signature.trigger:
-        return None
-    raised = signature.trigger.split(": raised ", 1)[1].split(",", 1)[0]
-    valid = Signature(signature.op, signature.kind, signature.check, f"raised {raised}",
-                      signature.family)
-    return valid if valid in others else None
+def cause_axes(case: dict[str, Any] | None, details: dict[str, Any] | None
+               ) -> dict[str, str]:
+    """What a finding counts inside it, beside dtypes: the Case's invalid class (``valid``
+    for a valid Case) and, where aten raised, aten's exception type."""
+    case = case or {}
+    axes = {"invalid class": str(case.get("invalid") or "valid")}
+    expected = _raised(details or {}, "expected")
+    if expected.get("type"):
+        axes["aten raises"] = str(expected["type"])
+    return axes
 
 
 def signature_of(verdict: Any) -> Signature:

@@ -1,21 +1,23 @@
-"""Findings: one per failure signature, with its representative Case, as a person reads it.
+"""Findings: one per cause (failure signature), with its representative Case, as a person
+reads it.
 
 A run keeps fuzzing after a failure; every failing Case is counted under its signature
 (``diagfuzz.core.signature``), and each signature keeps one representative, shrunk by Hypothesis
-where it could be. Shards report their findings to the controller, which merges them by
-signature (counts add up; the simplest representative wins), writes a reproducer for each
-and prints one compact block per finding.
+where it could be. A finding also counts what its failing Cases covered: dtypes, invalid
+classes, aten's exception types (``cause_axes``). Shards report their findings to the
+controller, which merges them by signature (counts add up; the simplest representative
+wins), writes a reproducer for each and prints one compact block per finding.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.core.signature import Signature, explained_by, signature_from, signature_of
+from diagfuzz.core.signature import Signature, cause_axes, signature_from, signature_of
 from diagfuzz.core.verdict import Verdict
 
 #: How many differing elements a block shows.
@@ -27,7 +29,8 @@ class Finding:
     """One signature's failures: a representative verdict and what else was seen.
 
     ``count`` failing Cases while exploring (shrink attempts are not counted); ``dtypes``
-    counts them per dtype; ``shrunk``: the representative is Hypothesis' shrunk example;
+    counts them per dtype and ``classes`` per other axis (``cause_axes``: invalid class,
+    aten's exception type); ``shrunk``: the representative is Hypothesis' shrunk example;
     ``flaky``: the representative failed while exploring and passed when replayed.
     """
 
@@ -39,16 +42,21 @@ class Finding:
     flaky: bool = False
     test_ids: list[str] = field(default_factory=list)
     reproducer: str | None = None
+    classes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @staticmethod
     def of(verdict: Verdict, test_id: str = "", *, count: int = 1,
-           dtypes: dict[str, int] | None = None) -> Finding:
+           dtypes: dict[str, int] | None = None,
+           classes: dict[str, dict[str, int]] | None = None) -> Finding:
         """The finding a failing Verdict stands for."""
         data = json.loads(verdict.to_json())
         case = verdict.case
         seen = dtypes if dtypes is not None else ({case.dtype: count} if case else {})
+        if classes is None:
+            axes = cause_axes(data.get("case"), verdict.details)
+            classes = {axis: {value: count} for axis, value in axes.items()}
         return Finding(signature_of(verdict), data, count, dict(seen),
-                       test_ids=[test_id] if test_id else [])
+                       test_ids=[test_id] if test_id else [], classes=classes)
 
     @staticmethod
     def harness(test_id: str, case: Case | None, exc: BaseException) -> Finding:
@@ -102,6 +110,7 @@ class Finding:
             self.verdict, self.shrunk, self.flaky = other.verdict, other.shrunk, other.flaky
         self.count += other.count
         self.dtypes = dict(Counter(self.dtypes) + Counter(other.dtypes))
+        self.classes = add_tallies(self.classes, other.classes)
         self.test_ids += [t for t in other.test_ids if t not in self.test_ids]
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,6 +119,8 @@ class Finding:
                 "kind": self.kind, "check": self.check, "message": self.message,
                 "case": self.verdict.get("case"), "verdict": self.verdict,
                 "count": self.count, "dtypes": dict(sorted(self.dtypes.items())),
+                "classes": {axis: dict(sorted(values.items()))
+                            for axis, values in sorted(self.classes.items())},
                 "shrunk": self.shrunk, "flaky": self.flaky, "test_ids": list(self.test_ids),
                 "reproducer": self.reproducer}
 
@@ -119,72 +130,27 @@ class Finding:
         return Finding(Signature.from_dict(data["signature"]), dict(data["verdict"]),
                        int(data.get("count", 1)), dict(data.get("dtypes", {})),
                        bool(data.get("shrunk")), bool(data.get("flaky")),
-                       list(data.get("test_ids", [])), data.get("reproducer"))
+                       list(data.get("test_ids", [])), data.get("reproducer"),
+                       {str(axis): {str(k): int(n) for k, n in values.items()}
+                        for axis, values in dict(data.get("classes", {})).items()})
+
+
+def add_tallies(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+                ) -> dict[str, dict[str, int]]:
+    """Per-axis counts of ``a`` and ``b`` added up."""
+    return {axis: dict(Counter(a.get(axis, {})) + Counter(b.get(axis, {})))
+            for axis in sorted(set(a) | set(b))}
 
 
 def merge_findings(findings: list[Finding]) -> list[Finding]:
-    """One finding per signature, sorted by signature, counts added up; an invalid Case's
-    wrong exception that a valid Case's explains (``signature.explained_by``) is counted
-    there."""
+    """One finding per signature, sorted by signature, counts added up."""
     merged: dict[Signature, Finding] = {}
     for finding in findings:
         if finding.signature in merged:
             merged[finding.signature].merge(finding)
         else:
             merged[finding.signature] = Finding.from_dict(finding.to_dict())
-    for signature in list(merged):
-        owner = explained_by(signature, set(merged))
-        if owner is not None:
-            _fold(merged[owner], merged.pop(signature))
-    return _across_families(sorted(merged.values(), key=lambda f: f.signature))
-
-
-def _fold(owner: Finding, folded: Finding) -> None:
-    """Count ``folded``'s failing Cases under ``owner`` (its representative stays)."""
-    owner.count += folded.count
-    owner.dtypes = dict(Counter(owner.dtypes) + Counter(folded.dtypes))
-    owner.test_ids += [t for t in folded.test_ids if t not in owner.test_ids]
-
-
-def geometry(case: Case) -> str:
-    """A Case without its dtype and values: the call and the layout of what it reads."""
-    data = case.to_dict()
-    for key in ("dtype", "values"):
-        data.pop(key)
-    data["layout"] = {k: v for k, v in data["layout"].items() if k != "kinds"}
-    return json.dumps(data, sort_keys=True, default=list)
-
-
-def _across_families(findings: list[Finding]) -> list[Finding]:
-    """Findings that differ only in dtype family and shrank to the same geometry are one
-    bug (a kernel that ignores a storage offset gets it wrong for every dtype): one
-    finding whose signature lists the families, e.g. ``float+integer``."""
-    groups: dict[tuple[Any, ...], list[Finding]] = {}
-    order: list[tuple[Any, ...]] = []
-    for finding in findings:
-        s, case = finding.signature, finding.case
-        key: tuple[Any, ...] = (id(finding),)
-        if finding.shrunk and not finding.flaky and case is not None and s.family:
-            key = (s.op, s.kind, s.check, s.trigger, geometry(case))
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(finding)
-    result = []
-    for key in order:
-        first, *rest = sorted(groups[key], key=lambda f: (
-            f.case is None or f.case.dtype != "float32", f.preference()))
-        if rest:
-            # A merged report's family may be joined already ("float+integer"): merging
-            # partitions' reports gives the whole run's families (diagfuzz merge).
-            families = "+".join(sorted({part for f in groups[key]
-                                        for part in f.signature.family.split("+")}))
-            first = Finding.from_dict(first.to_dict())
-            first.signature = replace(first.signature, family=families)
-            for other in rest:
-                _fold(first, other)
-        result.append(first)
-    return result
+    return sorted(merged.values(), key=lambda f: f.signature)
 
 
 # --- the compact block -------------------------------------------------------------------
@@ -200,6 +166,17 @@ def _seen(finding: Finding) -> str:
     dtypes = dtype_tally(finding.dtypes)
     cases = "Case" if finding.count == 1 else "Cases"
     return f"{finding.count} failing {cases} drawn" + (f": {dtypes}" if dtypes else "")
+
+
+def covers_lines(classes: dict[str, dict[str, int]], indent: str = "  ") -> list[str]:
+    """``covers   invalid class: same_dims 12, valid 3`` for every axis with more than its
+    trivial value (a finding of valid Cases alone says nothing of invalid classes)."""
+    lines = []
+    for axis, values in sorted(classes.items()):
+        if axis == "invalid class" and set(values) == {"valid"}:
+            continue
+        lines.append(f"{indent}{'covers':<8} {axis}: {dtype_tally(values)}")
+    return lines
 
 
 def _exception_line(label: str, entry: Any) -> str | None:
@@ -250,6 +227,7 @@ def block(finding: Finding, number: int, total: int,
         lines += [f"  {'':<8} {line}" for line in described[1:]]
     where = f" [{finding.check}]" if finding.check else ""
     lines.append(f"  {'found':<8} {finding.kind}{where}: {finding.message}")
+    lines += covers_lines(finding.classes)
     lines += evidence_lines(finding.details)
     if command:
         lines.append(f"  {'repro':<8} {command}")

@@ -4,7 +4,8 @@ xdist tells the controller about an item only when it ends, and a shard item can
 minutes. So each worker writes its counts to ``<run dir>/<worker>/progress.json`` (about
 once a second, atomically), and the controller reads them every few seconds and prints one
 line: on a terminal one line that updates in place, elsewhere (a CI log) a plain line now
-and then.
+and then. The file also holds each signature's first failing verdict and counts, so a run
+stopped mid-shard (SIGTERM, the time cap) still reports what its unfinished shards found.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class WorkerProgress:
         self.failing = 0
         self.unsupported = 0
         self.signatures: set[str] = set()
+        #: Per signature: its first failing verdict (JSON) and its counts, as a finding.
+        self.findings: dict[str, dict[str, Any]] = {}
         self._written = 0.0
 
-    def add(self, verdict: Any) -> None:
+    def add(self, verdict: Any, test_id: str = "") -> None:
         """Count one explored Case's verdict; write now and then."""
         from diagfuzz.core.signature import signature_of
 
@@ -47,15 +50,35 @@ class WorkerProgress:
             self.unsupported += 1
         elif not verdict.ok:
             self.failing += 1
-            self.signatures.add(signature_of(verdict).describe())
+            described = signature_of(verdict).describe()
+            self.signatures.add(described)
+            self._note(described, verdict, test_id)
         if time.monotonic() - self._written >= WRITE_EVERY:
             self.write()
+
+    def _note(self, described: str, verdict: Any, test_id: str) -> None:
+        """The first failing verdict of a signature as a finding; later ones count in it."""
+        from diagfuzz.core.signature import cause_axes
+        from diagfuzz.harness.findings import Finding
+
+        seen = self.findings.get(described)
+        if seen is None:
+            self.findings[described] = Finding.of(verdict, test_id).to_dict()
+            return
+        seen["count"] += 1
+        case = verdict.case
+        if case is not None:
+            seen["dtypes"][case.dtype] = seen["dtypes"].get(case.dtype, 0) + 1
+            for axis, value in cause_axes(case.to_dict(), verdict.details).items():
+                counts = seen["classes"].setdefault(axis, {})
+                counts[value] = counts.get(value, 0) + 1
 
     def write(self) -> None:
         """Write the counts (atomically: the reader never sees half a file)."""
         self._written = time.monotonic()
         data = {"cases": self.cases, "failing": self.failing,
-                "unsupported": self.unsupported, "signatures": sorted(self.signatures)}
+                "unsupported": self.unsupported, "signatures": sorted(self.signatures),
+                "findings": list(self.findings.values())}
         tmp = self.path.with_suffix(".tmp")
         try:
             tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -66,7 +89,8 @@ class WorkerProgress:
 
 def read_all(run_dir: Path) -> dict[str, Any]:
     """The workers' counts summed (``signatures`` as a set)."""
-    total: dict[str, Any] = {"cases": 0, "failing": 0, "unsupported": 0, "signatures": set()}
+    total: dict[str, Any] = {"cases": 0, "failing": 0, "unsupported": 0, "signatures": set(),
+                             "findings": []}
     for path in run_dir.glob(f"*/{FILE_NAME}"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -75,6 +99,7 @@ def read_all(run_dir: Path) -> dict[str, Any]:
         for key in ("cases", "failing", "unsupported"):
             total[key] += int(data.get(key, 0))
         total["signatures"].update(data.get("signatures", ()))
+        total["findings"] += list(data.get("findings", ()))
     return total
 
 

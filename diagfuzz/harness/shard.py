@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.signature import Signature, signature_of
+from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.harness.findings import Finding
-from diagfuzz.harness.sharding import families_per_shard
+from diagfuzz.harness.sharding import SHRINK_SHARE, families_per_shard
 
 if TYPE_CHECKING:
     import pytest
@@ -42,8 +42,7 @@ MAX_SHRUNK = 8
 #: fresh executor (seconds) per check, so those get fewer.
 MAX_SHRINK_STEPS = 120
 MAX_SHRINK_STEPS_RESTARTING = 15
-#: Seconds of shrinking a capped run allows after its deadline, at least (the cap's
-#: quarter if larger): shrinking still runs, but a slow implementation cannot stretch it.
+#: Seconds of shrinking a run with a deadline but no cap's end allows after its deadline.
 SHRINK_GRACE = 10.0
 
 
@@ -68,6 +67,7 @@ class Seen:
     choices: bytes | None
     count: int = 0
     dtypes: Counter[str] = field(default_factory=Counter)
+    classes: dict[str, Counter[str]] = field(default_factory=dict)
 
 
 class Explorer:
@@ -80,7 +80,7 @@ class Explorer:
     def record(self, case: Any, verdict: Any, choices: bytes | None) -> None:
         """Count one checked Case; a failure goes under its signature."""
         self.shard.tally.add(case, failed=not verdict.ok, unsupported=verdict.unsupported)
-        self.shard.session.progress.add(verdict)
+        self.shard.session.progress.add(verdict, self.shard.item.nodeid)
         if verdict.ok:
             return
         signature = signature_of(verdict)
@@ -89,6 +89,8 @@ class Explorer:
             seen = self.seen[signature] = Seen(verdict, choices)
         seen.count += 1
         seen.dtypes[case.dtype] += 1
+        for axis, value in cause_axes(case.to_dict(), verdict.details).items():
+            seen.classes.setdefault(axis, Counter())[value] += 1
 
 
 class Shard:
@@ -192,9 +194,12 @@ class Shard:
     def _shrink_all(self, run: Callable[..., None], shard_settings: Any, explorer: Explorer,
                     replayable: bool) -> None:
         plan = self.session.plan
-        if plan.deadline is not None:
-            grace = max(SHRINK_GRACE, (plan.max_seconds or 0.0) / 4)
-            self._shrink_deadline = max(plan.deadline, time.time()) + grace
+        if plan.stop_at is not None:
+            # Shrinking ends at SHRINK_SHARE of the cap, before the controller's hard stop.
+            started = plan.stop_at - (plan.max_seconds or 0.0)
+            self._shrink_deadline = started + SHRINK_SHARE * (plan.max_seconds or 0.0)
+        elif plan.deadline is not None:
+            self._shrink_deadline = max(plan.deadline, time.time()) + SHRINK_GRACE
         for n, (signature, seen) in enumerate(explorer.seen.items()):
             finding = None
             if replayable and seen.choices is not None and n < MAX_SHRUNK:
@@ -202,6 +207,7 @@ class Shard:
             if finding is None:
                 finding = Finding.of(seen.verdict, self.item.nodeid)
             finding.count, finding.dtypes = seen.count, dict(seen.dtypes)
+            finding.classes = {axis: dict(c) for axis, c in seen.classes.items()}
             self.findings.append(finding)
 
     def _shrink(self, run: Callable[..., None], shard_settings: Any, signature: Signature,

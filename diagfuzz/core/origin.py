@@ -1,0 +1,88 @@
+"""Where an exception comes from: the innermost frame of the implementation's own code.
+
+One bug raises from one place, whatever dtype, invalid class or stage reaches it; so a
+finding of a raised exception is keyed on that place, as Hypothesis keys its failures on
+their "interesting origin". The frames of torch, Triton, the standard library and diagfuzz's
+own harness are not the implementation's code: an ``assert`` in a library's launcher is its
+origin, and so is the library's call into torch that raised.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from functools import cache
+from pathlib import Path
+from types import TracebackType
+
+#: Packages whose frames are never the implementation's own code.
+FOREIGN_PACKAGES = ("torch", "triton", "hypothesis", "numpy", "_pytest", "pytest", "pluggy",
+                    "execnet", "xdist", "functorch", "sympy")
+
+
+@cache
+def _foreign_roots() -> tuple[str, ...]:
+    """Directories (with a trailing separator) whose files are not the impl's code."""
+    roots = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")}
+    here = Path(__file__).resolve().parent.parent  # diagfuzz/
+    roots.add(str(here))  # the harness (core, execution, gate ...): never the impl
+    for name in ("diagfuzz.oracles", "diagfuzz.strategies", *FOREIGN_PACKAGES):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            roots.add(str(Path(path).resolve().parent))
+    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+
+
+def is_foreign(filename: str) -> bool:
+    """True for a frame of torch, Triton, the standard library or diagfuzz's harness."""
+    if filename.startswith("<"):  # <frozen importlib._bootstrap> and the like
+        return True
+    try:
+        resolved = str(Path(filename).resolve())
+    except OSError:
+        return False
+    return resolved.startswith(_foreign_roots())
+
+
+def display_path(filename: str) -> str:
+    """``filename`` as a reader finds it: relative to the current directory, else to the
+    ``sys.path`` entry it was imported from (``flag_gems/ops/diag_embed.py``)."""
+    try:
+        path = Path(filename).resolve()
+    except OSError:
+        return filename
+    bases = [Path.cwd(), *(Path(p) for p in sys.path if p)]
+    best: Path | None = None
+    for base in bases:
+        try:
+            base = base.resolve()
+            relative = path.relative_to(base)
+        except (OSError, ValueError):
+            continue
+        if best is None or len(relative.parts) < len(best.parts):
+            best = relative
+    return str(best) if best is not None else str(path)
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[str, int, str]]:
+    frames = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        frames.append((code.co_filename, tb.tb_lineno, code.co_name))
+        tb = tb.tb_next
+    return frames
+
+
+def raise_origin(exc: BaseException) -> str:
+    """``path:line in function`` of the innermost frame of the implementation's own code on
+    the way to ``exc``'s raise; with none (torch raised from its own code all the way), the
+    innermost frame of all, marked ``(no impl frame)``; '' without a traceback."""
+    frames = _frames(exc.__traceback__)
+    if not frames:
+        return ""
+    own = [f for f in frames if not is_foreign(f[0])]
+    filename, line, function = (own or frames)[-1]
+    where = f"{display_path(filename)}:{line} in {function}"
+    return where if own else f"{where} (no impl frame)"
