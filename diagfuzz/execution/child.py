@@ -22,7 +22,8 @@ from diagfuzz.core.case import Case
 from diagfuzz.core.impl import ImplError
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.profiling import Profiler
-from diagfuzz.execution.timeline import mark
+from diagfuzz.execution.timeline import mark, process_start
+from diagfuzz.execution.timing import Clock, ExecutorTiming
 
 
 def health_check(device: str) -> None:
@@ -80,9 +81,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     import resource
 
     mark("start", "executor")
+    timing, clock = ExecutorTiming(), Clock(process_start())
     import torch
 
     mark("torch_imported", "executor")
+    timing.startup_s = clock.lap()
 
     # One intra-op thread: the oracle's CPU work is on tensors of a few thousand elements
     # (dev and ci profiles; nightly's reach 2**20, still small for a core, and the suite
@@ -104,12 +107,14 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 
         impl = load_impl(impl_spec)
         mark("impl_loaded", "executor")
+        timing.import_s = clock.lap()
         health_check(device)
         mark("health_checked", "executor")
         # Start-up, not the first Cases' time (diagfuzz.execution.warmup). A replacement
         # after a crash starts inside a shard's time anyway: it goes straight to work.
         warmed = 0 if os.environ.get(msg.WARM_UP_ENV) == "0" else warm_up(device)
         settle_heap()  # full collections would walk every import's objects (runner.py)
+        timing.warmup_s = clock.lap()
     except ImplError as exc:
         _send(conn, msg.StartFailed(str(exc), impl_error=True))
         return
@@ -120,13 +125,15 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     _send(conn, msg.Ready(os.getpid(), warmed))
     profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
     try:
-        _answer(inbox, conn, impl, device, oracles, profiler, strict)
+        _answer(inbox, conn, impl, device, oracles, profiler, strict, timing)
     finally:
         profiler.dump()
+        timing.dump()
 
 
 def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
-            profiler: Profiler, strict: bool = False) -> None:
+            profiler: Profiler, strict: bool = False,
+            timing: ExecutorTiming | None = None) -> None:
     """Answer Run/Health requests until the runner closes the pipe or asks to close."""
     runs = 0
     markers = os.environ.get(msg.MARKERS_ENV) == "1"
@@ -152,11 +159,14 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 runs += 1
                 oracle = getattr(oracles, request.oracle)
                 profiler.enable()
+                started = time.perf_counter()
                 try:
                     case = Case.from_json(request.case)
                     verdict = oracle(case, impl, device, strict=strict)
                 finally:
                     profiler.disable()
+                if timing is not None:
+                    timing.case(case.op, case.dtype, time.perf_counter() - started)
                 if verdict.case is case:  # the runner holds it: no need to send it back
                     reply = msg.Judged(verdict.to_json_without_case(), same_case=True)
                 else:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.execution import messages as msg
+from diagfuzz.execution.timing import TIMING_ENV
 
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
     from diagfuzz.core.case import Case
@@ -256,6 +257,8 @@ class ProcessRunner:
             # Case markers only into a log (the runner cuts tails there), not a terminal.
             env = ({**os.environ, msg.MARKERS_ENV: "1"} if stderr is not None
                    else dict(os.environ))
+            if self.log is not None:  # where it writes its time breakdown (timing.py)
+                env.setdefault(TIMING_ENV, str(self.log.parent))
             if self.starts:  # a replacement: it starts inside a shard's time
                 env[msg.WARM_UP_ENV] = "0"
             proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
