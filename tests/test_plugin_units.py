@@ -130,10 +130,13 @@ def test_auto_executors_need_a_cpu_for_every_process() -> None:
     assert workers.auto_executors(0, cpus=3) == 2  # outside xdist: one worker
 
 
-def test_isolate_gives_each_worker_its_own_dirs(tmp_path) -> None:
+def test_isolate_gives_each_worker_its_database_and_the_runs_cache(tmp_path) -> None:
     env: dict[str, str] = {}
     db = workers.isolate(tmp_path / "run-7" / "gw3", env)
-    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton-cache" / "gw3")
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton-cache")
+    shared = {workers.TRITON_CACHE_ENV: str(tmp_path / "gate-cache")}
+    workers.isolate(tmp_path / "run-7" / "gw4", shared)
+    assert shared["TRITON_CACHE_DIR"] == str(tmp_path / "gate-cache")
     assert db == tmp_path / "run-7" / "gw3" / "hypothesis" and db.is_dir()
     assert workers.worker_id({"PYTEST_XDIST_WORKER": "gw5"}) == "gw5"
     assert workers.worker_id({}) == "main"
@@ -201,7 +204,7 @@ def test_table_and_json_report(tmp_path) -> None:
     assert data["seed"] == 5 and data["cases"] == 1 and data["failing_cases"] == 1
     (entry,) = data["findings"]
     assert entry["kind"] == "mismatch" and entry["reproducer"] is None
-    assert entry["describe"] == "diagonal · mismatch · bitwise · values · float"
+    assert entry["describe"] == "diagonal · mismatch · bitwise · values"
     assert Case.from_json(entry["case"]) == case
     assert Verdict.from_json(entry["verdict"]).case == case
     assert Finding.from_dict(entry).to_dict() == entry

@@ -8,9 +8,11 @@ every GPU when that is unset). A worker that crashes is replaced by xdist with a
 spec (a new id, gw4, gw5 ...), so the replacement inherits the same GPU: no drift.
 
 Hypothesis' database lives under ``<root>/run-<seed>/<worker id>`` (a database per worker
-never locks); Triton's cache under ``<root>/triton-cache/<worker id>``: processes sharing
-one TRITON_CACHE_DIR race, and keeping it across runs means a kernel variant compiles once
-per machine, not once per run (~1 s each on a GPU).
+never locks). Triton's cache is one directory for every worker and executor of a run,
+``<root>/triton-cache`` (or ``DIAGFUZZ_TRITON_CACHE``, which the gate points at one cache for
+all its stages), kept across runs: Triton writes each cache file to a directory of its own
+and renames it into place, so processes sharing it never read a partial file, and a kernel
+variant compiles once per machine, not once per worker and run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pathlib import Path
 #: Used for -n auto on a GPU machine when --diagfuzz-workers-per-gpu is not given: fuzzing
 #: is mostly host-side Python (drawing, checking), so a few processes keep one GPU busy.
 MAX_WORKERS_PER_GPU = 4
+#: One Triton cache for every process of a run (the gate's stages share one).
+TRITON_CACHE_ENV = "DIAGFUZZ_TRITON_CACHE"
 
 
 def visible_gpus(environ: Mapping[str, str], device_count: int) -> list[str]:
@@ -117,13 +121,13 @@ def worker_id(environ: Mapping[str, str]) -> str:
 
 
 def isolate(worker_dir: Path, environ: MutableMapping[str, str]) -> Path:
-    """Create ``worker_dir`` (``<root>/run-<seed>/<worker>``) and this worker's Triton cache
-    (``<root>/triton-cache/<worker>``, kept across runs); return the database dir.
+    """Create ``worker_dir`` (``<root>/run-<seed>/<worker>``) and the run's Triton cache
+    (``DIAGFUZZ_TRITON_CACHE``, else ``<root>/triton-cache``, kept across runs); return the
+    worker's database dir.
 
-    Child processes (the executor) inherit the environment, so they share their worker's
-    cache but no other worker's.
+    Child processes (the executors) inherit the environment, so they share the cache.
     """
-    cache = worker_dir.parent.parent / "triton-cache" / worker_dir.name
+    cache = Path(environ.get(TRITON_CACHE_ENV) or worker_dir.parent.parent / "triton-cache")
     database = worker_dir / "hypothesis"
     cache.mkdir(parents=True, exist_ok=True)
     database.mkdir(parents=True, exist_ok=True)
