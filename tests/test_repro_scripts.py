@@ -92,10 +92,10 @@ def test_flaky_reproducer_with_repeat(tmp_path: Path) -> None:
     assert "1/3 repetitions failed" in result.stdout  # calls 1, 2 pass; 3 is wrong
 
 
-def test_bad_impl_exits_3(tmp_path: Path) -> None:
+def test_an_impl_that_does_not_import_exits_4(tmp_path: Path) -> None:
     script = write_reproducer(square(0), tmp_path, impl="tests.faulty.no_such:impl")
     result = _run(script, "--in-process")
-    assert result.returncode == 3 and "no_such" in result.stderr
+    assert result.returncode == 4 and "no_such" in result.stderr
 
 
 def test_repeat_must_be_positive(tmp_path: Path) -> None:

@@ -7,17 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-MERGE_EXIT_CODES = """\
-exit codes:
-  0  clean: every partition ran, nothing found (gate reports: the gate's 0)
-  1  a finding (fuzz-suite reports: the suite does not classify, a finding fails) or, for
-     gate reports, a deterministic or unclassified finding
-  2  gate reports only: only flaky findings
-  3  not one whole campaign: reports of another seed, impl, profile, narrowing or shape,
-     a partition given twice or missing (without --allow-partial), a partition that did
-     not finish; gate reports: a gate that could not run
-  4  usage error: a file that is no report, reports of two kinds (nothing was written)
-  6  cut by --diagfuzz-max-seconds (--max-seconds) with nothing found"""
+from diagfuzz.core.exits import table
+
+#: The one exit-code table (``diagfuzz.core.exits``); merge gives the codes a single run of
+#: the whole campaign would (3 also for reports that are not one whole campaign).
+MERGE_EXIT_CODES = table()
 
 DESCRIPTION = """\
 Merge the reports of a campaign's partitions (pytest -p diagfuzz --diagfuzz-partition=i/N

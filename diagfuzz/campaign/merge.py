@@ -33,11 +33,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.campaign.report import summary_lines
+from diagfuzz.core.exits import ExitCode
 
 if TYPE_CHECKING:
     from diagfuzz.harness.report import Tally
 
-EXIT_CLEAN, EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE, EXIT_CUT = 0, 1, 3, 4, 6
+EXIT_CLEAN, EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE, EXIT_CUT = (
+    ExitCode.CLEAN, ExitCode.FAILURE, ExitCode.ERROR, ExitCode.USAGE, ExitCode.CUT)
 #: Fields every partition of one campaign must agree on: what draws the Cases, and the
 #: shape that decides which shard items exist.
 SAME = ("seed", "impl", "profile", "ops", "streams", "dtypes", "ranks", "layouts", "strict",
@@ -133,9 +135,10 @@ def check(parts: Sequence[Part]) -> tuple[list[str], list[int]]:
     missing = [i for i in range(1, count + 1) if i not in by_index]
     for part in parts:
         status = part.data.get("exit_status")
-        if status not in FINISHED:
-            errors.append(f"partition {part.label} ({part.path}) did not finish: pytest "
-                          f"exited {status}")
+        stopped = part.data.get("stopped")
+        if status not in FINISHED or (stopped and not str(stopped).endswith("max-seconds")):
+            why = f"stopped by {stopped}" if stopped else f"pytest exited {status}"
+            errors.append(f"partition {part.label} ({part.path}) did not finish: {why}")
     return errors, missing
 
 
@@ -291,7 +294,7 @@ def summary(merged: Merged, written: Path | None, width: int = 88) -> list[str]:
     lines.append(f"rerun: --diagfuzz-seed {data.get('seed')} (every partition)")
     if written is not None:
         lines.append(f"report: {written}")
-    lines.append(f"verdict: exit {merged.code} ({_MEANING[merged.code]})")
+    lines.append(f"verdict: exit {merged.code} ({_MEANING[ExitCode(merged.code)]})")
     return lines
 
 

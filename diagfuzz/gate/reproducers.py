@@ -3,7 +3,8 @@
 A reproducer embeds the Case's JSON and needs only torch, triton and diagfuzz (not
 Hypothesis). It rebuilds the exact tensors (``diagfuzz.core.case.materialise``), runs the impl
 and ``diagfuzz.oracles.check``, prints each verdict with its bit-level details, and exits 1
-while the bug is there, 0 once it is fixed (3 if the impl or diagfuzz cannot be loaded). By
+while the bug is there, 0 once it is fixed (3 if diagfuzz cannot be loaded, 4 if the impl
+cannot: ``diagfuzz.core.exits``). By
 default each repetition runs in a fresh executor process
 (``diagfuzz.execution.parent.ProcessRunner``), so a crash or a hang is reported as a verdict
 instead of killing or stalling the script;
@@ -32,7 +33,8 @@ _TEMPLATE = '''#!/usr/bin/env python3
 Run it:  python @NAME@ [--repeat N] [--device cpu|cuda] [--impl MODULE:ATTR]
                       [--timeout SECONDS] [--in-process]
 Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
-         3 if the implementation or diagfuzz cannot be loaded, 4 on a usage error.
+         3 if diagfuzz cannot be loaded, 4 on a usage error (an --impl that does not
+         import included).
 Needs:   torch, triton and diagfuzz (not Hypothesis).
 """
 
@@ -113,7 +115,7 @@ def main(argv=None):
                 verdict = run_isolated(case, args.impl, args.device, args.timeout)
         except ImplError as exc:
             print(f"cannot load the implementation: {exc}", file=sys.stderr)
-            return 3
+            return 4
         failed += not verdict.ok
         where = f" [{verdict.check}]" if verdict.check else ""
         said = f": {verdict.message}" if verdict.message else ""

@@ -1,0 +1,56 @@
+"""Exit codes: one table for every diagfuzz command and the pytest plugin.
+
+The help epilogs, the README and docs/options.md are made from or tested against this
+table (``tests/test_docs_truth.py``), so a code means the same thing wherever it is read.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What a diagfuzz process's exit status says."""
+
+    CLEAN = 0
+    FAILURE = 1
+    FLAKY = 2
+    ERROR = 3
+    USAGE = 4
+    CUT = 6
+    STOPPED = 7
+
+
+#: One line per code: what it means, and which commands give it. A usage error is anything
+#: the user can fix in the command line before anything runs, an ``--impl`` that does not
+#: import included (pytest's own bad-option code is 4 too).
+MEANING: dict[ExitCode, str] = {
+    ExitCode.CLEAN: "clean: nothing failed (repro, replay: the Case passes)",
+    ExitCode.FAILURE: "a deterministic or unclassified failure (repro, replay: the bug is "
+                      "there)",
+    ExitCode.FLAKY: "only flaky failures (gate, and merge of gate reports)",
+    ExitCode.ERROR: "could not run: an infrastructure error (an executor that cannot start, "
+                    "a stage that broke, reports that are not one campaign)",
+    ExitCode.USAGE: "usage error: a bad option or argument, an --impl that does not import; "
+                    "nothing ran",
+    ExitCode.CUT: "cut by --max-seconds (--diagfuzz-max-seconds), nothing failed in what ran",
+    ExitCode.STOPPED: "stopped by SIGTERM or SIGINT, nothing failed in what finished; the "
+                      "report, JUnit and summary hold what finished",
+}
+
+
+def table(width: int = 88) -> str:
+    """The exit codes as the ``--help`` epilog prints them (one entry per code, wrapped)."""
+    lines = ["exit codes:"]
+    for code in ExitCode:
+        lines += textwrap.wrap(MEANING[code], width, initial_indent=f"  {int(code)}  ",
+                               subsequent_indent="     ")
+    return "\n".join(lines)
+
+
+def markdown_table() -> str:
+    """The exit codes as a markdown table (README, docs/options.md quote it)."""
+    rows = ["| exit | meaning |", "| ---: | --- |"]
+    rows += [f"| {int(code)} | {MEANING[code]} |" for code in ExitCode]
+    return "\n".join(rows)
