@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 from diagfuzz.campaign import options as campaign
+from diagfuzz.core.exits import ExitCode
 from diagfuzz.harness import workers
 from diagfuzz.harness.sharding import (
+    DRAW_SHARE,
     STREAM_KINDS,
     STREAM_OPS,
     STREAMS,
@@ -30,7 +32,7 @@ from diagfuzz.harness.sharding import (
 
 #: The exit status of a run cut by its time cap with no failure in what ran (the gate's
 #: too): not 0, since the budget was not run, and apart from pytest's own 0-5.
-EXIT_CUT = 6
+EXIT_CUT = int(ExitCode.CUT)
 
 
 def names(config: pytest.Config, option: str, valid: Sequence[str]) -> tuple[str, ...] | None:
@@ -212,8 +214,9 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         ranks=ranks(config),
         layouts=names(config, "--diagfuzz-layouts", LAYOUT_KINDS),
         strict=strict,
-        deadline=None if max_seconds is None else time.time() + max_seconds,
+        deadline=None if max_seconds is None else time.time() + DRAW_SHARE * max_seconds,
         max_seconds=max_seconds,
+        stop_at=None if max_seconds is None else time.time() + max_seconds,
         impl_path=tuple(roots),
         skipped=skipped,
         partition=part.index if part else None,

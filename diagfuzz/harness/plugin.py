@@ -23,9 +23,12 @@ Without xdist one process plays both sides.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -34,10 +37,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from diagfuzz.campaign import options as campaign_options
+from diagfuzz.core.exits import ExitCode
+from diagfuzz.core.opnames import op_names
 from diagfuzz.execution.profiling import Profiler
 from diagfuzz.execution.timeline import mark
 from diagfuzz.harness import planning, workers
-from diagfuzz.harness.sharding import RunPlan
+from diagfuzz.harness.sharding import HARD_SHARE, RunPlan
 
 if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
     from diagfuzz.execution.journal import JournaledRunner
@@ -76,7 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--diagfuzz-max-elements", type=int, default=None, metavar="N",
                     help="largest tensor the strategies draw (default: the profile's)")
     group.addoption("--diagfuzz-ops", default=None, metavar="OP[,OP]",
-                    help="fuzz only these ops (diagonal, diagonal_backward; default every "
+                    help=f"fuzz only these ops ({', '.join(op_names())}; default every "
                          "op the impl provides)")
     group.addoption("--diagfuzz-streams", default=None, metavar="KIND[,KIND]",
                     help="valid, invalid: which streams run (default both)")
@@ -85,15 +90,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--diagfuzz-ranks", default=None, metavar="N|LO-HI",
                     help="draw only these ranks (default 2-8)")
     group.addoption("--diagfuzz-layouts", default=None, metavar="KIND[,KIND]",
-                    help="draw only these layout kinds (contiguous, permuted, sliced, ...)")
+                    help="draw only these layout kinds (contiguous, permuted, "
+                         "channels_last, sliced, offset, expanded)")
     group.addoption("--diagfuzz-strict", action="store_true", default=False,
                     help="ignore the impl's capability declarations (unsupported Cases "
                          "are judged) and demand TypeError, ValueError or RuntimeError for "
                          "binding-level invalid Cases")
     group.addoption("--diagfuzz-max-seconds", type=float, default=None, metavar="S",
-                    help="stop drawing new Cases after S seconds; what was found is still "
-                         "shrunk and reported, and the run is reported as cut (exit 6 "
-                         "when nothing failed)")
+                    help="a wall-clock cap: shards draw for 60%% of S and shrink until "
+                         "85%%, what still runs is stopped at 95%% and the report holds "
+                         "what finished; the run is reported as cut (exit 6 when nothing "
+                         "failed)")
     group.addoption("--diagfuzz-tracebacks", action="store_true", default=False,
                     help="show the harness's tracebacks and captured output of failing "
                          "shards (default: one compact block per finding)")
@@ -118,7 +125,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          ".diagfuzz); a run uses DIR/run-<seed>/<worker>")
     group.addoption("--diagfuzz-report", default=None, metavar="PATH",
                     help="write the JSON report (seed, impl, counts, findings) to PATH; "
-                         "reproducers go beside it, in PATH's name + .repro/")
+                         "reproducers go beside it, in PATH's name + -repro/")
     group.addoption("--diagfuzz-workers-per-gpu", type=int, default=None, metavar="N",
                     help="workers per GPU for -n auto on a GPU machine "
                          f"(default min({workers.MAX_WORKERS_PER_GPU}, CPUs per GPU))")
@@ -260,6 +267,11 @@ class Reporter:
         self.shrink_checks = 0
         self.exitstatus = 0
         self._printer: Any = None
+        #: Why the run was stopped before it finished ('' when it was not): SIGTERM,
+        #: SIGINT, or --diagfuzz-max-seconds (the controller's hard stop).
+        self.stopped = ""
+        self.cases_seen = 0  # Cases the workers explored, finished shards or not
+        self._watchdog: threading.Timer | None = None
         from diagfuzz.campaign.report import CampaignTally
 
         self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
@@ -270,11 +282,36 @@ class Reporter:
 
     def pytest_sessionstart(self) -> None:
         mark("session_start")
+        self._stop_on_signals()
         if _distributed(self.config):  # a worker reports items only when they end
             from diagfuzz.harness.progress import Printer
 
             self._printer = Printer(Path(self.plan.run_dir), self.plan.total)
             self._printer.start()
+
+    def _stop_on_signals(self) -> None:
+        """SIGTERM stops the run as Ctrl-C does (pytest then finishes the session, and this
+        reporter writes what finished); the time cap's hard stop does the same just before
+        the cap. Only in the main thread, and only where SIGTERM has its default action."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            def on_sigterm(_signum: int, _frame: Any) -> None:
+                if not self.stopped:
+                    self.stopped = "SIGTERM"
+                    raise KeyboardInterrupt("diagfuzz: stopped by SIGTERM")
+            signal.signal(signal.SIGTERM, on_sigterm)
+        if self.plan.stop_at is not None and self.plan.max_seconds:
+            started = self.plan.stop_at - self.plan.max_seconds
+            left = started + HARD_SHARE * self.plan.max_seconds - time.time()
+
+            def hard_stop() -> None:
+                if not self.stopped:
+                    self.stopped = "--diagfuzz-max-seconds"
+                    _thread.interrupt_main()
+            self._watchdog = threading.Timer(max(0.0, left), hard_stop)
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from diagfuzz.harness.findings import Finding
@@ -309,7 +346,9 @@ class Reporter:
             **self.plan.to_dict(),
             "exit_status": self.exitstatus,
             "duration_s": round(duration, 3),
-            "cut": self.cut_shards > 0,
+            "cut": self.cut_shards > 0 or self.stopped.endswith("max-seconds"),
+            "stopped": self.stopped,
+            "cases_seen": max(self.cases_seen, self.tally.total),
             "shrink_checks": self.shrink_checks,
             "pace": self.pace.to_dict(duration),
             **self.campaign.header(),
@@ -321,18 +360,42 @@ class Reporter:
         from diagfuzz.harness.report import report_data
 
         mark("session_finish")
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._printer is not None:
             self._printer.stop()
+        if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
+            self.stopped = self.stopped or "SIGINT"
+            self._add_unfinished()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
         self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
         self.findings = merge_findings(self.findings)
-        if self.cut_shards and int(exitstatus) == 0:
+        if self.stopped:
+            session.exitstatus = (ExitCode.FAILURE if self.findings else
+                                  ExitCode.CUT if self.stopped.endswith("max-seconds")
+                                  else ExitCode.STOPPED)
+        elif self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
         self.exitstatus = int(session.exitstatus)
         self._write_reproducers()
         data = report_data(self.header(), self.tally, self.findings)
         self.written = self._write_report(data)
         mark("report_written")
+
+    def _add_unfinished(self) -> None:
+        """A stopped run: the findings of shards that did not finish, from the workers'
+        progress files (their first failing Case each, not shrunk)."""
+        from diagfuzz.harness.findings import Finding
+        from diagfuzz.harness.progress import read_all
+
+        counts = read_all(Path(self.plan.run_dir))
+        self.cases_seen = int(counts["cases"])
+        known = {f.signature for f in self.findings}
+        for data in counts["findings"]:
+            finding = Finding.from_dict(data)
+            if finding.signature not in known:
+                known.add(finding.signature)
+                self.findings.append(finding)
 
     def _repro_dir(self) -> Path:
         """``<report>-repro/`` beside the report, else ``<run dir>/repro/``."""
@@ -404,6 +467,10 @@ class Reporter:
         for line in format_table(self.tally):
             write(line)
         write(self.pace.summary(time.monotonic() - self.started))
+        if self.stopped:
+            write(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
+                  f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
+                  "finish are their first failing Case, not shrunk")
         if self.cut_shards:
             write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended "
                   f"{self.cut_shards} shard(s) before their budget (exit "

@@ -25,6 +25,13 @@ STREAM_OPS = {f"test_{op}": op for op in SPECS}
 #: Test functions of diagfuzz.suite, one stream of Cases each: one per op, then the
 #: invalid Cases of every op.
 STREAMS = (*STREAM_OPS, "test_invalid")
+#: Under --diagfuzz-max-seconds S: shards draw for this share of S, shrink until
+#: ``SHRINK_SHARE`` of it, and the controller stops what still runs at ``HARD_SHARE`` of it
+#: and writes its report, so the run ends within 5 % of S.
+DRAW_SHARE = 0.6
+SHRINK_SHARE = 0.85
+HARD_SHARE = 0.95
+
 #: What ``--diagfuzz-streams`` names: valid Cases of the ops, invalid Cases of the ops.
 STREAM_KINDS = ("valid", "invalid")
 
@@ -94,9 +101,11 @@ class RunPlan:
     strict: bool = False
     #: Wall-clock time (time.time()) after which shards draw no new Cases; None: no cap.
     deadline: float | None = None
-    #: The cap the deadline came from (--diagfuzz-max-seconds): shrinking gets a quarter
-    #: of it (at least diagfuzz.harness.shard.SHRINK_GRACE) beyond the deadline.
+    #: The cap the deadline came from (--diagfuzz-max-seconds).
     max_seconds: float | None = None
+    #: Wall-clock time the cap ends (the run's start + max_seconds): shrinking ends before
+    #: it, and the controller stops whatever still runs just before it.
+    stop_at: float | None = None
     #: Directories the impl is imported from (sys.path entries the controller added).
     impl_path: tuple[str, ...] = ()
     #: Why a stream is skipped (an op the impl does not provide, a narrowing that leaves
