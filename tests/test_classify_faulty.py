@@ -38,9 +38,10 @@ def test_wrong_one_time_in_three_is_flaky_with_k(tmp_path: Path,
         verdicts = [runner.run(square(0)) for _ in range(3)]
     assert [v.kind for v in verdicts] == ["pass", "pass", "mismatch"]
     c = classify(verdicts[2], "tests.faulty.flaky:impl", "cpu", repeats=5, timeout=30)
-    # Re-runs are calls 4..8, in fresh processes: only call 6 is wrong.
-    assert (c.label, c.failures, c.runs, c.ratio) == ("flaky", 1, 5, "1/5")
-    assert c.kinds == {"mismatch": 1, "pass": 4}
+    # Re-runs are calls 4..8 in one fresh process: call 6 is wrong, so they disagree, and
+    # a second fresh process runs calls 9..13, of which 9 and 12 are wrong.
+    assert (c.label, c.failures, c.runs, c.ratio) == ("flaky", 3, 10, "3/10")
+    assert c.kinds == {"mismatch": 3, "pass": 7} and c.processes == 2
     assert c.to_dict()["label"] == "flaky"
 
 

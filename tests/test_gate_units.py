@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from diagfuzz import gate
+from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.gate import Finding, Result, Stage, exit_code
 from diagfuzz.gate import outputs as gate_report
@@ -21,16 +22,19 @@ def _finding(failures: int, runs: int = 5) -> Finding:
 
 def test_exit_codes() -> None:
     clean = [Stage("a", ran=3)]
-    assert exit_code(clean, []) == gate.EXIT_CLEAN
-    assert exit_code(clean, [_finding(2)]) == gate.EXIT_FLAKY
-    assert exit_code(clean, [_finding(2), _finding(5)]) == gate.EXIT_FAILURE
+    assert exit_code(clean, []) == ExitCode.CLEAN
+    assert exit_code(clean, [_finding(2)]) == ExitCode.FLAKY
+    assert exit_code(clean, [_finding(2), _finding(5)]) == ExitCode.FAILURE
     unclassified = Finding("fuzz suite", Verdict("crash", case=square(0)))
-    assert exit_code(clean, [unclassified]) == gate.EXIT_FAILURE
-    assert exit_code([Stage("a", error="pytest exited 4")], [_finding(5)]) == gate.EXIT_ERROR
+    assert exit_code(clean, [unclassified]) == ExitCode.FAILURE
+    assert exit_code([Stage("a", error="pytest exited 4")], [_finding(5)]) == ExitCode.ERROR
     cut = [Stage("a", ran=3, cut=True)]
-    assert exit_code(cut, []) == gate.EXIT_CUT == 6
-    assert exit_code(cut, [_finding(5)]) == gate.EXIT_FAILURE  # what was found still counts
-    assert exit_code(cut, [_finding(2)]) == gate.EXIT_FLAKY
+    assert exit_code(cut, []) == ExitCode.CUT == 6
+    assert exit_code(cut, [_finding(5)]) == ExitCode.FAILURE  # what was found still counts
+    assert exit_code(cut, [_finding(2)]) == ExitCode.FLAKY
+    stopped = [Stage("a", ran=3, stopped=True)]
+    assert exit_code(stopped, []) == ExitCode.STOPPED == 7
+    assert exit_code(stopped, [unclassified]) == ExitCode.FAILURE
 
 
 def test_suite_findings_reads_the_plugin_report() -> None:
@@ -115,7 +119,7 @@ def test_fixed_case_sets_cover_every_invalid_class() -> None:
 def test_markdown_lists_each_failure_with_its_command(tmp_path) -> None:
     finding = _finding(2)
     finding.reproducer = tmp_path / "repro_x.py"
-    result = Result(gate.EXIT_FLAKY, [Stage("fuzz suite", ran=10, failures=[finding])],
+    result = Result(ExitCode.FLAKY, [Stage("fuzz suite", ran=10, failures=[finding])],
                     [finding], "m:a", "cpu", 1.5)
     text = gate_report.markdown(result)
     assert "FLAKY" in text and "flaky 2/5" in text and "(re-runs: mismatch 2, pass 3)" in text

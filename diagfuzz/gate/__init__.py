@@ -1,35 +1,23 @@
 """``diagfuzz gate`` and the tools around it: stages, classification, reproducers, the
 regression corpus, outputs and the command line."""
 
+from diagfuzz.gate.options import DEFAULT_BUDGET, Options
+from diagfuzz.gate.run import Result, distinct, exit_code, reproduce_command, run_gate
 from diagfuzz.gate.stages import (
     BASELINE_IMPL,
     COMPILE_TIMEOUT,
-    DEFAULT_BUDGET,
-    EXIT_CLEAN,
-    EXIT_CUT,
-    EXIT_ERROR,
-    EXIT_FAILURE,
-    EXIT_FLAKY,
-    EXIT_USAGE,
     Finding,
-    Options,
-    Result,
     Stage,
     compile_cases,
-    distinct,
     error_parity_cases,
-    exit_code,
     report_coverage,
-    reproduce_command,
-    run_gate,
     suite_command,
     suite_environment,
     suite_findings,
 )
 
 __all__ = [
-    "BASELINE_IMPL", "COMPILE_TIMEOUT", "DEFAULT_BUDGET", "EXIT_CLEAN", "EXIT_CUT",
-    "EXIT_ERROR", "EXIT_FAILURE", "EXIT_FLAKY", "EXIT_USAGE", "Finding", "Options", "Result",
+    "BASELINE_IMPL", "COMPILE_TIMEOUT", "DEFAULT_BUDGET", "Finding", "Options", "Result",
     "Stage", "compile_cases", "distinct", "error_parity_cases", "exit_code",
     "report_coverage", "reproduce_command", "run_gate", "suite_command", "suite_environment",
     "suite_findings",

@@ -1,17 +1,24 @@
-"""Deterministic or flaky: every failing Case is re-run R times, each in a fresh process.
+"""Deterministic or flaky: every finding's Case re-run in a fresh process of its own.
 
-A fresh executor per re-run means no state in memory (a poisoned CUDA context, a counter in
-the impl) carries from one attempt to the next, so k/R measures the bug, not the history of
-the process. What is on disk is shared on purpose: Triton's and inductor's compile caches.
-The first re-run runs alone and fills them; the others then run side by side and load the
-compiled kernels instead of compiling again, so an implementation that compiles for seconds
-costs about two compiles to classify, not R racing ones.
+The rule: one fresh executor runs the Case R times. R failures of the same kind are
+``deterministic R/R``. Anything else (a pass among them, another kind) and a second fresh
+executor runs it R more times: ``flaky k/2R``. A crash or hang kills or stalls its executor,
+so those Cases run their R re-runs in R fresh executors side by side instead (a hang then
+costs one timeout, not R).
+
+Every finding is classified at once, spread over ``parallel`` threads, each driving its own
+executors: a gate with eight findings spends about one executor start-up and the Cases'
+own time, not eight start-ups in a row. A fresh executor means no state in memory (a
+poisoned CUDA context, a counter in the impl) carries over from the run that found the
+failure; what is on disk is shared on purpose: Triton's and inductor's compile caches.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,19 +26,21 @@ from typing import Any
 
 from diagfuzz.core.case import Case
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ProcessRunner
+from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
 from diagfuzz.gate.corpus import case_id
+from diagfuzz.gate.options import DEFAULT_REPEATS
 
-#: Re-runs per failing Case unless the caller says otherwise.
-DEFAULT_REPEATS = 5
+#: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
+RESTARTING_KINDS = ("crash", "hang")
 
 
 @dataclass(frozen=True)
 class Classification:
-    """How a failure of ``kind`` on ``case`` reproduced over ``runs`` fresh re-runs.
+    """How a failure of ``kind`` on ``case`` reproduced over ``runs`` re-runs.
 
     ``failures`` is k: re-runs that failed with the same kind. ``kinds`` counts every
-    re-run's kind (a Case can be flaky between two kinds, e.g. 3 mismatch + 2 pass).
+    re-run's kind (a Case can be flaky between two kinds, e.g. 3 mismatch + 2 pass);
+    ``processes``: the fresh executors the re-runs took.
     """
 
     case: Case
@@ -40,6 +49,7 @@ class Classification:
     failures: int
     kinds: dict[str, int]
     example: Verdict | None = None  # one re-run verdict of ``kind`` (its details), if any
+    processes: int = 1
 
     @property
     def deterministic(self) -> bool:
@@ -59,45 +69,141 @@ class Classification:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (for reports)."""
         return {"kind": self.kind, "label": self.label, "ratio": self.ratio,
-                "failures": self.failures, "runs": self.runs, "kinds": dict(self.kinds)}
+                "failures": self.failures, "runs": self.runs, "kinds": dict(self.kinds),
+                "processes": self.processes}
 
 
-def _rerun(case: Case, impl_spec: str, device: str | None, timeout: float, oracle: str,
-           workdir: Path | None, strict: bool) -> Verdict:
-    with ProcessRunner(impl_spec, device, timeout=timeout, oracle=oracle,
-                       workdir=workdir, strict=strict) as runner:
-        return runner.run(case)
+@dataclass(frozen=True)
+class Rerun:
+    """How to re-run: the impl, device, oracle and limits every executor gets."""
+
+    impl_spec: str
+    device: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    oracle: str = "check"
+    strict: bool = False
+    workdir: Path | None = None
 
 
-def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,
-             repeats: int = DEFAULT_REPEATS, timeout: float = DEFAULT_TIMEOUT,
-             oracle: str = "check", parallel: int | None = None,
-             workdir: str | os.PathLike[str] | None = None,
-             strict: bool = False) -> Classification:
-    """Re-run the Case of ``failure`` ``repeats`` times, each in a fresh executor.
-
-    The first re-run runs alone (it fills the compile caches), then ``parallel`` at once
-    (default: all the others; a hang then costs one more timeout, not R). With
-    ``workdir``, re-run i logs its executor's stderr under ``workdir/<case id>/<i>/`` (and
-    a crash verdict carries the tail) instead of printing it.
-    """
+def _validated(failure: Verdict, repeats: int) -> Case:
     if failure.case is None:
         raise ValueError(f"classify: the verdict has no Case to re-run: {failure}")
     if failure.ok:
         raise ValueError(f"classify: the verdict is a pass, nothing to classify: {failure}")
     if repeats < 1:
         raise ValueError(f"classify: repeats must be >= 1, got {repeats}")
-    case = failure.case
-    logs = [None if workdir is None else Path(workdir) / case_id(case) / str(i)
-            for i in range(repeats)]
-    def rerun(log: Path | None) -> Verdict:
-        return _rerun(case, impl_spec, device, timeout, oracle, log, strict)
+    return failure.case
 
-    verdicts = [rerun(logs[0])]
-    if repeats > 1:
-        with ThreadPoolExecutor(max_workers=parallel or repeats - 1) as pool:
-            verdicts += list(pool.map(rerun, logs[1:]))
-    kinds = Counter(v.kind for v in verdicts)
-    same = [v for v in verdicts if v.kind == failure.kind]
-    return Classification(case, failure.kind, repeats, len(same),
-                          dict(sorted(kinds.items())), same[0] if same else None)
+
+class Classifier:
+    """Re-runs findings' Cases in fresh executors; ``stop`` ends every executor at once
+    (the gate's SIGTERM and time cap), after which re-runs report what they have."""
+
+    def __init__(self, rerun: Rerun, repeats: int = DEFAULT_REPEATS) -> None:
+        self.rerun = rerun
+        self.repeats = repeats
+        self._lock = threading.Lock()
+        self._live: set[ProcessRunner] = set()
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Kill every executor now; re-runs not yet started never start."""
+        with self._lock:
+            self.stopped = True
+            live = list(self._live)
+        for runner in live:
+            runner.close()
+
+    def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
+              timeout: float) -> list[Verdict]:
+        """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped)."""
+        with self._lock:
+            if self.stopped:
+                return []
+            runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
+                                   oracle=oracle, workdir=log, strict=self.rerun.strict)
+            self._live.add(runner)
+        verdicts: list[Verdict] = []
+        try:
+            for _ in range(count):
+                verdict = runner.run(case)
+                if self.stopped:  # killed under it: not the Case's verdict
+                    break
+                verdicts.append(verdict)
+        except (ExecutorError, OSError, ValueError):
+            if not self.stopped:
+                raise
+        finally:
+            with self._lock:
+                self._live.discard(runner)
+            runner.close()
+        return verdicts
+
+    def classify(self, failure: Verdict, *, oracle: str | None = None,
+                 timeout: float | None = None) -> Classification | None:
+        """Classify one failure by the rule of the module docstring (None: stopped before
+        any re-run finished)."""
+        repeats = self.repeats
+        case = _validated(failure, repeats)
+        oracle = oracle or self.rerun.oracle
+        timeout = timeout or self.rerun.timeout
+        base = None if self.rerun.workdir is None else self.rerun.workdir / case_id(case)
+
+        def log(i: int) -> Path | None:
+            return None if base is None else base / str(i)
+
+        if failure.kind in RESTARTING_KINDS:
+            with ThreadPoolExecutor(max_workers=repeats) as pool:
+                parts = list(pool.map(lambda i: self._runs(case, 1, log(i), oracle, timeout),
+                                      range(repeats)))
+            verdicts = [v for part in parts for v in part]
+            processes = repeats
+        else:
+            verdicts = self._runs(case, repeats, log(0), oracle, timeout)
+            processes = 1
+            if len(verdicts) == repeats and any(v.kind != failure.kind for v in verdicts):
+                verdicts += self._runs(case, repeats, log(1), oracle, timeout)
+                processes = 2
+        if not verdicts:
+            return None
+        kinds = Counter(v.kind for v in verdicts)
+        same = [v for v in verdicts if v.kind == failure.kind]
+        return Classification(case, failure.kind, len(verdicts), len(same),
+                              dict(sorted(kinds.items())), same[0] if same else None,
+                              processes)
+
+    def classify_all(self, failures: Sequence[tuple[Verdict, str, float]],
+                     parallel: int | None = None,
+                     done: Callable[[int], None] | None = None
+                     ) -> list[Classification | None]:
+        """Classify every (failure, oracle, timeout) at once over ``parallel`` threads
+        (default: one per failure, at most the CPUs); ``done(i)`` after each."""
+        if not failures:
+            return []
+        parallel = parallel or min(len(failures), max(2, os.cpu_count() or 2))
+
+        def one(i: int) -> Classification | None:
+            verdict, oracle, timeout = failures[i]
+            try:
+                return self.classify(verdict, oracle=oracle, timeout=timeout)
+            finally:
+                if done is not None:
+                    done(i)
+
+        with ThreadPoolExecutor(max_workers=parallel,
+                                thread_name_prefix="diagfuzz-classify") as pool:
+            return list(pool.map(one, range(len(failures))))
+
+
+def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,
+             repeats: int = DEFAULT_REPEATS, timeout: float = DEFAULT_TIMEOUT,
+             oracle: str = "check", workdir: str | os.PathLike[str] | None = None,
+             strict: bool = False) -> Classification:
+    """Classify one failure (``Classifier.classify``); with ``workdir``, each executor logs
+    its stderr under ``workdir/<case id>/<i>/`` (and a crash verdict carries the tail)."""
+    _validated(failure, repeats)
+    rerun = Rerun(impl_spec, device, timeout, oracle, strict,
+                  None if workdir is None else Path(workdir))
+    found = Classifier(rerun, repeats).classify(failure)
+    assert found is not None  # never stopped
+    return found

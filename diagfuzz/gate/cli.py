@@ -1,7 +1,9 @@
 """The ``diagfuzz`` command: ``gate``, ``repro PATH``, ``replay DIR``, ``merge FILE...``.
 
 Every subcommand checks its arguments before it does any work, and a usage error exits 4
-(as pytest's do), never a code that means something about the implementation.
+(as pytest's do), never a code that means something about the implementation. The exit
+codes (``diagfuzz.core.exits``) and the choice lists in ``--help`` (ops, dtypes, layouts)
+are read from the code's own tables, so the help cannot go stale.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from diagfuzz.core import rundirs
+from diagfuzz.core.exits import ExitCode, table
 from diagfuzz.gate import corpus
 from diagfuzz.impl import DEFAULT_IMPL, ImplError
 
-EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = 1, 3, 4
+EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = ExitCode.FAILURE, ExitCode.ERROR, ExitCode.USAGE
 
 DESCRIPTION = """\
 diagfuzz: a bitwise test oracle and fuzzer for Triton kernels of PyTorch's diagonal family.
@@ -26,14 +30,7 @@ The fuzz suite is a pytest plugin:
 This command runs the pre-merge gate, reproduces what a run found and merges the
 reports of a campaign's partitions (diagfuzz merge)."""
 
-EXIT_CODES = """\
-exit codes (every subcommand):
-  0  clean (gate), the Case passes (repro, replay)
-  1  a deterministic failure (gate), the bug is there (repro, replay)
-  2  only flaky failures (gate)
-  3  could not run: the impl cannot be imported, an infrastructure error
-  4  usage error: a bad option or argument (nothing was run)
-  6  cut by --max-seconds before the budget ran, no failure in what ran (gate)"""
+EXIT_CODES = table()
 
 
 class UsageError(Exception):
@@ -134,29 +131,43 @@ def _check_gate(args: argparse.Namespace) -> None:
                              f"2 <= LO <= HI <= {MAX_RANK}")
 
 
-def _gate(args: argparse.Namespace) -> int:
-    from diagfuzz import gate
-    from diagfuzz.gate import outputs as gate_report
+def gate_options(args: argparse.Namespace) -> Any:
+    """The gate's ``Options`` from parsed arguments."""
+    from diagfuzz.gate.options import Options
 
-    _check_gate(args)
-    opts = gate.Options(
+    return Options(
         impl=args.impl, budget=args.budget, workers=args.workers, junit=args.junit,
-        report=args.report, timeout=args.timeout, device=args.device,
+        report=args.report, summary=args.summary, timeout=args.timeout, device=args.device,
         corpus_dir=args.corpus, out_dir=args.out, repeats=args.repeats,
         save_corpus=not args.no_save, suite=not args.no_suite,
         compile_sample=not args.no_compile, max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
-        max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds)
-    result = gate.run_gate(opts)
-    text = gate_report.markdown(result)
-    print(text)
-    try:
-        gate_report.write_outputs(result, opts.report, opts.junit)
-        if args.summary is not None:
-            args.summary.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:  # checked up front; the summary above is printed all the same
-        print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
-    return result.code
+        max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
+        quiet=args.quiet)
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from diagfuzz.gate import outputs as gate_report
+    from diagfuzz.gate.plan import plan_lines
+    from diagfuzz.gate.run import run_gate
+
+    _check_gate(args)
+    opts = gate_options(args)
+    if args.plan:
+        print("\n".join(plan_lines(opts)))
+        return ExitCode.CLEAN
+
+    def write(result: Any) -> None:
+        text = gate_report.markdown(result)
+        print(text, flush=True)
+        try:
+            gate_report.write_outputs(result, opts.report, opts.junit)
+            if opts.summary is not None:
+                opts.summary.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:  # checked up front; the summary above is printed all the same
+            print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
+
+    return int(run_gate(opts, write).code)
 
 
 def _repro(args: argparse.Namespace) -> int:
@@ -219,9 +230,15 @@ def _replay(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also documents every option)."""
-    from diagfuzz.gate.stages import DEFAULT_BUDGET, DEFAULT_TIMEOUT, Options
+    from diagfuzz.core.case import available_dtypes
+    from diagfuzz.gate.options import DEFAULT_BUDGET, Options
+    from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.specs import SPECS
+    from diagfuzz.strategies import LAYOUT_KINDS
 
+    DEFAULT_TIMEOUT = Options.timeout
     defaults = Options()
+    gate_budget = BUDGETS["gate"]
     formatter = argparse.RawDescriptionHelpFormatter
     top = _Parser(prog="diagfuzz", description=DESCRIPTION, epilog=EXIT_CODES,
                   formatter_class=formatter)
@@ -232,25 +249,29 @@ def parser() -> argparse.ArgumentParser:
         help="the pre-merge gate: corpus, fuzz suite, error parity, torch.compile sample",
         description="The pre-merge gate: replays the corpus, runs the fuzz suite under the "
                     "derandomized gate profile, fixed error-parity Cases and a "
-                    "torch.compile sample; classifies each distinct finding by re-running "
-                    "it in fresh processes, writes its reproducer and saves it to the "
-                    "corpus. Prints a markdown summary.")
+                    "torch.compile sample; merges their findings by cause, classifies each "
+                    "cause by re-running it in a fresh process, writes its reproducer and "
+                    "saves it to the corpus. Prints progress on stderr and a markdown "
+                    "summary on stdout. SIGTERM or SIGINT stop it with the outputs of what "
+                    "finished (exit 7 when nothing failed).")
     g.add_argument("--impl", default=DEFAULT_IMPL,
                    help="MODULE:ATTR or path/to/file.py:ATTR under test")
     g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
                    help="fuzz-suite Cases, all shards together (default: the gate "
-                        "profile's 1,200)")
+                        f"profile's {gate_budget.examples} a shard x {gate_budget.shards} "
+                        f"shards a stream; --plan prints the total)")
     g.add_argument("-n", dest="workers", type=_workers, default="auto",
                    help="pytest-xdist workers (auto)")
     g.add_argument("--max-seconds", type=_seconds,
-                   help="a wall-clock cap: stop drawing new Cases in time to shrink, "
-                        "classify and report what was found within it (exit 6 if cut "
-                        "with nothing found)")
-    g.add_argument("--ops", help="only these ops, comma-separated "
-                                 "(diagonal, diagonal_backward)")
-    g.add_argument("--dtypes", help="only these dtypes, comma-separated")
+                   help="a wall-clock cap: the gate ends within 5 %% of it, with its "
+                        "report, JUnit and summary of what finished (exit 6 if cut with "
+                        "nothing found)")
+    g.add_argument("--ops", help=f"only these ops, comma-separated ({', '.join(SPECS)})")
+    g.add_argument("--dtypes", help="only these dtypes, comma-separated "
+                                    f"({', '.join(available_dtypes())})")
     g.add_argument("--ranks", help="only these ranks: N or LO-HI")
-    g.add_argument("--layouts", help="only these layout kinds, comma-separated")
+    g.add_argument("--layouts", help="only these layout kinds, comma-separated "
+                                     f"({', '.join(LAYOUT_KINDS)})")
     g.add_argument("--max-elements", type=_positive_int,
                    help="largest tensor the suite draws")
     g.add_argument("--strict", action="store_true",
@@ -267,15 +288,23 @@ def parser() -> argparse.ArgumentParser:
                    help="regression corpus to replay first and to save findings to "
                         f"(default ./{corpus.DEFAULT_DIR}/)")
     g.add_argument("--out", type=Path, default=defaults.out_dir,
-                   help="where this run's reproducers (OUT/repro/) and the suite's raw "
-                        f"output go (default {defaults.out_dir})")
+                   help="each run writes into OUT/run-<UTC time>-<pid>/ (its reproducers "
+                        "in repro/, the suite's raw output and journals); OUT/latest points "
+                        "at the last run that wrote its outputs; runs beyond the last "
+                        f"{rundirs.KEEP} are pruned after a run (default {defaults.out_dir})")
     g.add_argument("--repeats", type=_positive_int, default=defaults.repeats,
-                   help=f"re-runs per finding ({defaults.repeats})")
+                   help=f"re-runs per finding in its fresh process ({defaults.repeats})")
     g.add_argument("--max-classify", type=_count, default=defaults.max_classify,
                    help=f"classify at most this many findings ({defaults.max_classify})")
     g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
     g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")
+    g.add_argument("--quiet", action="store_true",
+                   help="no progress lines on stderr (a line per stage start and end, and "
+                        "one at least every 10 s): the summary alone")
+    g.add_argument("--plan", action="store_true",
+                   help="print what the gate would run (Cases per stage and op, budget, "
+                        "time cap, output paths) and exit 0, running nothing")
     g.set_defaults(func=_gate)
 
     r = sub.add_parser("repro", formatter_class=formatter, epilog=EXIT_CODES,

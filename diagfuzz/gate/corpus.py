@@ -1,9 +1,11 @@
 """The regression corpus: failing Cases as reviewable JSON files, replayed before any fuzzing.
 
-One file per Case, named ``<op>-<hash>.json`` from a hash of the Case's JSON, so the same
-Case always lands in the same file and a review diff shows exactly what was added. Each file
-holds the Case and, under ``found``, what it once did (kind, check, message, impl,
-reproducibility) — history for the reviewer; only ``case`` is replayed.
+The gate saves one file per cause (finding): its shrunk Case, named ``<op>-<hash>.json``
+from a hash of the finding's signature (``save_finding``), and never a second file for a
+cause the corpus already holds. Files saved by hand (``save``) are named from a hash of the
+Case's JSON. Each file holds the Case and, under ``found``, what it once did (kind, check,
+message, signature, impl, reproducibility) — history for the reviewer; only ``case`` is
+replayed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.case import Case
+from diagfuzz.core.signature import Signature
 from diagfuzz.core.verdict import Verdict
 
 #: The corpus in the repository, relative to its root.
@@ -48,6 +51,27 @@ class Entry:
     found: dict[str, Any] = field(default_factory=dict)
 
 
+def signature_id(signature: Signature) -> str:
+    """A stable 16-hex-digit name for a cause (sha256 of its signature's JSON)."""
+    text = json.dumps(signature.to_dict(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def save_finding(case: Case, signature: Signature,
+                 directory: str | os.PathLike[str] = DEFAULT_DIR, *,
+                 verdict: Verdict | None = None, impl: str = "",
+                 reproducibility: str = "") -> Path | None:
+    """Save a finding's Case as ``<op>-<signature id>.json``; None (nothing written) when
+    the corpus holds that cause already, under any name, or that very Case."""
+    root = Path(directory)
+    if root.is_dir():
+        for entry in entries(root):
+            if entry.found.get("signature") == signature.to_dict() or entry.case == case:
+                return None
+    path = root / f"{case.op}-{signature_id(signature)}.json"
+    return _write(path, case, verdict, impl, reproducibility, "", signature)
+
+
 def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
          verdict: Verdict | None = None, impl: str = "", reproducibility: str = "",
          note: str = "") -> Path:
@@ -55,7 +79,14 @@ def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
     path = Path(directory) / file_name(case)
     if path.exists():
         return path
+    return _write(path, case, verdict, impl, reproducibility, note, None)
+
+
+def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproducibility: str,
+           note: str, signature: Signature | None) -> Path:
     found: dict[str, Any] = {}
+    if signature is not None:
+        found["signature"] = signature.to_dict()
     if verdict is not None:
         found.update(kind=verdict.kind, check=verdict.check, message=verdict.message)
     if impl:

@@ -8,27 +8,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.gate.stages import (
-    EXIT_CLEAN,
-    EXIT_CUT,
-    EXIT_ERROR,
-    EXIT_FAILURE,
-    EXIT_FLAKY,
-    Finding,
-    Result,
-    _env_line,
-    corpus,
-    reproduce_command,
-)
-from diagfuzz.harness.findings import dtype_tally, evidence_lines
+from diagfuzz.core.exits import ExitCode
+from diagfuzz.gate import corpus
+from diagfuzz.gate.run import Result, env_line, reproduce_command
+from diagfuzz.gate.stages import Finding
+from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines
 
-_HEADLINE = {
-    EXIT_CLEAN: "PASSED",
-    EXIT_FAILURE: "FAILED (deterministic failure)",
-    EXIT_FLAKY: "FLAKY (only flaky failures)",
-    EXIT_ERROR: "COULD NOT RUN",
-    EXIT_CUT: "CUT SHORT (--max-seconds; no failure in what ran)",
+_HEADLINE: dict[int, str] = {
+    ExitCode.CLEAN: "PASSED",
+    ExitCode.FAILURE: "FAILED (deterministic failure)",
+    ExitCode.FLAKY: "FLAKY (only flaky failures)",
+    ExitCode.ERROR: "COULD NOT RUN",
+    ExitCode.USAGE: "USAGE ERROR (nothing ran)",
+    ExitCode.CUT: "CUT SHORT (--max-seconds; no failure in what ran)",
+    ExitCode.STOPPED: "STOPPED (no failure in what finished)",
 }
+
+
+def headline(code: int) -> str:
+    """The summary's verdict for an exit code."""
+    return _HEADLINE.get(code, f"exit {code}")
 
 
 def coverage(result: Result) -> dict[str, Counter[str]]:
@@ -46,19 +45,28 @@ def _seen(f: Finding) -> str:
         f" ({dtypes})" if dtypes else "")
 
 
+def _how(f: Finding) -> str:
+    c = f.classification
+    if c is not None:
+        return f"{c.label} {c.ratio}"
+    return "not classified (stopped first)" if f.cut else "not classified"
+
+
 def _finding_lines(n: int, f: Finding) -> list[str]:
     v, c = f.verdict, f.classification
     assert v.case is not None and f.signature is not None
-    how = f"{c.label} {c.ratio}" if c else "not classified"
     extra = ""
     if c and set(c.kinds) - {f.verdict.kind}:
         extra = " (re-runs: " + ", ".join(f"{k} {n}" for k, n in c.kinds.items()) + ")"
     where = f" [{v.check}]" if v.check else ""
-    lines = [f"{n}. **{f.signature.describe()}** — {how}{extra} — {f.stage}, {_seen(f)}",
+    stages = ", ".join(f"{name} {count}" for name, count in f.stages.items())
+    lines = [f"{n}. **{f.signature.describe()}** — {_how(f)}{extra} — {_seen(f)}",
              "   ```text"]
-    lines += [f"   case     {line}" if i == 0 else f"   {'':8} {line}"
-              for i, line in enumerate(v.case.describe_full())]
+    lines += [f"   {'shrunk' if f.shrunk else 'case':<8} {line}" if i == 0
+              else f"   {'':8} {line}" for i, line in enumerate(v.case.describe_full())]
     lines.append(f"   found    {v.kind}{where}: {v.message}")
+    lines.append(f"   stages   {stages}")
+    lines += ["   " + line[2:] for line in covers_lines(f.classes)]
     lines += ["   " + line[2:] for line in evidence_lines(v.details)]
     lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
     return lines
@@ -66,11 +74,14 @@ def _finding_lines(n: int, f: Finding) -> list[str]:
 
 def markdown(result: Result) -> str:
     """A short summary ready to paste into a review."""
-    lines = [f"## diagfuzz gate: {_HEADLINE[result.code]} (exit {result.code})", "",
-             f"impl `{result.impl}` on {result.device} · {_env_line()} · "
+    lines = [f"## diagfuzz gate: {headline(result.code)} (exit {result.code})", "",
+             f"impl `{result.impl}` on {result.device} · {env_line()} · "
              f"{result.seconds:.1f} s", ""]
     if result.error:
         lines += [f"**The gate could not run:** {result.error}", ""]
+    if result.stopped:
+        lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
+                  "finished is below; stages and findings it cut short say so.", ""]
     if result.stages:
         lines += ["| stage | cases | failed | unsupported | time | note |",
                   "|---|---:|---:|---:|---:|---|"]
@@ -86,17 +97,19 @@ def markdown(result: Result) -> str:
     if result.findings:
         det = sum(1 for f in result.findings
                   if f.classification and f.classification.deterministic)
-        lines.append(f"**Findings** ({len(result.findings)} distinct: {det} deterministic, "
+        lines.append(f"**Findings** ({len(result.findings)} causes: {det} deterministic, "
                      f"{len(result.findings) - det} flaky or not classified)")
         for n, f in enumerate(result.findings, 1):
             lines += _finding_lines(n, f)
         lines.append("")
     if result.repro_dir is not None and result.findings:
-        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (a new run replaces "
-                     "them).")
+        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (kept: every run "
+                     "writes into a directory of its own).")
     if result.corpus_dir is not None and result.saved:
-        lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, "
-                     "which every gate replays first (`--no-save` turns saving off).")
+        lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, one "
+                     "per cause, which every gate replays first (`--no-save` turns saving "
+                     "off).")
+    lines += time_lines(result.timing)
     cov = coverage(result)
     if cov:
         lines += ["", "<details><summary>Coverage by class</summary>", ""]
@@ -107,11 +120,38 @@ def markdown(result: Result) -> str:
     return "\n".join(lines)
 
 
+def time_lines(data: dict[str, Any]) -> list[str]:
+    """Where the time went: the gate's start-up, each stage's wall time, and per group of
+    stages the executors' seconds (summed over processes running side by side)."""
+    if not data:
+        return []
+    lines = ["", "<details><summary>Where the time went</summary>", ""]
+    if data.get("gate_startup_s") is not None:
+        lines.append(f"- gate start-up (interpreter, imports): {data['gate_startup_s']:.1f} s")
+    stages = ", ".join(f"{k} {v:.1f} s" for k, v in data.get("stages_s", {}).items())
+    if stages:
+        lines.append(f"- stages (wall; the fuzz suite runs beside the others): {stages}")
+    for group, t in data.get("executors", {}).items():
+        total = sum(float(t.get(k, 0.0)) for k in ("startup_s", "import_s", "warmup_s",
+                                                   "first_calls_s", "judging_s"))
+        share = (100.0 * float(t.get("first_calls_s", 0.0)) / total) if total else 0.0
+        lines.append(
+            f"- {group}: {t.get('executors', 0)} executor(s), {total:.1f} executor-s: "
+            f"start-up {t.get('startup_s', 0):.1f} s, impl import {t.get('import_s', 0):.1f} s, "
+            f"warm-up {t.get('warmup_s', 0):.1f} s, first call per op and dtype "
+            f"{t.get('first_calls_s', 0):.1f} s ({t.get('first_calls', 0)} calls, "
+            f"{share:.0f} %), judging {t.get('judging_s', 0):.1f} s "
+            f"({t.get('judged', 0)} Cases)")
+    return [*lines, "", "</details>"]
+
+
 def _finding_dict(f: Finding) -> dict[str, Any]:
     assert f.verdict.case is not None and f.signature is not None
     return {"stage": f.stage, "oracle": f.oracle, "test_id": f.test_id,
             "signature": f.signature.to_dict(), "describe": f.signature.describe(),
             "count": f.count, "dtypes": dict(sorted(f.dtypes.items())),
+            "classes": {axis: dict(sorted(v.items())) for axis, v in sorted(f.classes.items())},
+            "stages": dict(f.stages), "cut": f.cut,
             "shrunk": f.shrunk, "flaky_in_suite": f.flaky,
             "case_id": corpus.case_id(f.verdict.case),
             "verdict": json.loads(f.verdict.to_json()),
@@ -123,13 +163,16 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
 def to_json(result: Result) -> dict[str, Any]:
     """The machine-readable report (``--report PATH``)."""
     return {
-        "exit_code": result.code, "outcome": _HEADLINE[result.code], "impl": result.impl,
+        "exit_code": int(result.code), "outcome": headline(result.code), "impl": result.impl,
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
                     "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
-                    "note": s.note, "cut": s.cut, "seconds": round(s.seconds, 3)}
+                    "note": s.note, "cut": s.cut, "stopped": s.stopped,
+                    "planned": s.planned, "seconds": round(s.seconds, 3)}
                    for s in result.stages],
-        "cut": result.cut,
+        "cut": result.cut, "stopped": result.stopped,
+        "run_dir": str(result.run_dir) if result.run_dir else None,
+        "timing": result.timing,
         "repro_dir": str(result.repro_dir) if result.repro_dir else None,
         "saved_to_corpus": [str(p) for p in result.saved],
         "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},
@@ -146,6 +189,12 @@ def junit(result: Result) -> ET.ElementTree:
                               errors="1")
         case = ET.SubElement(suite, "testcase", classname="gate", name="setup")
         ET.SubElement(case, "error", message=result.error[:500]).text = result.error
+    if result.stopped:
+        suite = ET.SubElement(root, "testsuite", name="gate", tests="1", failures="0",
+                              errors="1")
+        case = ET.SubElement(suite, "testcase", classname="gate", name="stopped")
+        ET.SubElement(case, "error", message=f"stopped by {result.stopped}").text = (
+            "the gate was stopped; the stages below hold what finished")
     by_stage: dict[str, list[Finding]] = {}
     for f in result.findings:
         by_stage.setdefault(f.stage, []).append(f)

@@ -1,0 +1,70 @@
+"""Run directories: each run writes into a directory of its own, and old ones are pruned.
+
+A new run never deletes an earlier run's evidence before it has finished: it writes into a
+fresh directory, points ``latest`` at it once it has finished (or was stopped with a partial
+report), and only then removes the oldest runs beyond the last ``KEEP``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+#: Finished runs kept per directory (``DIAGFUZZ_KEEP_RUNS`` overrides); older ones are pruned
+#: when a run finishes.
+KEEP = 5
+KEEP_ENV = "DIAGFUZZ_KEEP_RUNS"
+#: The link to the last run that finished or was stopped with a partial report.
+LATEST = "latest"
+
+
+def keep() -> int:
+    """How many runs to keep (at least 1: the run that just finished)."""
+    try:
+        return max(1, int(os.environ.get(KEEP_ENV, KEEP)))
+    except ValueError:
+        return KEEP
+
+
+def new_run_dir(parent: Path, prefix: str = "run-") -> Path:
+    """A fresh directory ``parent/<prefix><UTC time>-<pid>`` (never an existing one)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = parent / f"{prefix}{stamp}-{os.getpid()}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}.{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def point_latest(run_dir: Path) -> Path:
+    """Make ``run_dir.parent/latest`` a relative link to ``run_dir`` (atomically)."""
+    link = run_dir.parent / LATEST
+    tmp = run_dir.parent / f".{LATEST}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    os.symlink(run_dir.name, tmp)
+    os.replace(tmp, link)
+    return link
+
+
+def prune(parent: Path, prefix: str = "run-", keep_runs: int | None = None,
+          protect: Path | None = None) -> list[Path]:
+    """Remove the oldest ``parent/<prefix>*`` directories beyond the newest ``keep_runs``
+    (by modification time); ``protect`` (the current run) and ``latest``'s target stay."""
+    keep_runs = keep() if keep_runs is None else keep_runs
+    link = parent / LATEST
+    kept = {p.resolve() for p in (protect, link if link.exists() else None) if p is not None}
+    runs = sorted((p for p in parent.glob(f"{prefix}*") if p.is_dir() and not p.is_symlink()),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = []
+    for old in runs[keep_runs:]:
+        if old.resolve() in kept:
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    return removed

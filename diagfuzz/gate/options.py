@@ -1,0 +1,59 @@
+"""What ``diagfuzz gate`` was asked to do (``cli.py`` makes it from the flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diagfuzz.execution.parent import DEFAULT_TIMEOUT
+from diagfuzz.gate import corpus
+from diagfuzz.impl import DEFAULT_IMPL
+
+#: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).
+DEFAULT_BUDGET: int | None = None
+#: Re-runs per finding in its fresh process (``classification.py``).
+DEFAULT_REPEATS = 5
+#: The gate's own directory: one sub-directory per run, ``latest`` and the Triton cache.
+DEFAULT_OUT = Path(".diagfuzz/gate")
+
+
+@dataclass
+class Options:
+    """Everything ``diagfuzz gate`` accepts (see ``cli.py`` for the flags)."""
+
+    impl: str = DEFAULT_IMPL
+    budget: int | None = DEFAULT_BUDGET
+    workers: str = "auto"
+    junit: Path | None = None
+    report: Path | None = None
+    summary: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    device: str | None = None
+    corpus_dir: Path = Path(corpus.DEFAULT_DIR)
+    out_dir: Path = DEFAULT_OUT
+    repeats: int = DEFAULT_REPEATS
+    save_corpus: bool = True
+    suite: bool = True
+    compile_sample: bool = True
+    max_classify: int = 20
+    #: Narrowing passed to the suite (comma-separated names, as its options take them).
+    ops: str | None = None
+    dtypes: str | None = None
+    ranks: str | None = None
+    layouts: str | None = None
+    max_elements: int | None = None
+    strict: bool = False
+    max_seconds: float | None = None
+    quiet: bool = False
+    #: This run's directory under ``out_dir`` (made when the run starts).
+    run_dir: Path = field(default=DEFAULT_OUT / "pending")
+
+    @property
+    def repro_dir(self) -> Path:
+        """This run's reproducers."""
+        return self.run_dir / "repro"
+
+    @property
+    def triton_cache(self) -> Path:
+        """One Triton cache for every stage's processes, kept across gate runs."""
+        return self.out_dir / "triton-cache"

@@ -1,0 +1,87 @@
+"""``diagfuzz gate --plan``: what a gate would run, printed without running it.
+
+The docs quote this output for the default options, and a test regenerates the quote, so
+the numbers a user reads (Cases per stage and op, budget, time cap, output paths) are the
+code's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from diagfuzz.core import rundirs
+from diagfuzz.gate import corpus
+from diagfuzz.gate.options import Options
+from diagfuzz.gate.stages import (
+    SUITE_SHARE,
+    compile_cases,
+    error_parity_cases,
+    fixed,
+)
+
+
+def _per_op(cases: list) -> str:
+    counts = Counter(c.op for c in cases)
+    return ", ".join(f"{op} {n}" for op, n in counts.items())
+
+
+def plan_lines(opts: Options) -> list[str]:
+    """The plan of a gate run with ``opts``: one line per stage, then limits and outputs."""
+    from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import STREAM_OPS, STREAMS
+
+    gate = BUDGETS["gate"]
+    wanted = ([op.strip() for op in opts.ops.split(",")] if opts.ops
+              else list(STREAM_OPS.values()))
+    streams = [op for op in STREAM_OPS.values() if op in wanted] + ["invalid"]
+    lines = [f"diagfuzz gate --plan: impl {opts.impl}, device "
+             f"{opts.device or 'cuda when there is a GPU, else cpu'} (nothing runs)"]
+    try:
+        replay = fixed(opts, corpus.load(opts.corpus_dir))
+        lines.append(f"  corpus replay        {len(replay):,} Cases from {opts.corpus_dir}/")
+    except ValueError as exc:
+        lines.append(f"  corpus replay        unreadable: {exc}")
+    if opts.suite:
+        if opts.budget is None:
+            budget = gate.examples * gate.shards * len(STREAMS)
+            how = (f"the gate profile: {gate.examples} Cases x {gate.shards} shards x "
+                   f"{len(STREAMS)} streams")
+        else:
+            budget, how = opts.budget, "--budget"
+        lines.append(f"  fuzz suite           ~{budget:,} Cases ({how}), derandomized, "
+                     f"-n {opts.workers}")
+        lines.append(f"                       streams {', '.join(streams)} (a stream whose "
+                     "op the impl lacks is skipped)")
+    else:
+        lines.append("  fuzz suite           skipped (--no-suite)")
+    parity = fixed(opts, error_parity_cases())
+    lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
+    if opts.compile_sample:
+        sample = fixed(opts, compile_cases())
+        lines.append(f"  torch.compile parity {len(sample):,} Cases ({_per_op(sample)})")
+    else:
+        lines.append("  torch.compile parity skipped (--no-compile)")
+    lines.append(f"  classification       each cause's Case {opts.repeats} times in one fresh "
+                 "process, a second when they disagree")
+    lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "
+                 f"{opts.max_classify} causes, all at once")
+    if opts.max_seconds is None:
+        lines.append("  time cap             none (--max-seconds S: the suite draws for "
+                     f"{SUITE_SHARE:.0%} of the time left, all stops at 95 % of S)")
+    else:
+        lines.append(f"  time cap             {opts.max_seconds:g} s (the suite draws for "
+                     f"{SUITE_SHARE:.0%} of the time left; everything stops at 95 %)")
+    lines.append(f"  per-Case timeout     {opts.timeout:g} s")
+    lines.append(f"  run directory        {opts.out_dir}/run-<UTC time>-<pid>/ (reproducers "
+                 "in repro/)")
+    lines.append(f"                       then {opts.out_dir}/latest points at it; the last "
+                 f"{rundirs.keep()} runs are kept")
+    outputs = [f"{flag} {path}" for flag, path in (("--report", opts.report),
+                                                   ("--junit", opts.junit),
+                                                   ("--summary", opts.summary)) if path]
+    lines.append("  outputs              markdown summary on stdout"
+                 + (f"; {'; '.join(outputs)}" if outputs else ""))
+    lines.append("  corpus               "
+                 + (f"one Case per new cause saved to {opts.corpus_dir}/" if opts.save_corpus
+                    else "nothing saved (--no-save)"))
+    return lines

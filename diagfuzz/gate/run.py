@@ -1,0 +1,416 @@
+"""``diagfuzz gate``: what a kernel library runs before merging a kernel change.
+
+The stages (``stages.py``) run in a thread of their own: the fuzz suite (a pytest
+subprocess with its own workers and executors) beside the corpus, error-parity and compile
+stages, which share one executor of this process. Their findings are merged by cause over
+every stage (``distinct``), and each cause is classified once (``classification.py``), all
+causes at once. Every finding gets a reproducer in this run's directory, and its shrunk Case
+is saved to the corpus, one file per cause.
+
+This thread only watches: SIGTERM, SIGINT and the ``--max-seconds`` cap (a hard one, at
+``HARD_SHARE`` of it, after the stages' own cooperative deadlines) stop every child
+process, and the outputs are written from whatever finished, the unfinished stages and
+findings marked as such. Nothing of an earlier run is deleted: each run writes into
+``<out>/run-<time>-<pid>/``, ``<out>/latest`` points at the last run that wrote its
+outputs, and the oldest runs beyond ``diagfuzz.core.rundirs.KEEP`` are pruned only then.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagfuzz.core import rundirs
+from diagfuzz.core.exits import ExitCode
+from diagfuzz.core.signature import Signature
+from diagfuzz.execution import timing
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.gate import corpus
+from diagfuzz.gate.classification import Classifier, Rerun
+from diagfuzz.gate.options import Options
+from diagfuzz.gate.progress import GateProgress
+from diagfuzz.gate.reproducers import write_reproducer
+from diagfuzz.gate.stages import (
+    COMPILE_TIMEOUT,
+    Context,
+    Finding,
+    Stage,
+    compile_stage,
+    corpus_stage,
+    error_parity_stage,
+    stop_children,
+    suite_root,
+    suite_stage,
+)
+from diagfuzz.impl import ImplError, import_roots, load_impl, use_roots
+
+#: The stages in report order.
+STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", "torch.compile parity",
+               "classification")
+#: The hard stop under --max-seconds, as a share of it: the children are stopped then, and
+#: the outputs are written within the rest (the run ends within 5 % of the cap).
+HARD_SHARE = 0.95
+#: Seconds the stopped suite gets to write its partial report, at most.
+STOP_GRACE = 5.0
+
+
+@dataclass
+class Result:
+    """The gate's outcome: exit code, stages, distinct findings, and where things went."""
+
+    code: int
+    stages: list[Stage]
+    findings: list[Finding]
+    impl: str
+    device: str
+    seconds: float
+    error: str = ""
+    unclassified: int = 0
+    repro_dir: Path | None = None
+    saved: list[Path] = field(default_factory=list)
+    corpus_dir: Path | None = None
+    cut: bool = False
+    #: Why the gate was stopped before it finished ('' when it was not).
+    stopped: str = ""
+    run_dir: Path | None = None
+    #: Where the wall time went: the gate's own start-up, and executor seconds per part
+    #: per group of stages (``diagfuzz.execution.timing``).
+    timing: dict[str, Any] = field(default_factory=dict)
+
+
+def distinct(findings: list[Finding]) -> list[Finding]:
+    """One finding per cause over every stage: the first stage's Case represents it (a
+    shrunk one where a stage has it); counts, dtypes, classes and stages add up."""
+    merged: dict[Signature, Finding] = {}
+    for finding in findings:
+        seen = merged.get(finding.key)
+        if seen is None:
+            merged[finding.key] = finding
+            continue
+        if finding.shrunk and not seen.shrunk:
+            finding.absorb(seen)
+            merged[finding.key] = finding
+        else:
+            seen.absorb(finding)
+    return list(merged.values())
+
+
+def exit_code(stages: list[Stage], findings: list[Finding], stopped: bool = False) -> int:
+    """3 a stage could not run; 1 a deterministic (or unclassified) failure; 2 only flaky
+    ones; 7 stopped, nothing failed; 6 cut by --max-seconds, nothing failed; 0 clean."""
+    if any(s.error for s in stages):
+        return ExitCode.ERROR
+    if any(f.classification is None or f.classification.deterministic for f in findings):
+        return ExitCode.FAILURE
+    if findings:
+        return ExitCode.FLAKY
+    if stopped or any(s.stopped for s in stages):
+        return ExitCode.STOPPED
+    return ExitCode.CUT if any(s.cut for s in stages) else ExitCode.CLEAN
+
+
+def _timed(ctx: Context, name: str, step: Callable[[], Stage]) -> Stage:
+    """Run one stage, timing it; an infrastructure error becomes the stage's error."""
+    t0 = time.monotonic()
+    try:
+        stage = step()
+    except (ExecutorError, ImplError, OSError) as exc:
+        stage = ctx.stages.get(name) or ctx.stage(name)
+        if ctx.stopping():
+            stage.stopped = True
+        else:
+            stage.error = f"{exc!r}"
+    stage.seconds = time.monotonic() - t0
+    if not stage.skipped:
+        failed = f", {len(stage.failures)} failing" if stage.failures else ""
+        how = (" (stopped)" if stage.stopped else " (cut)" if stage.cut
+               else f" (ERROR: {stage.error.splitlines()[0]})" if stage.error else "")
+        ctx.progress.end(name, f"{stage.ran:,} Cases{failed} in {stage.seconds:.1f} s{how}")
+    return stage
+
+
+class Gate:
+    """One gate run: the stages' thread, the stop, and the result from what finished."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.started = time.monotonic()
+        self.deadline = None if opts.max_seconds is None else time.time() + opts.max_seconds
+        self.stop_reason = ""
+        self._stop = threading.Event()
+        #: Set by the signal handlers (which only record the request); the main thread
+        #: then stops the children.
+        self.requested = ""
+        self.stop_requested = threading.Event()
+        self.wall_start = time.time()
+        self.progress = GateProgress(opts.quiet, suite_root=suite_root(opts))
+        self.ctx = Context(opts, self.progress, self.deadline, self._stop.is_set)
+        self.runner: ProcessRunner | None = None
+        self.classifier: Classifier | None = None
+        self.device = opts.device or ""
+        self.findings: list[Finding] | None = None  # distinct, once the stages are done
+        self.error = ""
+        self.code: int | None = None  # set where the body ends early (impl, setup)
+        self.classify_seconds = 0.0
+        #: Seconds the stopped suite gets to write its partial report.
+        self.grace = STOP_GRACE
+
+    # --- the stages' thread --------------------------------------------------------
+    def body(self) -> None:
+        """Every stage, then classification (the stages' thread)."""
+        opts, ctx = self.opts, self.ctx
+        with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
+            suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
+            import diagfuzz.ops as ops
+
+            self.device = opts.device or ops.DEVICE
+            env_cache = {"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}
+            # One executor serves the corpus, error-parity and compile stages (a fresh one
+            # replaces it after a crash); the suite's workers have their own.
+            self.runner = ProcessRunner(opts.impl, self.device, timeout=opts.timeout,
+                                        workdir=opts.run_dir / "executor", strict=opts.strict)
+            with _environment(env_cache):
+                self.runner.launch()  # it starts while this process loads the impl
+            try:
+                load_impl(opts.impl)
+            except ImplError as exc:
+                self.error, self.code = str(exc), ExitCode.USAGE
+                self.stop("the impl does not import")
+                return
+            runner = self.runner
+            steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
+                ("corpus replay", corpus_stage), ("error parity", error_parity_stage),
+                ("torch.compile parity", compile_stage)]
+            for name, step in steps:
+                if self._stop.is_set():
+                    break
+                _timed(ctx, name, functools.partial(step, ctx, runner))
+            self.runner.close()
+            suite.result()
+        if self._stop.is_set():
+            return
+        self.findings = distinct([f for s in self.stages() for f in s.failures])
+        self._classify(self.findings)
+
+    def _classify(self, findings: list[Finding]) -> None:
+        opts = self.opts
+        chosen = findings[:opts.max_classify]
+        self.progress.begin("classification", len(chosen), "findings")
+        t0 = time.monotonic()
+        rerun = Rerun(opts.impl, self.device, opts.timeout, "check", opts.strict,
+                      opts.run_dir / "classify")
+        self.classifier = Classifier(rerun, opts.repeats)
+        work = []
+        for f in chosen:
+            timeout = opts.timeout if f.oracle == "check" else max(opts.timeout,
+                                                                   COMPILE_TIMEOUT)
+            if self.deadline is not None:
+                timeout = max(1.0, min(timeout, self.deadline - time.time()))
+            work.append((f.verdict, f.oracle, timeout))
+        with _environment({"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}):
+            found = self.classifier.classify_all(
+                work, done=lambda i: self.progress.advance("classification"))
+        for f, classification in zip(chosen, found, strict=True):
+            f.classification = classification
+        self.classify_seconds = time.monotonic() - t0
+        done = sum(c is not None for c in found)
+        self.progress.end("classification", f"{done} of {len(findings)} findings in "
+                                            f"{self.classify_seconds:.1f} s")
+
+    # --- stopping ----------------------------------------------------------------------
+    def stop(self, reason: str) -> None:
+        """Stop every child now (any thread); the body then winds down."""
+        if self._stop.is_set():
+            return
+        self.stop_reason = reason
+        self._stop.set()
+        if self.classifier is not None:
+            self.classifier.stop()
+        stop_children(self.ctx, self.grace)
+        if self.runner is not None:
+            self.runner.close()
+
+    def stages(self) -> list[Stage]:
+        """The stages begun, in report order."""
+        return [self.ctx.stages[n] for n in STAGE_ORDER if n in self.ctx.stages]
+
+    # --- the result ----------------------------------------------------------------
+    def result(self) -> Result:
+        """The result from what finished; reproducers written and Cases saved for every
+        finding, classified or not."""
+        opts = self.opts
+        stopped = self.stop_reason if self.code is None else ""
+        stages = self.stages()
+        for stage in stages:
+            if stopped and not stage.seconds:  # still running when stopped
+                stage.stopped = True
+                stage.seconds = time.monotonic() - self.started
+        findings = self.findings
+        if findings is None:  # stopped before the stages were merged
+            findings = distinct([f for s in stages for f in s.failures])
+        for f in findings:
+            f.cut = f.classification is None and bool(stopped or self.deadline)
+        if self.findings is not None:
+            classified = sum(f.classification is not None for f in findings)
+            note = (f"{classified} of {len(findings)} finding(s), each in one fresh process "
+                    f"(a second where the first disagrees), {opts.repeats} re-runs each"
+                    if findings else "nothing to classify")
+            stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
+                                note=note, stopped=bool(stopped)))
+        saved = self._write_findings(findings)
+        code = self.code if self.code is not None else exit_code(stages, findings,
+                                                                 bool(stopped))
+        if stopped == "--max-seconds" and code == ExitCode.STOPPED:
+            code = ExitCode.CUT
+        return Result(code, stages, findings, opts.impl, self.device,
+                      time.monotonic() - self.started, error=self.error,
+                      unclassified=sum(f.classification is None for f in findings),
+                      repro_dir=opts.repro_dir, saved=saved,
+                      corpus_dir=opts.corpus_dir if opts.save_corpus else None,
+                      cut=any(s.cut for s in stages) or stopped == "--max-seconds",
+                      stopped=stopped, run_dir=opts.run_dir, timing=self._timing(stages))
+
+    def _write_findings(self, findings: list[Finding]) -> list[Path]:
+        opts = self.opts
+        saved: list[Path] = []
+        for f in findings:
+            case = f.verdict.case
+            assert case is not None and f.signature is not None
+            ratio = f.classification.ratio if f.classification else ""
+            f.reproducer = write_reproducer(
+                case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
+                timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
+                reproducibility=ratio, impl_path=import_roots(), strict=opts.strict)
+            # A cause the corpus replay met is in the corpus already, under any name.
+            if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
+                path = corpus.save_finding(case, f.signature, opts.corpus_dir,
+                                           verdict=f.verdict, impl=opts.impl,
+                                           reproducibility=ratio)
+                if path is not None:
+                    saved.append(path)
+        return saved
+
+    def _timing(self, stages: list[Stage]) -> dict[str, Any]:
+        from diagfuzz.execution.timeline import process_start
+
+        start = process_start()
+        groups = {"fuzz suite": suite_root(self.opts),
+                  "corpus, error parity, compile": self.opts.run_dir / "executor",
+                  "classification": self.opts.run_dir / "classify"}
+        data: dict[str, Any] = {
+            "wall_s": round(time.monotonic() - self.started, 3),
+            "gate_startup_s": (round(max(0.0, self.wall_start - start), 3)
+                               if start is not None else None),
+            "stages_s": {s.name: round(s.seconds, 3) for s in stages},
+            "executors": {}}
+        for name, directory in groups.items():
+            found = timing.read(directory) if directory.exists() else None
+            if found is not None:
+                data["executors"][name] = found.to_dict()
+        return data
+
+
+class _environment:
+    """Set environment variables for the processes started inside the block (executors
+    inherit them); restore the old values after."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.old: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key, value in self.values.items():
+            self.old[key] = os.environ.get(key)
+            os.environ[key] = value
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _install_signals(gate: Gate) -> dict[int, Any]:
+    """SIGTERM and SIGINT stop the gate (main thread only); the old handlers, to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old: dict[int, Any] = {}
+    names = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+    for signum, name in names.items():
+        def handler(_signum: int, _frame: Any, name: str = name) -> None:
+            gate.requested = gate.requested or name
+            gate.stop_requested.set()
+        old[signum] = signal.signal(signum, handler)
+    return old
+
+
+def run_gate(opts: Options, write: Callable[[Result], None] | None = None) -> Result:
+    """Run the gate; ``write`` (the outputs) is called with the result before the signal
+    handlers are restored, so a second SIGTERM cannot cut the writing short."""
+    use_roots(import_roots())  # --impl may name a module of the current directory
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    opts.run_dir = rundirs.new_run_dir(opts.out_dir)
+    gate = Gate(opts)
+    old = _install_signals(gate)
+    hard = (None if opts.max_seconds is None
+            else time.monotonic() + HARD_SHARE * opts.max_seconds)
+    if opts.max_seconds is not None:  # the stop must fit in the cap's last 5 %
+        gate.grace = min(STOP_GRACE, 0.02 * opts.max_seconds)
+    gate.progress.start()
+    gate.progress.say(f"run directory {opts.run_dir}")
+    body = threading.Thread(target=_guarded(gate), name="diagfuzz-gate", daemon=True)
+    try:
+        body.start()
+        while body.is_alive():
+            body.join(0.2)
+            requested = gate.stop_requested.is_set()
+            if requested or (hard is not None and time.monotonic() >= hard):
+                reason = gate.requested if requested else "--max-seconds"
+                gate.progress.say(f"stopping ({reason}): writing what finished")
+                gate.stop(reason)
+                body.join(gate.grace + 1.0)
+                break
+        gate.progress.stop()
+        result = gate.result()
+        if write is not None:
+            write(result)
+        rundirs.point_latest(opts.run_dir)
+        rundirs.prune(opts.out_dir, protect=opts.run_dir)
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+    return result
+
+
+def _guarded(gate: Gate) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            gate.body()
+        except BaseException as exc:  # the result says so; the main thread writes it
+            if not gate._stop.is_set():
+                import traceback
+
+                gate.error = f"the gate broke: {exc!r}\n{traceback.format_exc()}"
+                gate.code = ExitCode.ERROR
+    return run
+
+
+def env_line() -> str:
+    import torch
+    import triton
+
+    return f"torch {torch.__version__} · triton {triton.__version__}"
+
+
+def reproduce_command(finding: Finding) -> str:
+    """The one command that reproduces ``finding``."""
+    return f"python {finding.reproducer}" if finding.reproducer else "(no reproducer)"

@@ -1,0 +1,37 @@
+"""Run directories: a new run never deletes an earlier run's evidence before it finishes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from diagfuzz.core import rundirs
+
+
+def test_each_run_gets_a_fresh_directory_and_latest_follows(tmp_path: Path) -> None:
+    first = rundirs.new_run_dir(tmp_path)
+    second = rundirs.new_run_dir(tmp_path)
+    assert first != second and first.is_dir() and second.is_dir()
+    rundirs.point_latest(first)
+    assert (tmp_path / "latest").resolve() == first.resolve()
+    rundirs.point_latest(second)
+    assert (tmp_path / "latest").resolve() == second.resolve()
+    assert os.readlink(tmp_path / "latest") == second.name  # relative: the tree can move
+
+
+def test_prune_keeps_the_newest_the_current_and_latest(tmp_path: Path) -> None:
+    runs = []
+    for i in range(6):
+        run = tmp_path / f"run-{i}"
+        run.mkdir()
+        (run / "evidence.txt").write_text(str(i))
+        stamp = time.time() - 100 + i
+        os.utime(run, (stamp, stamp))
+        runs.append(run)
+    rundirs.point_latest(runs[0])  # the oldest is what latest names: it stays
+    removed = rundirs.prune(tmp_path, keep_runs=2, protect=runs[1])
+    assert sorted(p.name for p in removed) == ["run-2", "run-3"]
+    assert sorted(p.name for p in tmp_path.glob("run-*")) == ["run-0", "run-1", "run-4",
+                                                              "run-5"]
+    assert rundirs.prune(tmp_path, keep_runs=10) == []
