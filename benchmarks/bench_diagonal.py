@@ -51,7 +51,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MB = 1 << 20
 #: Rows writing less than this are timed in --small-rounds rounds: near the launch floor
 #: (~4 us) the rows' differences are tenths of a microsecond, about the floor's own spread
-#: (benchmarks/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), while more
+#: (benchmarks/probes/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), while more
 #: rounds of a 4 us kernel cost well under a second.
 SMALL_BYTES = 64 * 1024
 
