@@ -6,7 +6,7 @@ wait on the CPU (too few cores, SMT siblings) or on the GPU (contexts time-slice
 what to fix; this wraps any command, samples ``/proc`` (and ``nvidia-smi`` where there is
 one) and says.
 
-    python benchmarks/probes/cpu_sampler.py --json out.json -- \
+    python benchmarks/probes/cpu_sampler.py --json out.json -- \\
         python benchmarks/bench_throughput.py suite ...
 
 Roles: ``executor`` (diagfuzz's spawned executors), ``worker`` (xdist workers), ``main``

@@ -11,7 +11,7 @@ before it is timed, written into 0x5A bytes so that an unwritten word shows. Row
 backward grid's rows that take the large-output plans (the knobs swept apply to those
 only), and EXTRA_ROWS.
 
-    python benchmarks/probes/fill_floor.py [--rounds 5] [--only REGEX] [--min-bytes N] \
+    python benchmarks/probes/fill_floor.py [--rounds 5] [--only REGEX] [--min-bytes N] \\
         [--set HUGE_FILL_BLOCK_BYTES=4096,...] [--json FILE]
 """
 

@@ -7,7 +7,7 @@ and duration apart. Each row's callables (aten, ours, and a fill of the result's
 in that order, ``--calls`` times each, synchronised, after one warm-up call, with a line on
 stderr naming what follows, so the profiler's kernel list reads in the same order.
 
-    ncu --clock-control none --csv --metrics ... \
+    ncu --clock-control none --csv --metrics ... \\
         python benchmarks/probes/profile_rows.py --only REGEX
 """
 
