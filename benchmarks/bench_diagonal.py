@@ -9,7 +9,12 @@ the same bytes (``fill_same_*``: the floor at that size). Small shapes also get 
 time per call. It then counts compiled kernel variants over random shapes (checked bitwise against
 aten on the way) and over the grid.
 
-    python benchmarks/bench_diagonal.py [--out DIR] [--quick]
+    python benchmarks/bench_diagonal.py [--out DIR] [--quick] [--random N] [--only REGEX]
+    python benchmarks/bench_diagonal.py --random 0 --set NAME=VALUE    # a tuning knob's sweep
+    tools/dev bench [ARGS]                                             # the same, installed
+
+``--against DIR`` adds a column for the kernels at another revision (``ops_at.py``),
+``--flaggems`` one for FlagGems' shipped kernel (``flaggems_column.py``). Needs a CUDA GPU.
 
 Writes ``bench.csv`` and ``bench.json`` (host times in their ``host_*`` columns) under
 ``--out`` (default ``$OUT`` or ``bench-out``) and prints a table.
@@ -51,7 +56,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MB = 1 << 20
 #: Rows writing less than this are timed in --small-rounds rounds: near the launch floor
 #: (~4 us) the rows' differences are tenths of a microsecond, about the floor's own spread
-#: (benchmarks/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), while more
+#: (benchmarks/probes/launch_floor.py: minimal Triton kernels read 4.06-4.51 us), while more
 #: rounds of a 4 us kernel cost well under a second.
 SMALL_BYTES = 64 * 1024
 
@@ -115,7 +120,7 @@ def random_bits(shape: tuple[int, ...], dtype: torch.dtype, strided: bool) -> to
 
 
 def grid(quick: bool) -> list[Shape]:
-    """The issue's grid: 2-D 64²..16384², batched 3-D/4-D, offsets 0/±1/large, 5 dtypes."""
+    """The grid: 2-D 64²..16384², batched 3-D/4-D, offsets 0/±1/large, 5 dtypes."""
     shapes: list[Shape] = []
     sides = [64, 1024, 8192] if quick else [64, 256, 1024, 2048, 4096, 8192, 16384]
     for op in ("backward", "copy"):

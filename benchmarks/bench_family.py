@@ -13,12 +13,13 @@ one (a word the kernel leaves unwritten shows). The floor is the minimum bytes m
 the fill/copy bandwidth of the same run.
 
     python benchmarks/bench_family.py [--out DIR] [--quick] [--only REGEX] [--set NAME=VALUE]
+    python benchmarks/bench_family.py --spin-us 200  # GPU side: BENCHMARKS.md's family table
     python benchmarks/bench_family.py --smoke      # any machine: a tiny grid, checked, timed
                                                    # with a wall clock (CPU: interpreted)
 
 Writes ``family.csv`` and ``family.json`` under ``--out`` (default ``$OUT`` or
 ``bench-out``) and prints each row, then the geomean and the worst of aten/ours over the
-rows whose result is 1 MB or more (the issue's goal: >= 1.2x and >= 1.0x).
+rows whose result is 1 MB or more (the goals: >= 1.2x and >= 1.0x).
 """
 
 from __future__ import annotations
@@ -109,8 +110,8 @@ class Row:
 
 
 def grid(quick: bool) -> list[Shape]:
-    """The issue's grid for the new ops: 2-D 64²..16384², batched 3-D/4-D, offsets 0/±1/
-    large, float32/bfloat16/float16/int8/bool, contiguous and strided."""
+    """The grid of diag_embed, diagonal_scatter and diag: 2-D 64²..16384², batched 3-D/4-D,
+    offsets 0/±1/large, float32/bfloat16/float16/int8/bool, contiguous and strided."""
     shapes: list[Shape] = []
     sides = [64, 1024, 8192] if quick else [64, 256, 1024, 2048, 4096, 8192, 16384]
     for op in ("embed", "scatter"):

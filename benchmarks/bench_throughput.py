@@ -1,6 +1,6 @@
 """Fuzzing throughput: Cases per second per worker, scaling over workers, Triton compilations.
 
-Three modes (a benchmark, never a timed test; numbers go to the README):
+Three modes (a benchmark, never a timed test; numbers go to BENCHMARKS.md):
 
 ``runner``  Draws Cases of each stream with Hypothesis, then runs them through one runner in
             this process: Cases/s of drawing, of running, and of both (what one worker can
@@ -8,8 +8,8 @@ Three modes (a benchmark, never a timed test; numbers go to the README):
             machine; in-process isolation only) with the load average, and Triton launches
             per Case. By default it draws Case families as the suite does (about --cases
             Cases in --cases / MEAN_MEMBERS examples; rates count Cases, ``members`` is
-            the mean family size); ``--no-families`` draws one Case per example, as
-            before families. ``--profile`` adds where the time goes (cProfile, by
+            the mean family size); ``--no-families`` draws one Case per example.
+            ``--profile`` adds where the time goes (cProfile, by
             function); the profiler about halves every rate (the interpreter is
             Python-heavy), so take throughput from a run without it. With
             ``--isolation process`` it also measures the pipelined worker

@@ -4,7 +4,10 @@ FlagGems 5.0.2 ships ``diagonal_backward`` (``torch.zeros`` + a pointwise copy k
 ``diag_embed`` (``torch.zeros`` + a copy kernel) and ``diag`` (its own kernel); the benches
 call them directly, as ``examples/flaggems.py`` does, with diagfuzz's registration off. Each
 row's FlagGems result is checked bitwise against aten too; a mismatch is reported in the
-row (``flaggems_bitwise``), not as ours.
+row (``flaggems_bitwise``), not as ours. Not run on its own: the benches' ``--flaggems``
+imports it, with the flag-gems wheel on the path (``examples/fetch_wheels.sh``)::
+
+    PYTHONPATH=SITE python benchmarks/bench_family.py --flaggems    # SITE: where flag-gems is
 """
 
 from __future__ import annotations

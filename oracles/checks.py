@@ -21,8 +21,9 @@ implementation under sentinel allocations, and one copy back of every storage th
 reads (input, result and guard bytes, device reference). Every comparison then runs on host
 tensors; only facts the host already knows (device, dtype, shape, strides, conj/neg bits,
 storage overlap, data pointers) are read from the device tensors themselves. On a GPU that is
-a handful of launches and one synchronisation per Case instead of dozens of each
-(benchmarks/oracle_cost.py). On the CPU the copies are no-ops and the same code runs.
+a handful of launches and one synchronisation per Case instead of dozens of each (the probe
+that counts them: `git show c3eac45:benchmarks/oracle_cost.py`). On the CPU the copies are
+no-ops and the same code runs.
 """
 
 from __future__ import annotations

@@ -65,14 +65,14 @@ def download(t: torch.Tensor) -> torch.Tensor:
     """A host copy of ``t``, waited for without spinning a core (CUDA), else ``.cpu()``.
 
     Why: a plain ``.cpu()`` waits in a busy loop (CUDA's default while a process has fewer
-    contexts than the host has cores). With four workers and eight executors on one H200
-    host the 16 cores were at times all busy, mostly in executors, while the workers, whose
-    drawing limits the suite, got about 0.7 of a core each (benchmarks/cpu_sampler.py,
+    contexts than the host has cores). With four workers and eight executors on one H200 host
+    the 16 cores were at times all busy, mostly in executors, while the workers, whose drawing
+    limits the suite, got about 0.7 of a core each (benchmarks/probes/cpu_sampler.py,
     BENCHMARKS.md). A blocking-sync event puts the waiting thread to sleep instead; the copy
-    lands in pinned memory. Measured side by side on one H200 host (tools/gpu_ab, two
-    rounds), alone it did not move the pace beyond the runs' spread; with executors on one
-    intra-op thread (diagfuzz.execution.parent) the executors used ~6 cores instead of ~8 while
-    fuzzing and the pace rose (BENCHMARKS.md, "Fuzz throughput and gate time").
+    lands in pinned memory. Measured side by side on one H200 host (tools/gpu_ab, two rounds),
+    alone it did not move the pace beyond the runs' spread; with executors on one intra-op
+    thread (diagfuzz.execution.parent) the executors used ~6 cores instead of ~8 while fuzzing
+    and the pace rose (BENCHMARKS.md, "Fuzz throughput and gate time").
     """
     if t.device.type != "cuda":
         return t.cpu()

@@ -1,11 +1,13 @@
 """Where a command's CPU goes, by process role, and how busy the machine and GPU were.
 
-Why: the suite's pace per worker fell from 1,258 to 767 Cases/s on an H200 host when four
-workers (and their eight executors) shared one GPU. Whether the processes then wait on the
-CPU (too few cores, SMT siblings) or on the GPU (contexts time-sliced) decides what to fix;
-this wraps any command, samples ``/proc`` (and ``nvidia-smi`` where there is one) and says.
+Why: on an H200 host the suite's pace per worker was 1,258 Cases/s with one worker and 767
+with four workers (and their eight executors) sharing one GPU. Whether the processes then
+wait on the CPU (too few cores, SMT siblings) or on the GPU (contexts time-sliced) decides
+what to fix; this wraps any command, samples ``/proc`` (and ``nvidia-smi`` where there is
+one) and says.
 
-    python benchmarks/cpu_sampler.py --json out.json -- python benchmarks/bench_throughput.py ...
+    python benchmarks/probes/cpu_sampler.py --json out.json -- \\
+        python benchmarks/bench_throughput.py suite ...
 
 Roles: ``executor`` (diagfuzz's spawned executors), ``worker`` (xdist workers), ``main``
 (everything else in the tree, e.g. the pytest controller). Whole-run shares mix start-up

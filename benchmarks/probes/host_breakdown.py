@@ -1,13 +1,13 @@
-"""Where a call's host time goes, without the kernel launch (a benchmark, not a test).
+"""Where a call's host time goes, without the kernel launch (a probe, not a test).
 
 Replaces the launchers with no-ops and times aten's own op, ``torch.empty``, our wrapper
 called directly, and our wrapper reached through aten's dispatcher (registration on). On a
 GPU, ours minus aten is then the dispatcher's call into Python, our wrapper, and Triton's
-launcher (BENCHMARKS.md, host time). On a GPU it also times diagonal_copy with its launch:
-the Launcher alone, ours through aten, and aten's. Runs on any device; on CPU it needs no
-GPU at all.
+launcher (BENCHMARKS.md, "Host time per call"). On a GPU it also times diagonal_copy with
+its launch: the Launcher alone, ours through aten, and aten's. Runs on any device; on CPU it
+needs no GPU at all.
 
-    python benchmarks/host_breakdown.py
+    python benchmarks/probes/host_breakdown.py
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ and duration apart. Each row's callables (aten, ours, and a fill of the result's
 in that order, ``--calls`` times each, synchronised, after one warm-up call, with a line on
 stderr naming what follows, so the profiler's kernel list reads in the same order.
 
-    ncu --clock-control none --csv --metrics ... python benchmarks/profile_rows.py --only REGEX
+    ncu --clock-control none --csv --metrics ... \\
+        python benchmarks/probes/profile_rows.py --only REGEX
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 
 import torch
-from bench_diagonal import grid, prepare, same_size_fill
 
 import diagfuzz.ops as ops
 from diagfuzz.ops import _tiling
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_diagonal
+from bench_diagonal import grid, prepare, same_size_fill
 
 
 def main() -> int:

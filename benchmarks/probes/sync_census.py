@@ -9,7 +9,7 @@ every explicit ``torch.cuda.Event.synchronize``, and
 times each stream's Cases in process alongside (a second pass over the same Cases, so
 no compilation is timed).
 
-    python benchmarks/sync_census.py [--cases 300] [--json PATH]
+    python benchmarks/probes/sync_census.py [--cases 300] [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from bench_throughput import STREAMS, draw
 
 import diagfuzz.ops as ops
 from diagfuzz.execution.runner import InProcessRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_throughput
+from bench_throughput import STREAMS, draw
 
 
 def _count_event_waits(lines: Counter[str]) -> Callable[[], None]:

@@ -1,28 +1,31 @@
 """The floor of a tiny diagonal_copy: ours and aten against minimal Triton kernels.
 
 Why: at ``64x64`` (64 elements) do_bench reads ours 0.1-0.3 µs behind aten's 4.0-4.2 µs,
-while ncu times the two kernels alike (2.4-2.6 µs each, benchmarks/results). What is left is
-launch, not the kernel's work. This times, side by side in interleaved rounds
-(``bench_diagonal.interleaved_us``: do_bench medians, L2 flushed): aten; ours; a minimal
-Triton gather (pointer, stride, count: one masked load and store); the same with as many
-runtime arguments as ours takes; and
+while ncu times the two kernels alike (2.4-2.6 µs each,
+``benchmarks/results/h200-ncu-6478358.csv``). What is left is launch, not the kernel's work.
+This times, side by side in interleaved rounds (``bench_diagonal.interleaved_us``: do_bench
+medians, L2 flushed): aten; ours; a minimal Triton gather (pointer, stride, count: one
+masked load and store); the same with as many runtime arguments as ours takes; and
 ``torch.empty`` + that minimal kernel as ours calls it. If the minimal kernels sit where
 ours does, the gap is a Triton launch's, not this kernel's code.
 
-    python benchmarks/launch_floor.py [--rounds 7]
+    python benchmarks/probes/launch_floor.py [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
-from bench_diagonal import interleaved_us  # do_bench medians, rounds taking turns
 
 import diagfuzz.ops as ops
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_diagonal
+from bench_diagonal import interleaved_us  # do_bench medians, rounds taking turns
 
 
 @triton.jit(do_not_specialize=["n", "stride"])

@@ -1,18 +1,18 @@
 """Where a large diagonal_backward loses to aten's fill: ours under several plans, aten's fill
 and diagonal_backward, and plain Triton fills of several shapes, in the same rounds.
 
-Why: at ``16384²`` float32 ours took 237-239 µs in the kernel against aten's fill 229-231
-(ncu: DRAM 91% of peak against 94%), with 27 registers, full occupancy and its instruction
-slots about 20% busy (BENCHMARKS.md). aten's fill writes 4 KiB a block (128 threads, two
-16-byte stores each); ours writes 16 KiB a program of 4 warps (eight stores a thread;
-outputs of 256 MB and more take 8 KiB, four). Plain Triton fills of each block shape
+Why: at 256 MB and more a backward's time is its zero stores, and the stores a thread has
+in flight set their speed (BENCHMARKS.md, "What limits each kernel"). aten's fill writes
+4 KiB a block (128 threads, two 16-byte stores each); ours writes 4 KiB or 8 KiB a program
+of 4 warps (``ops._tiling.Tuning``'s huge_* knobs). Plain Triton fills of each block shape
 tell the store pattern's cost apart from ours' diagonal work. Each ``--set`` list is one
 more plan of ours (``NAME=VALUE,...`` of ``ops._tiling.Tuning``), checked bitwise against aten
 before it is timed, written into 0x5A bytes so that an unwritten word shows. Rows: the
 backward grid's rows that take the large-output plans (the knobs swept apply to those
 only), and EXTRA_ROWS.
 
-    python benchmarks/fill_floor.py [--rounds 5] [--only REGEX] [--set FILL_NUM_WARPS=8 ...]
+    python benchmarks/probes/fill_floor.py [--rounds 5] [--only REGEX] [--min-bytes N] \\
+        [--set HUGE_FILL_BLOCK_BYTES=4096,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -24,10 +24,17 @@ import math
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
+
+import diagfuzz.ops as ops
+from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.ops import _tiling
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: bench_diagonal
 from bench_diagonal import (
     DTYPES,
     Shape,
@@ -38,10 +45,6 @@ from bench_diagonal import (
     same_size_fill,
     sentinel,
 )
-
-import diagfuzz.ops as ops
-from diagfuzz.core.geometry import diagonal_of
-from diagfuzz.ops import _tiling
 
 #: The module (the package re-exports its function under the same name).
 backward_module = importlib.import_module("diagfuzz.ops.diagonal_backward")
