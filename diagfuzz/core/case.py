@@ -380,7 +380,7 @@ def upload(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
 
     Why: a copy from pageable host memory makes the host wait for the GPU, so each valid
     Case waited twice instead of once and each invalid Case once instead of never
-    (benchmarks/sync_census.py on an H200). Staged through a fresh pinned buffer (torch's
+    (benchmarks/probes/sync_census.py on an H200). Staged through a fresh pinned buffer (torch's
     caching host allocator keeps it until the copy is done), the copy is queued like a
     kernel. It removes those waits; what they cost where processes share a GPU is not
     pinned down (BENCHMARKS.md). Callers pass whole contiguous storages, which both copies
