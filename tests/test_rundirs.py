@@ -35,3 +35,22 @@ def test_prune_keeps_the_newest_the_current_and_latest(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("run-*")) == ["run-0", "run-1", "run-4",
                                                               "run-5"]
     assert rundirs.prune(tmp_path, keep_runs=10) == []
+
+
+def test_a_fuzz_run_prunes_the_oldest_runs_only_after_its_report(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from diagfuzz.harness.plugin import Reporter
+
+    old = []
+    for i in range(6):
+        run = tmp_path / f"run-{i}"
+        run.mkdir()
+        os.utime(run, (time.time() - 100 + i,) * 2)
+        old.append(run)
+    current = tmp_path / "run-77"
+    current.mkdir()
+    Reporter._keep_runs(SimpleNamespace(plan=SimpleNamespace(run_dir=str(current))))
+    assert (tmp_path / "latest").resolve() == current.resolve()
+    assert sorted(p.name for p in tmp_path.glob("run-*")) == [
+        "run-2", "run-3", "run-4", "run-5", "run-77"]

@@ -380,7 +380,20 @@ class Reporter:
         self._write_reproducers()
         data = report_data(self.header(), self.tally, self.findings)
         self.written = self._write_report(data)
+        self._keep_runs()
         mark("report_written")
+
+    def _keep_runs(self) -> None:
+        """``latest`` names this run's directory; the oldest runs beyond the newest
+        ``rundirs.keep()`` are removed, only now that this one has written its report."""
+        from diagfuzz.core import rundirs
+
+        run_dir = Path(self.plan.run_dir)
+        if not run_dir.is_dir():
+            return
+        with contextlib.suppress(OSError):
+            rundirs.point_latest(run_dir)
+            rundirs.prune(run_dir.parent, protect=run_dir)
 
     def _add_unfinished(self) -> None:
         """A stopped run: the findings of shards that did not finish, from the workers'
