@@ -20,8 +20,17 @@ def test_replay_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "mismatch" in out and "2/3 corpus Cases pass" in out
     assert main(["replay", str(tmp_path), "--impl", "diagfuzz.impl:aten"]) == 0
     assert main(["replay", str(tmp_path / "empty")]) == 4  # usage error
-    assert main(["replay", str(tmp_path), "--impl", "tests.faulty.nope:impl"]) == 3
+    assert main(["replay", str(tmp_path), "--impl", "tests.faulty.nope:impl"]) == 4
     assert "nope" in capsys.readouterr().err
+
+
+def test_replay_runs_each_case_against_the_impl_it_records(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    corpus.save(square(1), tmp_path, impl="tests.faulty.wrong:impl")  # a library's finding
+    assert main(["replay", str(tmp_path), "--timeout", "30"]) == 1
+    assert "0/1 corpus Cases pass with tests.faulty.wrong:impl" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path), "--impl", "diagfuzz.impl:aten"]) == 0
 
 
 def test_repro_runs_corpus_files_and_scripts(tmp_path: Path) -> None:

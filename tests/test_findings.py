@@ -102,6 +102,29 @@ def test_merging_adds_counts_and_keeps_the_best_representative() -> None:
     assert merged.test_ids == ["t[shard0]", "t[shard1]"]
 
 
+def test_generated_code_is_not_a_raise_site(tmp_path) -> None:
+    # A library that generates a module per variant (inductor, a code cache) and runs it:
+    # the site is the library's call into it, whichever generated file raised.
+    import importlib.util
+
+    origins = set()
+    for variant in ("a1b2", "c3d4"):
+        path = tmp_path / "code_cache" / f"kernel_{variant}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("def run(x):\n    assert x > 0, 'operand shapes mismatch'\n")
+        spec = importlib.util.spec_from_file_location(f"kernel_{variant}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        try:
+            module.run(-1)  # the call site: this line, for both variants
+        except AssertionError as exc:
+            origins.add(raise_origin(exc))
+    (origin,) = origins
+    assert origin.startswith("tests/test_findings.py:")
+    assert origin.endswith(" in test_generated_code_is_not_a_raise_site")
+
+
 def test_one_raise_site_is_one_finding_that_counts_its_classes() -> None:
     site = {"type": "KeyError", "origin": "mylib/diag.py:12 in diagonal"}
     complex_raise = Finding.of(Verdict("error-parity", "error-parity", "", _case("complex64"),

@@ -2,9 +2,12 @@
 
 One bug raises from one place, whatever dtype, invalid class or stage reaches it; so a
 finding of a raised exception is keyed on that place, as Hypothesis keys its failures on
-their "interesting origin". The frames of torch, Triton, the standard library and diagfuzz's
-own harness are not the implementation's code: an ``assert`` in a library's launcher is its
-origin, and so is the library's call into torch that raised.
+their "interesting origin". The implementation's own code is source a user can open: a file
+under the current directory or a ``sys.path`` entry. The frames of torch, Triton, the
+standard library and diagfuzz's harness are not, nor is code generated at run time (a file
+per compiled variant: inductor's modules, a library's code cache): an ``assert`` in a
+library's launcher is its origin, and so is the launcher's call into generated code, or
+into torch, that raised. Keyed on a generated file, every variant would be a finding.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from types import TracebackType
 #: Packages whose frames are never the implementation's own code.
 FOREIGN_PACKAGES = ("torch", "triton", "hypothesis", "numpy", "_pytest", "pytest", "pluggy",
                     "execnet", "xdist", "functorch", "sympy")
+#: Directory names of run-time code generators' caches (inductor's ``torchinductor_<user>``,
+#: FlagGems' ``code_cache``, Triton's caches): their files are generated, not source.
+GENERATED_DIRS = ("code_cache", ".triton", "triton-cache", ".cache", "__pycache__")
 
 
 @cache
@@ -35,15 +41,32 @@ def _foreign_roots() -> tuple[str, ...]:
     return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
 
 
+def _generated(path: Path) -> bool:
+    return any(part in GENERATED_DIRS or part.startswith("torchinductor")
+               for part in path.parts[:-1])
+
+
+def _bases() -> list[Path]:
+    bases = []
+    for entry in ("", *sys.path):
+        try:
+            bases.append(Path(entry or os.getcwd()).resolve())
+        except OSError:
+            continue
+    return bases
+
+
 def is_foreign(filename: str) -> bool:
-    """True for a frame of torch, Triton, the standard library or diagfuzz's harness."""
-    if filename.startswith("<"):  # <frozen importlib._bootstrap> and the like
+    """True unless ``filename`` is the implementation's own source (module docstring)."""
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string> and the like
         return True
     try:
-        resolved = str(Path(filename).resolve())
+        path = Path(filename).resolve()
     except OSError:
-        return False
-    return resolved.startswith(_foreign_roots())
+        return True
+    if str(path).startswith(_foreign_roots()) or _generated(path):
+        return True
+    return not any(path.is_relative_to(base) for base in _bases())
 
 
 def display_path(filename: str) -> str:

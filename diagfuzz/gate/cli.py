@@ -154,7 +154,10 @@ def _gate(args: argparse.Namespace) -> int:
     _check_gate(args)
     opts = gate_options(args)
     if args.plan:
-        print("\n".join(plan_lines(opts)))
+        try:
+            print("\n".join(plan_lines(opts)))
+        except ImplError as exc:
+            raise UsageError(str(exc)) from exc
         return ExitCode.CLEAN
 
     def write(result: Any) -> None:
@@ -213,18 +216,28 @@ def _replay(args: argparse.Namespace) -> int:
     if not found:
         raise UsageError(f"replay {directory}: holds no corpus .json files")
     failed = 0
+    by_impl: dict[str, list[Any]] = {}
+    for entry in found:  # each Case against the impl it was found in, unless --impl says
+        impl = args.impl or str(entry.found.get("impl") or DEFAULT_IMPL)
+        by_impl.setdefault(impl, []).append(entry)
     try:
-        with ProcessRunner(args.impl, args.device, timeout=args.timeout) as runner:
-            for entry in found:
-                verdict = runner.run(entry.case)
-                failed += not verdict.ok
-                where = f" [{verdict.check}]" if verdict.check else ""
-                print(f"{verdict.kind:>12}{where} {entry.path.name}: {entry.case.describe()}"
-                      + (f"\n{'':>13}{verdict.message}" if verdict.message else ""))
-    except (ImplError, ExecutorError) as exc:
+        for impl, group in by_impl.items():
+            with ProcessRunner(impl, args.device, timeout=args.timeout) as runner:
+                for entry in group:
+                    verdict = runner.run(entry.case)
+                    failed += not verdict.ok
+                    where = f" [{verdict.check}]" if verdict.check else ""
+                    print(f"{verdict.kind:>12}{where} {entry.path.name}: "
+                          f"{entry.case.describe()}"
+                          + (f"\n{'':>13}{verdict.message}" if verdict.message else ""))
+    except ImplError as exc:
+        print(f"diagfuzz replay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ExecutorError as exc:
         print(f"diagfuzz replay: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"{len(found) - failed}/{len(found)} corpus Cases pass with {args.impl}")
+    impls = ", ".join(by_impl)
+    print(f"{len(found) - failed}/{len(found)} corpus Cases pass with {impls}")
     return EXIT_FAILURE if failed else 0
 
 
@@ -324,7 +337,8 @@ def parser() -> argparse.ArgumentParser:
                        help="replay every Case of a corpus directory",
                        description="Replay every Case of a corpus directory.")
     p.add_argument("dir", type=Path, nargs="?", default=Path(corpus.DEFAULT_DIR))
-    p.add_argument("--impl", default=DEFAULT_IMPL)
+    p.add_argument("--impl", help="MODULE:ATTR to run every Case against (default: the impl "
+                                  f"each file records, else {DEFAULT_IMPL})")
     p.add_argument("--device", type=_device)
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT)
     p.set_defaults(func=_replay)

@@ -74,7 +74,11 @@ def _finding_lines(n: int, f: Finding) -> list[str]:
 
 def markdown(result: Result) -> str:
     """A short summary ready to paste into a review."""
-    lines = [f"## diagfuzz gate: {headline(result.code)} (exit {result.code})", "",
+    title = headline(result.code)
+    if result.code == ExitCode.FAILURE and not any(
+            f.classification and f.classification.deterministic for f in result.findings):
+        title = "FAILED (unclassified failure)"
+    lines = [f"## diagfuzz gate: {title} (exit {result.code})", "",
              f"impl `{result.impl}` on {result.device} · {env_line()} · "
              f"{result.seconds:.1f} s", ""]
     if result.error:

@@ -18,6 +18,7 @@ from diagfuzz.gate.stages import (
     error_parity_cases,
     fixed,
 )
+from diagfuzz.impl import load_impl, provided_ops
 
 
 def _per_op(cases: list) -> str:
@@ -31,13 +32,15 @@ def plan_lines(opts: Options) -> list[str]:
     from diagfuzz.harness.sharding import STREAM_OPS, STREAMS
 
     gate = BUDGETS["gate"]
+    provided = provided_ops(load_impl(opts.impl))  # ImplError: the caller's usage error
     wanted = ([op.strip() for op in opts.ops.split(",")] if opts.ops
               else list(STREAM_OPS.values()))
+    wanted = [op for op in wanted if op in provided]
     streams = [op for op in STREAM_OPS.values() if op in wanted] + ["invalid"]
     lines = [f"diagfuzz gate --plan: impl {opts.impl}, device "
              f"{opts.device or 'cuda when there is a GPU, else cpu'} (nothing runs)"]
     try:
-        replay = fixed(opts, corpus.load(opts.corpus_dir))
+        replay = fixed(opts, corpus.load(opts.corpus_dir), provided)
         lines.append(f"  corpus replay        {len(replay):,} Cases from {opts.corpus_dir}/")
     except ValueError as exc:
         lines.append(f"  corpus replay        unreadable: {exc}")
@@ -50,14 +53,13 @@ def plan_lines(opts: Options) -> list[str]:
             budget, how = opts.budget, "--budget"
         lines.append(f"  fuzz suite           ~{budget:,} Cases ({how}), derandomized, "
                      f"-n {opts.workers}")
-        lines.append(f"                       streams {', '.join(streams)} (a stream whose "
-                     "op the impl lacks is skipped)")
+        lines.append(f"                       over the streams {', '.join(streams)}")
     else:
         lines.append("  fuzz suite           skipped (--no-suite)")
-    parity = fixed(opts, error_parity_cases())
+    parity = fixed(opts, error_parity_cases(), provided)
     lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
     if opts.compile_sample:
-        sample = fixed(opts, compile_cases())
+        sample = fixed(opts, compile_cases(), provided)
         lines.append(f"  torch.compile parity {len(sample):,} Cases ({_per_op(sample)})")
     else:
         lines.append("  torch.compile parity skipped (--no-compile)")

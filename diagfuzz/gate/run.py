@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from diagfuzz.core import rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
+from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate import corpus
 from diagfuzz.gate.classification import Classifier, Rerun
@@ -50,7 +53,7 @@ from diagfuzz.gate.stages import (
     suite_root,
     suite_stage,
 )
-from diagfuzz.impl import ImplError, import_roots, load_impl, use_roots
+from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", "torch.compile parity",
@@ -180,7 +183,7 @@ class Gate:
             with _environment(env_cache):
                 self.runner.launch()  # it starts while this process loads the impl
             try:
-                load_impl(opts.impl)
+                ctx.provided = provided_ops(load_impl(opts.impl))
             except ImplError as exc:
                 self.error, self.code = str(exc), ExitCode.USAGE
                 self.stop("the impl does not import")
@@ -215,7 +218,9 @@ class Gate:
             if self.deadline is not None:
                 timeout = max(1.0, min(timeout, self.deadline - time.time()))
             work.append((f.verdict, f.oracle, timeout))
-        with _environment({"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}):
+        # The re-runs' executors skip the warm-up: it readies a pace that nobody measures.
+        with _environment({"TRITON_CACHE_DIR": str(opts.triton_cache.resolve()),
+                           WARM_UP_ENV: "0"}):
             found = self.classifier.classify_all(
                 work, done=lambda i: self.progress.advance("classification"))
         for f, classification in zip(chosen, found, strict=True):
@@ -383,8 +388,12 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None) -> Re
         result = gate.result()
         if write is not None:
             write(result)
-        rundirs.point_latest(opts.run_dir)
-        rundirs.prune(opts.out_dir, protect=opts.run_dir)
+        if result.code == ExitCode.USAGE:  # nothing ran: no run to keep
+            print(f"diagfuzz gate: error: {result.error}", file=sys.stderr)
+            shutil.rmtree(opts.run_dir, ignore_errors=True)
+        else:
+            rundirs.point_latest(opts.run_dir)
+            rundirs.prune(opts.out_dir, protect=opts.run_dir)
     finally:
         for signum, handler in old.items():
             signal.signal(signum, handler)

@@ -40,6 +40,8 @@ COMPILE_TIMEOUT = 300.0
 #: Of the time left under --max-seconds, the share the fuzz suite's drawing gets (its
 #: shrinking, the fixed stages and classification share the rest).
 SUITE_SHARE = 0.5
+#: The most workers per GPU the gate's suite takes for ``-n auto``.
+GATE_MAX_WORKERS_PER_GPU = 8
 
 
 @dataclass
@@ -132,12 +134,14 @@ def compile_cases() -> list[Case]:
     return [case for spec in all_specs() for case in spec.compile_cases()]
 
 
-def fixed(opts: Options, cases: list[Case]) -> list[Case]:
-    """The fixed Cases of the ops ``--ops`` leaves in."""
-    if not opts.ops:
-        return cases
-    wanted = {op.strip() for op in opts.ops.split(",")}
-    return [c for c in cases if c.op in wanted]
+def fixed(opts: Options, cases: list[Case],
+          provided: tuple[str, ...] | None = None) -> list[Case]:
+    """The fixed Cases of the ops ``--ops`` leaves in and the impl provides (``provided``,
+    where known: as the suite, the gate skips an op the impl lacks rather than counting
+    its Cases unsupported)."""
+    wanted = {op.strip() for op in opts.ops.split(",")} if opts.ops else None
+    return [c for c in cases if (wanted is None or c.op in wanted)
+            and (provided is None or c.op in provided)]
 
 
 # --- coverage ---------------------------------------------------------------------------
@@ -176,6 +180,8 @@ class Context:
     children: list[subprocess.Popen[Any]] = field(default_factory=list)
     #: Every stage begun, by name: a stopped gate reports what each one had done.
     stages: dict[str, Stage] = field(default_factory=dict)
+    #: The ops the impl provides (known once the gate has loaded it).
+    provided: tuple[str, ...] | None = None
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
@@ -230,14 +236,14 @@ def corpus_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     if not cases:
         stage.skipped = f"no corpus Cases in {ctx.opts.corpus_dir}"
         return stage
-    run_cases(ctx, stage, fixed(ctx.opts, cases), runner, "check")
+    run_cases(ctx, stage, fixed(ctx.opts, cases, ctx.provided), runner, "check")
     return stage
 
 
 def error_parity_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     """Invalid calls: the impl must refuse them as aten does (``oracles.policy``)."""
     stage = ctx.stage("error parity")
-    run_cases(ctx, stage, fixed(ctx.opts, error_parity_cases()), runner, "check")
+    run_cases(ctx, stage, fixed(ctx.opts, error_parity_cases(), ctx.provided), runner, "check")
     return stage
 
 
@@ -253,7 +259,8 @@ def compile_stage(ctx: Context, runner: ProcessRunner) -> Stage:
         stage.skipped = "--no-compile"
         return stage
     timeout = max(opts.timeout, COMPILE_TIMEOUT)
-    run_cases(ctx, stage, fixed(opts, compile_cases()), runner, "check_compile", timeout)
+    run_cases(ctx, stage, fixed(opts, compile_cases(), ctx.provided), runner, "check_compile",
+              timeout)
     if stage.failures and opts.impl != BASELINE_IMPL and not ctx.stopping():
         with ProcessRunner(BASELINE_IMPL, runner.device, timeout=timeout,
                            oracle="check_compile") as baseline:
@@ -287,6 +294,13 @@ def suite_command(opts: Options, report: Path, max_seconds: float | None = None)
                f"--diagfuzz-root={suite_root(opts)}", "-q", "-p", "no:cacheprovider"]
     if opts.budget is not None:
         command += ["--diagfuzz-budget", str(opts.budget)]
+    # The gate profile is derandomized, so its workers judge each Case as they draw it
+    # (no pipelining): one executor a worker serves it, and on a GPU host twice the
+    # pipelined runs' workers keep the GPU fed (H200, FlagGems: 4 workers of 3 executors
+    # each, 12 imports and warm-ups, for 4 Cases in flight at a time).
+    command += ["--diagfuzz-executors", "1"]
+    if opts.workers == "auto":
+        command += ["--diagfuzz-workers-per-gpu", str(gate_workers_per_gpu())]
     for flag, value in (("ops", opts.ops), ("dtypes", opts.dtypes), ("ranks", opts.ranks),
                         ("layouts", opts.layouts), ("max-elements", opts.max_elements),
                         ("max-seconds", max_seconds)):
@@ -295,6 +309,20 @@ def suite_command(opts: Options, report: Path, max_seconds: float | None = None)
     if opts.strict:
         command.append("--diagfuzz-strict")
     return command
+
+
+def gate_workers_per_gpu() -> int:
+    """Workers per GPU for the gate's ``-n auto``: one per two CPUs of the GPU's share
+    (a worker and its executor), 2 to ``GATE_MAX_WORKERS_PER_GPU``."""
+    from diagfuzz.harness.workers import cpu_count
+
+    try:
+        import torch
+
+        gpus = max(1, torch.cuda.device_count())
+    except Exception:  # no torch build with CUDA: the option is unused without a GPU
+        gpus = 1
+    return max(2, min(GATE_MAX_WORKERS_PER_GPU, cpu_count() // gpus // 2))
 
 
 def suite_environment(opts: Options) -> dict[str, str]:

@@ -480,7 +480,11 @@ class Reporter:
         for line in format_table(self.tally):
             write(line)
         write(self.pace.summary(time.monotonic() - self.started))
-        if self.stopped:
+        if self.stopped.endswith("max-seconds"):
+            write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended the run at "
+                  f"{HARD_SHARE:.0%} of its time, {self.cases_seen:,} Cases explored; the "
+                  "findings of shards that did not finish are their first failing Case")
+        elif self.stopped:
             write(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
                   f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
                   "finish are their first failing Case, not shrunk")
