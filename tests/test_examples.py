@@ -15,7 +15,8 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.core.case import Case, Layout, Values, call_arguments
+from diagfuzz.case import call_arguments
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.gate import compile_cases
 from diagfuzz.impl import load_impl
 from diagfuzz.oracles import index_reference, reference
