@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from diagfuzz.core.bits import differing, symptom
 from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.signature import Signature, check_class, dtype_family, signature_of
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.findings import Finding, block, merge_findings
-from diagfuzz.oracles._bits import differing, symptom
 
 
 def _case(dtype="float32", offset=0, storage_offset=0, invalid="", raw_args=(),

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -54,8 +54,6 @@ def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
 
 def others(case: Case, args: dict[str, Any], source: str) -> list[tuple[str, torch.Tensor]]:
     """Index arithmetic alone; and aten's op itself when autograd was the reference."""
-    from diagfuzz.oracles import index_reference
-
     grad = args["grad_output"]
     found = [("index", index_reference.diagonal_backward(grad, case))]
     if source == "autograd":

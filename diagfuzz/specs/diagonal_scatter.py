@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core.bits import _words, diff
 from diagfuzz.core.case import Case, Layout, Values
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -110,9 +111,6 @@ def input_off_diagonal(case: Case, tensors: dict[str, torch.Tensor],
                        result: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
     """Every element off the diagonal holds input's bits there (so ``diagonal_scatter(x,
     diagonal(x)) == x``)."""
-    from diagfuzz.oracles import index_reference
-    from diagfuzz.oracles._bits import _words, diff
-
     x = tensors["input"]
     on = index_reference.diagonal_mask_shaped(case, result.device, result.dtype)
     changed = (_words(result) != _words(x)).masked_fill(on, False)
