@@ -90,15 +90,13 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     return common.diagonal_clone(case), x, grad
 
 
-def break_case(draw: Any, kind: str, case: Case, n: Any) -> Case | None:
+def break_case(draw: Any, kind: str, case: Case, tools: Any) -> Case | None:
     """The classes only this op has: a grad_output that does not broadcast to the
     diagonal, and negative input_sizes."""
-    from diagfuzz.strategies import _invalid
-
     if kind == "grad_output_shape":
-        return _invalid.wrong_diagonal_operand(draw, case, n)
+        return tools.wrong_diagonal_operand(draw, case)
     if kind == "negative_size":
-        return _invalid.negative_size(draw, case)
+        return tools.negative_size(draw, case)
     return None
 
 
