@@ -13,7 +13,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from diagfuzz.gate import compile_cases, corpus, error_parity_cases
+from diagfuzz.core import corpus
+from diagfuzz.gate import compile_cases, error_parity_cases
 from diagfuzz.gate.cli import main
 from tests.faulty.cases import square
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from diagfuzz.core import corpus
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.gate import corpus
 from diagfuzz.gate.reproducers import (
     reproducer_source,
     run_reproducer,

@@ -199,7 +199,7 @@ class Case:
             raise ValueError(f"not a diagfuzz Case: {exc}: {str(text)[:200]}") from exc
 
     def canonical_json(self) -> str:
-        """The JSON a Case's identity is hashed from (``diagfuzz.gate.corpus.case_id``):
+        """The JSON a Case's identity is hashed from (``diagfuzz.core.corpus.case_id``):
         without the format version, and without ``others`` where there are none, so a
         one-tensor Case keeps the name it had before versions existed."""
         data = self.to_dict()

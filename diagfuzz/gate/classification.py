@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.case import Case
+from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ProcessRunner
-from diagfuzz.gate.corpus import case_id
 
 #: Re-runs per failing Case unless the caller says otherwise.
 DEFAULT_REPEATS = 5

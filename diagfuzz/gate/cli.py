@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from diagfuzz.gate import corpus
+from diagfuzz.core import corpus
 from diagfuzz.impl import DEFAULT_IMPL, ImplError
 
 EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = 1, 3, 4

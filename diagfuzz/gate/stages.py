@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, explained_by, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
-from diagfuzz.gate import corpus
 from diagfuzz.gate.classification import DEFAULT_REPEATS, Classification, classify
 from diagfuzz.gate.reproducers import write_reproducer
 from diagfuzz.harness.findings import Finding as SuiteFinding
