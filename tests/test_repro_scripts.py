@@ -10,7 +10,7 @@ import pytest
 
 from diagfuzz.core import corpus
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.gate.reproducers import (
+from diagfuzz.harness.reproducers import (
     reproducer_source,
     run_reproducer,
     script_name,

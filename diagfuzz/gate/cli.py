@@ -160,7 +160,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from diagfuzz.gate.reproducers import run_reproducer
+    from diagfuzz.harness.reproducers import run_reproducer
 
     path: Path = args.path
     if path.is_dir():

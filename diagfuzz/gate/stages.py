@@ -32,8 +32,8 @@ from diagfuzz.core.signature import Signature, explained_by, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
 from diagfuzz.gate.classification import DEFAULT_REPEATS, Classification, classify
-from diagfuzz.gate.reproducers import write_reproducer
 from diagfuzz.harness.findings import Finding as SuiteFinding
+from diagfuzz.harness.reproducers import write_reproducer
 from diagfuzz.impl import DEFAULT_IMPL, ImplError, import_roots, load_impl, use_roots
 from diagfuzz.specs import all_specs
 
