@@ -7,13 +7,13 @@ Every subcommand checks its arguments before it does any work, and a usage error
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from diagfuzz.core import corpus
+from diagfuzz.gate.usage import UsageError, writable_file
 from diagfuzz.impl import DEFAULT_IMPL, ImplError
 
 EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = 1, 3, 4
@@ -34,10 +34,6 @@ exit codes (every subcommand):
   3  could not run: the impl cannot be imported, an infrastructure error
   4  usage error: a bad option or argument (nothing was run)
   6  cut by --max-seconds before the budget ran, no failure in what ran (gate)"""
-
-
-class UsageError(Exception):
-    """An argument the command cannot use (exit 4)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,22 +77,6 @@ def _device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"must be cpu or cuda (cuda:N), got {text!r}")
 
 
-def _writable_file(option: str, path: Path | None) -> None:
-    """A file the command writes at the end: refuse it now if it cannot be written."""
-    if path is None:
-        return
-    resolved = path.expanduser().resolve()
-    if resolved.is_dir():
-        raise UsageError(f"{option} {path}: is a directory; give a file path")
-    for parent in resolved.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{option} {path}: {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK):
-                raise UsageError(f"{option} {path}: cannot write in {parent}")
-            return
-
-
 def _names(option: str, value: str | None, valid: Sequence[str]) -> None:
     if value is None:
         return
@@ -115,7 +95,7 @@ def _check_gate(args: argparse.Namespace) -> None:
 
     for option, path in (("--report", args.report), ("--junit", args.junit),
                          ("--summary", args.summary)):
-        _writable_file(option, path)
+        writable_file(option, path)
     if args.corpus.exists() and not args.corpus.is_dir():
         raise UsageError(f"--corpus {args.corpus}: is a file, not a directory")
     if args.out.exists() and not args.out.is_dir():
@@ -299,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=_device)
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT)
     p.set_defaults(func=_replay)
-    from diagfuzz.campaign.cli import add_parser as add_merge
+    from diagfuzz.gate.merge_cli import add_parser as add_merge
 
     add_merge(sub, formatter)  # diagfuzz merge: a campaign's partitions as one run
     return top

@@ -1,4 +1,6 @@
-"""The ``diagfuzz merge`` subcommand (registered by ``diagfuzz.gate.cli``)."""
+"""The ``diagfuzz merge`` subcommand (registered by ``diagfuzz.gate.cli``): a campaign's
+partitions' reports (``diagfuzz.gate.merge``), or gate reports (``diagfuzz.gate.merge_gates``),
+as one."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from diagfuzz.gate.usage import UsageError, writable_file
 
 MERGE_EXIT_CODES = """\
 exit codes:
@@ -51,7 +55,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[Path, dict[str, Any]]],
                                                list[Path]]:
-    from diagfuzz.campaign.merge import MergeUsageError, kind_of, read_json
+    from diagfuzz.gate.merge import MergeUsageError, kind_of, read_json
 
     reports, xml = [], []
     for path in args.inputs:
@@ -81,13 +85,12 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[Path, dict[str, A
 
 def run(args: argparse.Namespace) -> int:
     """``diagfuzz merge``: check, merge, print, write; return the verdict."""
-    from diagfuzz.campaign.junit import JunitError
-    from diagfuzz.campaign.merge import MergeUsageError
-    from diagfuzz.gate.cli import UsageError, _writable_file
+    from diagfuzz.gate.merge import MergeUsageError
+    from diagfuzz.gate.merge_junit import JunitError
 
     for option, path in (("--report", args.report), ("--junit", args.junit),
                          ("--summary", args.summary)):
-        _writable_file(option, path)
+        writable_file(option, path)
     try:
         kind, reports, xml = _inputs(args)
         if kind == "gate":
@@ -99,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _suite(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]],
            xml: list[Path]) -> int:
-    from diagfuzz.campaign import junit
-    from diagfuzz.campaign.merge import EXIT_ERROR, Part, merge_parts, summary, write_reproducers
+    from diagfuzz.gate import merge_junit as junit
+    from diagfuzz.gate.merge import EXIT_ERROR, Part, merge_parts, summary, write_reproducers
     from diagfuzz.harness.report import write_json
 
     merged = merge_parts([Part(p, d) for p, d in reports], args.allow_partial)
@@ -127,8 +130,8 @@ def _suite(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]],
 
 
 def _gate(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]]) -> int:
-    from diagfuzz.campaign.gate_merge import markdown, merge_gates
     from diagfuzz.gate import outputs as gate_report
+    from diagfuzz.gate.merge_gates import markdown, merge_gates
 
     result, _ = merge_gates(reports)
     text = markdown(result, len(reports))
