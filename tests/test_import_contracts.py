@@ -18,7 +18,12 @@ pytestmark = pytest.mark.skipif(
     reason="import-linter is not installed (tools/dev installs it with the dev extra; an "
            "offline machine that already has every dependency skips it)")
 
+#: The contracts' names (pyproject.toml), as lint-imports reports them.
 LAYERS = "Each room imports only the rooms below it"
+ACYCLIC = "No circles between the rooms, nor between the modules of one package"
+TORCH_ONLY = "The core and the specs import torch, never Triton, Hypothesis or pytest"
+HYPOTHESIS = ("Hypothesis' private API is reached only through the draws, the shard engine "
+              "and replay")
 
 
 @pytest.fixture
@@ -30,9 +35,9 @@ def tool(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return lint_imports
 
 
-def planted(tool: ModuleType, root: Path, room: str, module: str, source: str) -> Path:
-    """The installed package's tree under ``root`` with ``source`` as ``room/module`` (a
-    module of the package itself for room ''): ``room`` becomes a directory of links to its
+def planted(tool: ModuleType, root: Path, room: str, files: dict[str, str]) -> Path:
+    """The installed package's tree under ``root`` with ``files`` (path: source) added to
+    ``room`` (the package itself for room ''): ``room`` becomes a directory of links to its
     files, so the repository is untouched."""
     link = tool.build_tree(root) / room
     if room:
@@ -42,9 +47,10 @@ def planted(tool: ModuleType, root: Path, room: str, module: str, source: str) -
         for entry in target.iterdir():
             if entry.name != "__pycache__":
                 (link / entry.name).symlink_to(entry)
-    path = link / module
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source, encoding="utf-8")
+    for module, source in files.items():
+        path = link / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
     return root
 
 
@@ -65,8 +71,8 @@ def test_the_tree_holds_the_rooms_installed_from_the_repository_root(tool: Modul
 
 def test_a_core_module_that_imports_a_spec_breaks_the_layers(tool: ModuleType,
                                                              tmp_path: Path) -> None:
-    root = planted(tool, tmp_path, "core", "planted.py",
-                   "from diagfuzz.specs import spec_of\n\nSPEC = spec_of('diagonal')\n")
+    root = planted(tool, tmp_path, "core", {
+        "planted.py": "from diagfuzz.specs import spec_of\n\nSPEC = spec_of('diagonal')\n"})
     proc = tool.lint(root, "--no-logo")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
@@ -75,30 +81,34 @@ def test_a_core_module_that_imports_a_spec_breaks_the_layers(tool: ModuleType,
     assert "diagfuzz.core.planted -> diagfuzz.specs (l.1)" in out, out
 
 
-@pytest.mark.parametrize(("room", "module", "source", "broken", "found"), [
+@pytest.mark.parametrize(("room", "files", "broken", "found"), [
     # An import inside a function, or under TYPE_CHECKING, is an import all the same.
-    ("core", "planted.py", "def later():\n    from diagfuzz.specs import SPECS\n", LAYERS,
+    ("core", {"planted.py": "def later():\n    from diagfuzz.specs import SPECS\n"}, LAYERS,
      "diagfuzz.core.planted -> diagfuzz.specs (l.2)"),
-    ("harness", "planted.py",
-     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from diagfuzz.gate import cli\n",
+    ("harness", {"planted.py": "from typing import TYPE_CHECKING\n"
+                               "if TYPE_CHECKING:\n    from diagfuzz.gate import cli\n"},
      LAYERS, "diagfuzz.harness.planted -> diagfuzz.gate.cli (l.3)"),
     # The oracles and the strategies never reach the kernels, nor each other.
-    ("oracles", "planted.py", "import diagfuzz.ops\n", LAYERS,
+    ("oracles", {"planted.py": "import diagfuzz.ops\n"}, LAYERS,
      "diagfuzz.oracles is not allowed to import diagfuzz.ops"),
-    ("strategies", "_planted.py", "from diagfuzz.oracles import check\n", LAYERS,
+    ("strategies", {"_planted.py": "from diagfuzz.oracles import check\n"}, LAYERS,
      "diagfuzz.strategies is not allowed to import diagfuzz.oracles"),
     # A room that is in no layer.
-    ("", "lab/__init__.py", "", LAYERS, "diagfuzz.lab"),
-    ("specs", "planted.py", "import triton\n", "never Triton, Hypothesis or pytest",
+    ("", {"lab/__init__.py": ""}, LAYERS, "diagfuzz.lab"),
+    # Two modules of one room that import each other.
+    ("harness", {"_one.py": "from diagfuzz.harness import _two\n",
+                 "_two.py": "from diagfuzz.harness import _one\n"}, ACYCLIC,
+     "No cycles are allowed in diagfuzz.harness."),
+    ("specs", {"planted.py": "import triton\n"}, TORCH_ONLY,
      "diagfuzz.specs.planted -> triton (l.1)"),
-    ("ops", "planted.py", "from diagfuzz.adapters.hypothesis import fast\n",
-     "Hypothesis' private API", "diagfuzz.ops.planted -> diagfuzz.adapters.hypothesis"),
+    ("ops", {"planted.py": "from diagfuzz.adapters.hypothesis import fast\n"}, HYPOTHESIS,
+     "diagfuzz.ops.planted -> diagfuzz.adapters.hypothesis"),
 ])
 def test_a_module_that_imports_across_a_contract_breaks_it(
-        tool: ModuleType, tmp_path: Path, room: str, module: str, source: str, broken: str,
+        tool: ModuleType, tmp_path: Path, room: str, files: dict[str, str], broken: str,
         found: str) -> None:
-    proc = tool.lint(planted(tool, tmp_path, room, module, source), "--no-logo")
+    proc = tool.lint(planted(tool, tmp_path, room, files), "--no-logo")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
-    assert broken in out and "BROKEN" in out, out
+    assert f"{broken} BROKEN" in out, out
     assert found in out, out
