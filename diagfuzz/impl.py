@@ -2,8 +2,9 @@
 
 ``diagfuzz.impl:triton_aten`` (the default) reaches diagfuzz's Triton kernels through aten
 with the registration on; ``diagfuzz.impl:aten`` is aten itself with the registration off
-(a reference and a sanity target). Both provide every op of ``diagfuzz.specs``: each method
-calls the op's aten overloads, so a new spec needs nothing here.
+(a reference and a sanity target; ``diagfuzz.oracles.aten``, which the oracle's references
+use). Both provide every op of ``diagfuzz.specs``: each method calls the op's aten
+overloads, so a new spec needs nothing here.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 
 import torch
 
-from diagfuzz.core.dispatch import registration_off
 from diagfuzz.core.impl import (
     Impl,
     ImplError,
@@ -25,53 +25,36 @@ from diagfuzz.core.impl import (
     unsupported,
     use_roots,
 )
-from diagfuzz.specs import all_specs
+from diagfuzz.oracles.aten import (
+    AtenReference,
+    AtenWithOut,
+    aten,
+    aten_with_out,
+    overload,
+    with_every_op,
+)
 
 DEFAULT_IMPL = "diagfuzz.impl:triton_aten"
 
 
-def _overload(name: str) -> Any:
-    """``torch.ops.aten.<name>`` for a name like ``diagonal_copy.out``."""
-    packet, _, overload = name.partition(".")
-    found = getattr(torch.ops.aten, packet)
-    return getattr(found, overload) if overload else found
-
-
-def _through_aten(functional: str, out_overload: str, enable: bool
-                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+def _registered_calls(functional: str, out_overload: str
+                      ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The functional and ``.out`` methods of one op: aten's overloads, with diagfuzz's
-    kernels registered (``enable``) or switched off."""
+    kernels registered."""
 
     def call(self: Any, *args: Any) -> Any:
-        if enable:
-            import diagfuzz.ops as ops
+        import diagfuzz.ops as ops
 
-            ops.enable()
-            return _overload(functional)(*args)
-        with registration_off(args):
-            return _overload(functional)(*args)
+        ops.enable()
+        return overload(functional)(*args)
 
     def call_out(self: Any, *args: Any, out: torch.Tensor) -> Any:
-        if enable:
-            import diagfuzz.ops as ops
+        import diagfuzz.ops as ops
 
-            ops.enable()
-            return _overload(out_overload)(*args, out=out)
-        with registration_off((*args, out)):
-            return _overload(out_overload)(*args, out=out)
+        ops.enable()
+        return overload(out_overload)(*args, out=out)
 
     return call, call_out
-
-
-def _with_every_op(cls: type, enable: bool, out: bool) -> type:
-    for spec in all_specs():
-        call, call_out = _through_aten(spec.aten[0], spec.aten[1], enable)
-        call.__name__, call.__doc__ = spec.method_name, f"aten::{spec.aten[0]}"
-        setattr(cls, spec.method_name, call)
-        if out:
-            call_out.__name__, call_out.__doc__ = spec.out_method, f"aten::{spec.aten[1]}"
-            setattr(cls, spec.out_method, call_out)
-    return cls
 
 
 class TritonViaAten:
@@ -88,23 +71,8 @@ class TritonViaAten:
         return ops.use_triton(True)
 
 
-class AtenReference:
-    """aten itself, with diagfuzz's registration off: the reference, and a sanity impl
-    (without ``.out`` methods: the oracle skips ``.out`` Cases for it)."""
-
-    uses_triton_registration = False
-
-
-class AtenWithOut(AtenReference):
-    """aten with the ``.out`` overloads too: the reference of error parity."""
-
-
-_with_every_op(TritonViaAten, enable=True, out=True)
-_with_every_op(AtenReference, enable=False, out=False)
-_with_every_op(AtenWithOut, enable=False, out=True)
+with_every_op(TritonViaAten, _registered_calls, out=True)
 triton_aten = TritonViaAten()
-aten = AtenReference()
-aten_with_out = AtenWithOut()
 
 __all__ = ["DEFAULT_IMPL", "AtenReference", "AtenWithOut", "Impl", "ImplError",
            "TritonViaAten", "aten", "aten_with_out",

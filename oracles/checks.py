@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core import counters
+from diagfuzz.core.bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.core.case import Case, dtype_of
 from diagfuzz.core.dispatch import registration_off
 from diagfuzz.core.impl import provides, unsupported
@@ -41,7 +42,6 @@ from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
-from diagfuzz.oracles._bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.oracles.policy import (
     addressing_strides,
     binding_type_ok,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.impl import aten_with_out
+from diagfuzz.oracles.aten import aten_with_out
 from diagfuzz.specs import spec_of
 
 #: aten with diagfuzz's registration off, ``.out`` overloads included: the reference of

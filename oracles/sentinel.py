@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from diagfuzz.oracles._bits import bits, sentinel_word
+from diagfuzz.core.bits import bits, sentinel_word
 
 #: Bytes of sentinel on either side of every allocation (a multiple of every element size).
 GUARD = 64

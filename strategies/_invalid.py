@@ -7,14 +7,15 @@ provokes is the one its ``invalid`` field names; the rank classes build their ow
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import prod
+from typing import ClassVar, TypeVar
 
 import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from diagfuzz.core.case import Case, available_dtypes
+from diagfuzz.core.case import Case, Layout, Values, available_dtypes
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.specs import all_specs, spec_of
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, check_kinds
@@ -29,6 +30,8 @@ from diagfuzz.strategies._cases import (
 )
 from diagfuzz.strategies._draws import BOOLS, choice, fast, ints
 from diagfuzz.strategies._values import draw_values
+
+T = TypeVar("T")
 
 #: The invalid classes in shrink order. The generic ones are broken here; an op's spec
 #: breaks the others (``OpSpec.break_case``), and says which apply to it (``OpSpec.invalid``).
@@ -134,6 +137,49 @@ def draw_invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...]
     return break_case(draw, kind, case, n, devices), case
 
 
+@dataclass(frozen=True)
+class BreakTools:
+    """What an op's ``OpSpec.break_case`` draws with: the pieces of these strategies, under
+    the run's narrowing ``n``. The strategies hand them to the spec with ``draw``, so a
+    spec imports no strategy."""
+
+    n: Narrowing
+    #: A boolean, drawn as every strategy here draws one.
+    BOOLS: ClassVar[st.SearchStrategy[bool]] = BOOLS
+
+    @staticmethod
+    def choice(options: tuple[T, ...]) -> st.SearchStrategy[T]:
+        """One of ``options``, shrinking towards the first."""
+        return choice(options)
+
+    @staticmethod
+    def ints(low: int, high: int) -> st.SearchStrategy[int]:
+        """An int from ``low`` to ``high``, shrinking towards ``low``."""
+        return ints(low, high)
+
+    def sizes(self, draw: st.DrawFn, ranks: tuple[int, int]) -> tuple[int, ...]:
+        """Sizes of a rank in ``ranks`` within the run's element budget."""
+        return draw_sizes(draw, ranks, self.n.max_elements)
+
+    def tensor(self, draw: st.DrawFn, shape: tuple[int, ...],
+               dtype: str) -> tuple[Layout, Values]:
+        """A layout the run allows for a tensor of ``shape``, then its values (specials
+        anywhere in it)."""
+        layout = draw_some_layout(draw, shape, self.n)
+        return layout, draw_values(draw, dtype, placement(layout), self.n.value_modes)
+
+    def wrong_diagonal_operand(self, draw: st.DrawFn, case: Case,
+                               name: str | None = None) -> Case:
+        """``case`` with a diagonal-shaped tensor that does not broadcast to the diagonal
+        (``wrong_diagonal_operand``)."""
+        return wrong_diagonal_operand(draw, case, self.n, name)
+
+    @staticmethod
+    def negative_size(draw: st.DrawFn, case: Case) -> Case:
+        """``case`` with one of its sizes negative (``negative_size``)."""
+        return negative_size(draw, case)
+
+
 def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
                devices: tuple[str, ...]) -> Case:
     """``case`` (valid) broken as invalid class ``kind`` (not one of LOW_RANK) says."""
@@ -152,7 +198,7 @@ def break_case(draw: st.DrawFn, kind: str, case: Case, n: Narrowing,
         return case.replace(dim1=spell[0], dim2=spell[1])
     spec = spec_of(op)
     if spec.break_case is not None:
-        broken = spec.break_case(draw, kind, case, n)
+        broken = spec.break_case(draw, kind, case, BreakTools(n))
         if broken is not None:
             return broken
     if kind == "out_dtype":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from diagfuzz.oracles._bits import diff, differing
+from diagfuzz.core.bits import diff, differing
 
 
 def bitwise_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:

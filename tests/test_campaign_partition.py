@@ -18,7 +18,7 @@ from diagfuzz.campaign.partition import (
     items_of,
     parse,
 )
-from diagfuzz.harness.sharding import STREAMS, shard_count
+from diagfuzz.core.streams import STREAMS, shard_count
 from tests.campaign_runs import WRONG, comparable, merge, suite
 
 

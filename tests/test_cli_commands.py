@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from diagfuzz.gate import corpus
+from diagfuzz.core import corpus
 from diagfuzz.gate.cli import main, parser
 from tests.faulty.cases import square
 

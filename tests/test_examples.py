@@ -15,10 +15,12 @@ import torch
 
 import diagfuzz.ops as ops
 from diagfuzz import oracles
-from diagfuzz.core.case import Case, Layout, Values, call_arguments
+from diagfuzz.case import call_arguments
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.gate import compile_cases
 from diagfuzz.impl import load_impl
-from diagfuzz.oracles import index_reference, reference
+from diagfuzz.oracles import reference
+from diagfuzz.specs import index_reference
 from tests.bitwise import bitwise_difference
 
 F32_NEG_ZERO, F32_NAN_PAYLOAD, F32_SIGNALLING_NAN = 0x80000000, 0x7FC00001, 0x7F800001

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from diagfuzz.core.bits import differing, symptom
 from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.signature import Signature, check_class, signature_of
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.findings import Finding, block, merge_findings
-from diagfuzz.oracles._bits import differing, symptom
 
 
 def _case(dtype="float32", offset=0, storage_offset=0, invalid="", raw_args=(),

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from diagfuzz.core import corpus
 from diagfuzz.core.case import Case, Layout, Values
-from diagfuzz.gate import corpus
 
 IMPL = "tests.faulty.three_causes:impl"
 SIGNED_ZERO = Case("diagonal", (2, 2), 0, 0, 1, "float32", Layout.contiguous((2, 2)),

@@ -14,8 +14,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
-from diagfuzz.gate import compile_cases, corpus, error_parity_cases
+from diagfuzz.gate import compile_cases, error_parity_cases
 from diagfuzz.gate.cli import main
 from tests.faulty.cases import square
 

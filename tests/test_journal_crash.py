@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from diagfuzz.core import corpus
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.crash import attribute_crash
 from diagfuzz.execution.journal import (
@@ -21,7 +22,6 @@ from diagfuzz.execution.journal import (
     read,
 )
 from diagfuzz.execution.runner import InProcessRunner
-from diagfuzz.gate import corpus
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests

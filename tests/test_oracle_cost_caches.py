@@ -7,28 +7,28 @@ import itertools
 import pytest
 import torch
 
+from diagfuzz.core import bits
 from diagfuzz.core.case import Case, Layout, Values
-from diagfuzz.oracles import _bits, index_reference
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 
 
 def test_word_view_memo_follows_the_tensor_not_its_id() -> None:
     t = torch.tensor([1.0, -0.0, float("nan")])
-    first = _bits._words(t)
-    assert _bits._words(t) is first  # reused while nothing about t changed
+    first = bits._words(t)
+    assert bits._words(t) is first  # reused while nothing about t changed
     t.set_(torch.tensor([2.0, 3.0]))  # same object, another storage and shape
-    again = _bits._words(t)
+    again = bits._words(t)
     assert again is not first and torch.equal(again, torch.tensor([2.0, 3.0]).view(torch.int32))
     t[0] = 5.0  # content changes show through the (view) memo
-    assert _bits._words(t)[0].item() == torch.tensor(5.0).view(torch.int32).item()
+    assert bits._words(t)[0].item() == torch.tensor(5.0).view(torch.int32).item()
 
 
 def test_word_view_memo_never_reuses_a_copy() -> None:
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     strided = base.t()  # non-contiguous: its words are a fresh copy each time
-    before = _bits._words(strided).clone()
+    before = bits._words(strided).clone()
     base[0, 0] = 100.0
-    assert not torch.equal(_bits._words(strided), before)
+    assert not torch.equal(bits._words(strided), before)
 
 
 @pytest.mark.parametrize("shape,steps,start", [((3, 4), (5, 0), 7), ((0, 3), (1, 2), 0),
@@ -53,11 +53,11 @@ def test_index_reference_matches_aten_through_warm_caches(dtype: torch.dtype) ->
                                                              else 0)
         want = torch.ops.aten.diagonal_backward(grad, [3, 4, 5], -1, 2, 0)
         got = index_reference.diagonal_backward(grad, case)
-        assert torch.equal(_bits._words(got), _bits._words(want))
+        assert torch.equal(bits._words(got), bits._words(want))
         assert common.off_diagonal_zero(case, got) is None
         x = want.transpose(0, 1)
         view = torch.diagonal(x, case.offset, 1, 2)
         fwd = Case(op="diagonal", sizes=tuple(x.shape), dtype=case.dtype, offset=-1, dim1=1,
                    dim2=2, layout=case.layout, values=case.values)
-        assert torch.equal(_bits._words(index_reference.diagonal(x, fwd)),
-                           _bits._words(view.contiguous()))
+        assert torch.equal(bits._words(index_reference.diagonal(x, fwd)),
+                           bits._words(view.contiguous()))

@@ -25,10 +25,10 @@ from diagfuzz.core.case import Case, Layout, Values, upload
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
 from diagfuzz.impl import aten, triton_aten
-from diagfuzz.oracles import checks, index_reference, transfer
+from diagfuzz.oracles import checks, transfer
 from diagfuzz.oracles.sentinel import SentinelAllocations
 from diagfuzz.oracles.transfer import host_view, storage_bytes
-from diagfuzz.specs import spec_of
+from diagfuzz.specs import index_reference, spec_of
 
 DEVICE = ops.DEVICE
 SCRIBBLE = 0x77

@@ -16,11 +16,11 @@ from diagfuzz.core.case import Case, Layout, Values, materialise
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
 from diagfuzz.impl import aten, triton_aten
-from diagfuzz.oracles import index_reference
 from diagfuzz.oracles.checks import _relations
 from diagfuzz.oracles.sentinel import SentinelAllocations, choose_sentinel
 from diagfuzz.specs import diagonal as diagonal_spec
 from diagfuzz.specs import diagonal_backward as backward_spec
+from diagfuzz.specs import index_reference
 
 DEVICE = ops.DEVICE
 F32_NEG_ZERO, F32_NAN_PAYLOAD = 0x80000000, 0x7FC00001

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import settings
 
+from diagfuzz.core import streams
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness import profiles, sharding, workers
@@ -43,15 +44,15 @@ def test_shard_seeds_are_stable_and_distinct() -> None:
 
 
 def test_shards_cover_every_worker_and_budget_is_split() -> None:
-    assert sharding.shard_count(4, workers=2) == 4
-    assert sharding.shard_count(4, workers=32, streams=3) == 11  # 33 items for 32 workers
+    assert streams.shard_count(4, workers=2) == 4
+    assert streams.shard_count(4, workers=32, streams=3) == 11  # 33 items for 32 workers
     assert sharding.examples_per_shard(2400, 4, streams=3) == 200
     assert sharding.examples_per_shard(2400, 11, streams=3) == 73  # total kept (rounded up)
     assert sharding.examples_per_shard(1, 4) == 1
     # By default over every stream: one per op, and the invalid one.
-    streams = len(sharding.STREAMS)
-    assert sharding.shard_count(4, workers=64) == math.ceil(64 / streams)
-    assert sharding.examples_per_shard(100 * 4 * streams, 4) == 100
+    count = len(sharding.STREAMS)
+    assert streams.shard_count(4, workers=64) == math.ceil(64 / count)
+    assert sharding.examples_per_shard(100 * 4 * count, 4) == 100
 
 
 def test_run_plan_round_trips_through_workerinput() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from diagfuzz.core import corpus
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.gate import corpus
-from diagfuzz.gate.reproducers import (
+from diagfuzz.harness.reproducers import (
     reproducer_source,
     run_reproducer,
     script_name,
@@ -121,3 +121,29 @@ def test_run_reproducer_accepts_a_corpus_file(tmp_path: Path) -> None:
     assert result.returncode == 1 and "mismatch" in result.stdout
     with pytest.raises(FileNotFoundError):
         run_reproducer(tmp_path / "missing.py")
+
+
+# Reproducer scripts as earlier diagfuzz commits wrote them (the text as written, each file
+# named by its commit), for a wrong impl: the names they import (diagfuzz.case,
+# diagfuzz.executor, diagfuzz.impl, diagfuzz.oracles, diagfuzz.harness.findings) and what
+# they call on them are a contract, so each must still run against this package.
+WRITTEN = sorted((Path(__file__).parent / "reproducers").glob("written_by_*.py"))
+
+
+@pytest.mark.parametrize("script", WRITTEN, ids=[p.stem for p in WRITTEN])
+def test_reproducers_written_by_earlier_versions_still_run(script: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]  # the scripts import IMPL from their cwd
+    isolated = subprocess.run([sys.executable, str(script), "--timeout", "60"], cwd=repo,
+                              capture_output=True, text=True, check=False)
+    assert isolated.returncode == 1, isolated.stdout + isolated.stderr
+    assert "[1/1] mismatch [bitwise:aten]" in isolated.stdout
+    assert "1/1 repetitions failed: the bug is there" in isolated.stdout
+    fixed = subprocess.run([sys.executable, str(script), "--in-process", "--impl",
+                            "diagfuzz.impl:aten"], cwd=repo, capture_output=True, text=True,
+                           check=False)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "[1/1] pass [all]" in fixed.stdout and "0/1 repetitions failed" in fixed.stdout
+
+
+def test_there_are_reproducers_of_earlier_versions() -> None:
+    assert len(WRITTEN) >= 2, WRITTEN  # one per reproducer format

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from diagfuzz.core.case import Case, Layout, Values, call_arguments
+from diagfuzz.case import call_arguments
+from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.journal import Journal, read, verdict_text
 from diagfuzz.oracles import check_error_parity

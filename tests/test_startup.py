@@ -39,13 +39,21 @@ def test_the_pytest_plugin_and_the_executor_runners_import_no_torch() -> None:
 
 
 def test_op_names_from_the_sources_are_the_loaded_specs() -> None:
-    from diagfuzz.specs import SPECS
+    from diagfuzz.specs import SPECS, spec_of
 
     assert opnames.op_names() == SPECS
     assert SPECS[:2] == ("diagonal", "diagonal_backward")
+    for name in SPECS:  # how diagfuzz.core calls and describes each op
+        call, spec = opnames.op_call(name), spec_of(name)
+        assert call.method_name == spec.method_name
+        assert call.operands == tuple(o.name for o in spec.operands)
+        assert (call.arguments, call.fields) == (spec.arguments, spec.fields)
+    assert opnames.op_call("diag_1d").method_name == "diag"
+    with pytest.raises(ValueError, match="unknown op 'nope'; diagfuzz knows diagonal, "):
+        opnames.op_call("nope")
 
 
-def test_a_spec_without_literal_name_and_order_is_refused(tmp_path: Path) -> None:
+def test_a_spec_whose_call_is_not_literals_is_refused(tmp_path: Path) -> None:
     computed = tmp_path / "computed.py"
     computed.write_text("NAME = 'x'\nSPEC = OpSpec(order=1, name=NAME)\n")
     with pytest.raises(ValueError, match="literals"):
@@ -55,7 +63,17 @@ def test_a_spec_without_literal_name_and_order_is_refused(tmp_path: Path) -> Non
     assert opnames._literal_spec(helper) is None
     literal = tmp_path / "op.py"
     literal.write_text("SPEC = OpSpec(\n    order=7,\n    name='op',\n    doc='...')\n")
-    assert opnames._literal_spec(literal) == (7, "op")
+    assert opnames._literal_spec(literal) == opnames.OpCall(7, "op")
+    full = tmp_path / "full.py"
+    full.write_text("SPEC = OpSpec(order=1, name='op', method='m', arguments=('offset',),\n"
+                    "    operands=(Operand('x', 'full'), Operand(name='y', role='diagonal')),\n"
+                    "    fields={'offset': 'dim1'})\n")
+    assert opnames._literal_spec(full) == opnames.OpCall(1, "op", "m", ("x", "y"), ("offset",),
+                                                         {"offset": "dim1"})
+    built = tmp_path / "built.py"
+    built.write_text("SPEC = OpSpec(order=1, name='op', arguments=ARGUMENTS)\n")
+    with pytest.raises(ValueError, match="arguments= as literals"):
+        opnames._literal_spec(built)
 
 
 def test_no_gpu_without_device_nodes_or_with_every_gpu_hidden(monkeypatch, tmp_path) -> None:

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz import ops
+from diagfuzz.case import call_arguments
 from diagfuzz.core.case import (
     Case,
     Layout,
     Values,
     available_dtypes,
-    call_arguments,
     materialise,
 )
 from diagfuzz.core.geometry import diagonal_of

@@ -10,7 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from diagfuzz import ops
-from diagfuzz.core.case import Case, call_arguments
+from diagfuzz.case import call_arguments
+from diagfuzz.core.case import Case
 from diagfuzz.oracles import reference
 from diagfuzz.strategies import INVALID_CLASSES, broadcastable, invalid_cases
 

@@ -21,14 +21,13 @@ import torch
 import diagfuzz.ops as ops
 import diagfuzz.ops.registration as registration
 from diagfuzz import oracles
+from diagfuzz.core.bits import bits, differing, same_bits
 from diagfuzz.core.case import Case, Layout, Values, materialise
 from diagfuzz.execution.runner import InProcessRunner
 from diagfuzz.impl import aten, triton_aten
-from diagfuzz.oracles import index_reference
-from diagfuzz.oracles._bits import bits, differing, same_bits
 from diagfuzz.oracles.checks import _relations
 from diagfuzz.oracles.sentinel import PREFERRED, choose_sentinel
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs import diagonal_backward as backward_spec
 
 DEVICE = ops.DEVICE

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from diagfuzz.campaign.partition import Partition, PartitionError, check_size, parse
+from diagfuzz.core.streams import shard_count
 
 
 def add_options(group: Any) -> None:
@@ -49,8 +50,6 @@ def shards_for(part: Partition | None, profile_shards: int, n_workers: int,
     shards, or enough that each of the N partitions gets an item; keeping W workers busy on
     each host needs ``--diagfuzz-shards`` of at least N*W/streams.
     """
-    from diagfuzz.harness.sharding import shard_count
-
     if part is None:
         return shard_count(profile_shards, n_workers)
     return max(profile_shards, math.ceil(part.count / max(active, 1)), 1)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from diagfuzz.harness.sharding import STREAMS
+from diagfuzz.core.streams import STREAMS
 
 _SYNTAX = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

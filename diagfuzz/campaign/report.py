@@ -11,15 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from diagfuzz.campaign.database import redact
+from diagfuzz.campaign.partition import plan_items
+from diagfuzz.core.streams import STREAMS
 
 
 def plan_lines(plan: Any) -> list[str]:
     """The run header's lines about the campaign (none for a plain run)."""
     lines = []
     if plan.partitions:
-        from diagfuzz.campaign.partition import plan_items
-        from diagfuzz.harness.sharding import STREAMS
-
         lines.append(f"diagfuzz: partition {plan.partition}/{plan.partitions} of the campaign "
                      f"of seed {plan.seed}: {len(plan_items(plan))} of "
                      f"{plan.shards * len(STREAMS)} shard items (`diagfuzz merge` joins the "

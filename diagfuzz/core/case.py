@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core.opnames import op_call
 from diagfuzz.core.words import as_words
 
 #: The JSON format ``to_json`` writes; ``from_json`` reads it and every earlier one.
@@ -198,7 +199,7 @@ class Case:
             raise ValueError(f"not a diagfuzz Case: {exc}: {str(text)[:200]}") from exc
 
     def canonical_json(self) -> str:
-        """The JSON a Case's identity is hashed from (``diagfuzz.gate.corpus.case_id``):
+        """The JSON a Case's identity is hashed from (``diagfuzz.core.corpus.case_id``):
         without the format version, and without ``others`` where there are none, so a
         one-tensor Case keeps the name it had before versions existed."""
         data = self.to_dict()
@@ -212,11 +213,9 @@ class Case:
     def describe_full(self) -> list[str]:
         """Every field that tells two Cases apart, for a person: the call with its raw
         arguments, and each tensor it reads with its layout and values."""
-        from diagfuzz.specs import spec_of
-
-        spec = spec_of(self.op)
+        spec = op_call(self.op)
         raw = dict(self.raw_args)
-        tensors = [(spec.operands[0].name, self.layout, self.values), *self.others]
+        tensors = [(spec.operands[0], self.layout, self.values), *self.others]
         names = [t[0] for t in tensors]
         scalars = {"input_sizes": list(self.sizes), "offset": self.offset, "dim1": self.dim1,
                    "dim2": self.dim2}
@@ -395,14 +394,7 @@ def upload(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     return staged.to(device, non_blocking=True)
 
 
-def call_arguments(case: Case, device: str | torch.device = "cpu") -> dict[str, Any]:
-    """Every argument of the op call, by schema name, with ``raw_args`` applied
-    (``diagfuzz.specs.arguments``: the op's spec knows its arguments)."""
-    from diagfuzz.specs import arguments
-
-    return arguments(case, device)
-
 
 __all__ = ["DTYPE_NAMES", "JSON_VERSION", "STAGE_MAX_BYTES", "Case", "Layout", "Values",
-           "available_dtypes", "build_tensor", "call_arguments", "contiguous_strides",
+           "available_dtypes", "build_tensor", "contiguous_strides",
            "dtype_of", "materialise", "special_repr", "upload"]

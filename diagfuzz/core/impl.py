@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from diagfuzz.core.case import Case
+from diagfuzz.core.opnames import op_call, op_names
 from diagfuzz.core.roots import import_roots as import_roots  # re-exported (diagfuzz.impl)
 from diagfuzz.core.roots import use_roots
 
@@ -47,17 +48,13 @@ class Impl(Protocol):
 
 def known_ops() -> tuple[str, ...]:
     """The ops diagfuzz knows (``diagfuzz.specs.SPECS``), in report order."""
-    from diagfuzz.specs import SPECS
-
-    return SPECS
+    return op_names()
 
 
 def provides(impl: Any, op: str) -> bool:
     """Whether ``impl`` provides ``op`` (a callable named as the op's spec says: the op's
     name, or its ``method``)."""
-    from diagfuzz.specs import spec_of
-
-    return callable(getattr(impl, spec_of(op).method_name, None))
+    return callable(getattr(impl, op_call(op).method_name, None))
 
 
 def provided_ops(impl: Any) -> tuple[str, ...]:
@@ -80,9 +77,7 @@ def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
     if dtypes is None:
         return None
     if isinstance(dtypes, dict):
-        from diagfuzz.specs import spec_of
-
-        key = op if op in dtypes else spec_of(op).method_name
+        key = op if op in dtypes else op_call(op).method_name
         if key not in dtypes:
             return None
         dtypes = dtypes[key]

@@ -11,7 +11,7 @@ one of them. Failures are grouped by their origin, as a maintainer counts what t
   listed inside the finding);
 * a bit difference: the op, the check (without what varies from Case to Case:
   ``bitwise:autograd`` and ``bitwise:aten`` are one check) and the kind of evidence, its
-  symptom (``oracles._bits.symptom``: a lost -0.0, a NaN payload, wrong values, unwritten
+  symptom (``diagfuzz.core.bits.symptom``: a lost -0.0, a NaN payload, wrong values, unwritten
   elements look different);
 * a crash, a hang, an alias, a dispatch failure: the op, the kind and the check.
 

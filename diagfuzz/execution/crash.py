@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from diagfuzz.core import corpus
 from diagfuzz.execution.journal import header, journal_path, last_unfinished
-from diagfuzz.gate import corpus
 
 
 def attribute_crash(journal_dir: str | os.PathLike[str], worker_id: str,

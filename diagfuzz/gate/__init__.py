@@ -1,5 +1,5 @@
-"""``diagfuzz gate`` and the tools around it: stages, classification, reproducers, the
-regression corpus, outputs and the command line."""
+"""``diagfuzz gate`` and the tools around it: stages, classification, outputs, ``diagfuzz
+merge`` and the command line (reproducers and the corpus are the harness's and the core's)."""
 
 from diagfuzz.gate.options import DEFAULT_BUDGET, Options
 from diagfuzz.gate.run import Result, distinct, exit_code, reproduce_command, run_gate

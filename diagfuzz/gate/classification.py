@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.case import Case
+from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
-from diagfuzz.gate.corpus import case_id
 from diagfuzz.gate.options import DEFAULT_REPEATS
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).

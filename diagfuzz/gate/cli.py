@@ -9,15 +9,14 @@ are read from the code's own tables, so the help cannot go stale.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from diagfuzz.core import rundirs
+from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode, table
-from diagfuzz.gate import corpus
+from diagfuzz.gate.usage import UsageError, writable_file
 from diagfuzz.impl import DEFAULT_IMPL, ImplError
 
 EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = ExitCode.FAILURE, ExitCode.ERROR, ExitCode.USAGE
@@ -31,10 +30,6 @@ This command runs the pre-merge gate, reproduces what a run found and merges the
 reports of a campaign's partitions (diagfuzz merge)."""
 
 EXIT_CODES = table()
-
-
-class UsageError(Exception):
-    """An argument the command cannot use (exit 4)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,22 +73,6 @@ def _device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"must be cpu or cuda (cuda:N), got {text!r}")
 
 
-def _writable_file(option: str, path: Path | None) -> None:
-    """A file the command writes at the end: refuse it now if it cannot be written."""
-    if path is None:
-        return
-    resolved = path.expanduser().resolve()
-    if resolved.is_dir():
-        raise UsageError(f"{option} {path}: is a directory; give a file path")
-    for parent in resolved.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"{option} {path}: {parent} is a file, not a directory")
-            if not os.access(parent, os.W_OK):
-                raise UsageError(f"{option} {path}: cannot write in {parent}")
-            return
-
-
 def _names(option: str, value: str | None, valid: Sequence[str]) -> None:
     if value is None:
         return
@@ -112,7 +91,7 @@ def _check_gate(args: argparse.Namespace) -> None:
 
     for option, path in (("--report", args.report), ("--junit", args.junit),
                          ("--summary", args.summary)):
-        _writable_file(option, path)
+        writable_file(option, path)
     if args.corpus.exists() and not args.corpus.is_dir():
         raise UsageError(f"--corpus {args.corpus}: is a file, not a directory")
     if args.out.exists() and not args.out.is_dir():
@@ -174,7 +153,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    from diagfuzz.gate.reproducers import run_reproducer
+    from diagfuzz.harness.reproducers import run_reproducer
 
     path: Path = args.path
     if path.is_dir():
@@ -342,7 +321,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=_device)
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT)
     p.set_defaults(func=_replay)
-    from diagfuzz.campaign.cli import add_parser as add_merge
+    from diagfuzz.gate.merge_cli import add_parser as add_merge
 
     add_merge(sub, formatter)  # diagfuzz merge: a campaign's partitions as one run
     return top

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagfuzz.core import corpus
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
-from diagfuzz.gate import corpus
 from diagfuzz.impl import DEFAULT_IMPL
 
 #: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).

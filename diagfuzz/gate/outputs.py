@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
-from diagfuzz.gate import corpus
 from diagfuzz.gate.run import Result, env_line, reproduce_command
 from diagfuzz.gate.stages import Finding
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines

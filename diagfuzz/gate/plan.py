@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from diagfuzz.core import rundirs
-from diagfuzz.gate import corpus
+from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.stages import (
     SUITE_SHARE,

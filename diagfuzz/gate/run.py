@@ -30,17 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.core import rundirs
+from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.gate import corpus
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
-from diagfuzz.gate.reproducers import write_reproducer
 from diagfuzz.gate.stages import (
     COMPILE_TIMEOUT,
     Context,
@@ -53,6 +51,7 @@ from diagfuzz.gate.stages import (
     suite_root,
     suite_stage,
 )
+from diagfuzz.harness.reproducers import write_reproducer
 from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
 
 #: The stages in report order.

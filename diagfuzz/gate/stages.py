@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.gate import corpus
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress

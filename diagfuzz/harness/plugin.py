@@ -418,7 +418,7 @@ class Reporter:
 
     def _write_reproducers(self) -> None:
         """A reproducer per finding with a Case, in a directory of this run's alone."""
-        from diagfuzz.gate import reproducers as repro
+        from diagfuzz.harness import reproducers as repro
 
         if not self.findings:
             return

@@ -33,7 +33,7 @@ from diagfuzz.harness.sharding import SHRINK_SHARE, families_per_shard
 if TYPE_CHECKING:
     import pytest
 
-    from diagfuzz.harness.plugin import ShardSession
+    from diagfuzz.harness.session import ShardSession
 
 #: Signatures a shard shrinks at most; the others are reported with their first Case.
 MAX_SHRUNK = 8

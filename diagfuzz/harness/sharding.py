@@ -17,23 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.opnames import op_names
+from diagfuzz.core.streams import STREAM_KINDS, STREAM_OPS, STREAMS
 
 SPECS = op_names()  # the op names, read without importing torch
-
-#: The op each valid stream draws: ``test_<op>`` for every op of ``diagfuzz.specs``.
-STREAM_OPS = {f"test_{op}": op for op in SPECS}
-#: Test functions of diagfuzz.suite, one stream of Cases each: one per op, then the
-#: invalid Cases of every op.
-STREAMS = (*STREAM_OPS, "test_invalid")
 #: Under --diagfuzz-max-seconds S: shards draw for this share of S, shrink until
 #: ``SHRINK_SHARE`` of it, and the controller stops what still runs at ``HARD_SHARE`` of it
 #: and writes its report, so the run ends within 5 % of S.
 DRAW_SHARE = 0.6
 SHRINK_SHARE = 0.85
 HARD_SHARE = 0.95
-
-#: What ``--diagfuzz-streams`` names: valid Cases of the ops, invalid Cases of the ops.
-STREAM_KINDS = ("valid", "invalid")
 
 
 def new_run_seed() -> int:
@@ -45,11 +37,6 @@ def derive_seed(run_seed: int, stream: str, shard: int) -> int:
     """The Hypothesis seed of shard ``shard`` of ``stream``: stable across machines."""
     digest = hashlib.blake2b(f"{run_seed}:{stream}:{shard}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
-
-
-def shard_count(profile_shards: int, workers: int, streams: int = len(STREAMS)) -> int:
-    """Shards per stream: the profile's, or more so every worker gets an item."""
-    return max(profile_shards, math.ceil(workers / streams), 1)
 
 
 def examples_per_shard(total: int, shards: int, streams: int = len(STREAMS)) -> int:

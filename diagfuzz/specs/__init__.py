@@ -1,9 +1,9 @@
 """The specs of the diagonal family: one module per op, and the registry every stage reads.
 
-Every module of this package that defines ``SPEC`` is an op (``base`` and ``common`` are the
-shared pieces): adding an op is adding its module (docs/adding-an-op.md). ``spec_of(name)``
-gives an op's ``OpSpec``; ``SPECS`` lists the op names in the order the suite, the reports
-and the gate list them (``OpSpec.order``).
+Every module of this package that defines ``SPEC`` is an op (``base``, ``common`` and
+``index_reference`` are the shared pieces): adding an op is adding its module
+(docs/adding-an-op.md). ``spec_of(name)`` gives an op's ``OpSpec``; ``SPECS`` lists the op
+names in the order the suite, the reports and the gate list them (``OpSpec.order``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, build_tensor, dtype_of, materialise
-from diagfuzz.core.opnames import op_names
+from diagfuzz.core.opnames import op_call, op_names
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 #: Modules of this package that are shared pieces, not ops.
-_SHARED = frozenset({"base", "common"})
+_SHARED = frozenset({"base", "common", "index_reference"})
 
 
 def _discover() -> dict[str, OpSpec]:
@@ -38,9 +38,25 @@ def _discover() -> dict[str, OpSpec]:
 _REGISTRY = _discover()
 #: Every op diagfuzz knows, in report order.
 SPECS: tuple[str, ...] = tuple(_REGISTRY)
-if op_names() != SPECS:  # what the controller plans with (diagfuzz.core.opnames)
-    raise ImportError(f"diagfuzz.specs: the loaded specs {SPECS} differ from the names read "
-                      f"from their sources {op_names()}")
+
+
+def _check_sources() -> None:
+    """The loaded specs say what the controller and ``diagfuzz.core`` read from their
+    sources (``diagfuzz.core.opnames``): the op names in report order, and how each op is
+    called and described."""
+    if op_names() != SPECS:
+        raise ImportError(f"diagfuzz.specs: the loaded specs {SPECS} differ from the names "
+                          f"read from their sources {op_names()}")
+    for spec in _REGISTRY.values():
+        read = op_call(spec.name)
+        if (read.method_name, read.operands, read.arguments, read.fields) != (
+                spec.method_name, tuple(o.name for o in spec.operands), spec.arguments,
+                spec.fields):
+            raise ImportError(f"diagfuzz.specs: the spec of {spec.name} differs from what its "
+                              f"source's literals say ({read})")
+
+
+_check_sources()
 
 
 @cache

@@ -130,8 +130,10 @@ class OpSpec:
     #: choices (sizes, dims, layouts), drawing its own few (default:
     #: ``strategies._families.draw_sibling``).
     draw_sibling: Callable[..., Any] | None = None
-    #: ``break_case(draw, kind, case, narrowing) -> Case | None`` for the invalid classes
-    #: only this op has (None: not one of them).
+    #: ``break_case(draw, kind, case, tools) -> Case | None`` for the invalid classes only
+    #: this op has (None: not one of them). ``tools`` holds what it draws with: sizes,
+    #: tensors, wrong operands and Hypothesis' choices as the strategies draw them
+    #: (``strategies._invalid.BreakTools``).
     break_case: Callable[..., Any] | None = None
 
     # --- fixed samples ------------------------------------------------------------------

@@ -14,9 +14,11 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core import bits
 from diagfuzz.core.case import DTYPE_NAMES, Case, Layout, Values, contiguous_strides
 from diagfuzz.core.dispatch import registration_off as _registration_off
 from diagfuzz.core.geometry import Diagonal, diagonal_of
+from diagfuzz.specs import index_reference
 
 #: Sizes of every warm-up Case: a small matrix with a diagonal of 3 at offset 1.
 WARM_SIZES = (3, 4)
@@ -69,34 +71,28 @@ def diagonal_clone(case: Case) -> Any:
 def same_bits(what: str, expected: torch.Tensor,
               actual: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
     """None when the two agree in bits, else ("<count> <what>", the diff)."""
-    from diagfuzz.oracles._bits import diff, differing
-    from diagfuzz.oracles._bits import same_bits as equal
-
-    if equal(expected, actual):
+    if bits.same_bits(expected, actual):
         return None
-    positions = differing(expected, actual)
+    positions = bits.differing(expected, actual)
     if len(positions):
-        return f"{len(positions)} {what}", diff(expected, actual, positions)
+        return f"{len(positions)} {what}", bits.diff(expected, actual, positions)
     return None
 
 
 def off_diagonal_zero(case: Case, result: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
     """Every element of ``result`` (shaped like ``case.sizes``) off the diagonal has all
     bits zero. The passing case in three ops; the evidence only when some element is not."""
-    from diagfuzz.oracles import index_reference
-    from diagfuzz.oracles._bits import _words, bits, diff
-
     on_shaped = index_reference.diagonal_mask_shaped(case, result.device, result.dtype)
-    if not bool(_words(result).masked_fill(on_shaped, 0).any()):
+    if not bool(bits._words(result).masked_fill(on_shaped, 0).any()):
         return None
     on = index_reference.diagonal_mask(case, result.device)
-    words = bits(result)
+    words = bits.bits(result)
     nonzero = words != 0
     nonzero = nonzero.reshape(-1) if nonzero.shape[1] == 1 else nonzero.any(dim=1)
     bad = (nonzero & ~on).nonzero().reshape(-1).cpu()
     if len(bad):
         return (f"{len(bad)} elements off the diagonal are not all-zero bits",
-                diff(torch.zeros_like(result), result, bad))
+                bits.diff(torch.zeros_like(result), result, bad))
     return None
 
 

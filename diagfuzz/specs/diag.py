@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -45,8 +45,6 @@ def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
 
 def others(case: Case, args: dict[str, Any], source: str) -> list[tuple[str, torch.Tensor]]:
     """The index-arithmetic reference of a diagonal (no diagonal op involved)."""
-    from diagfuzz.oracles import index_reference
-
     return [("index", index_reference.diagonal(args["input"], case))]
 
 
@@ -77,16 +75,12 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     return fn, x, grad
 
 
-def break_case(draw: Any, kind: str, case: Case, n: Any) -> Case | None:
+def break_case(draw: Any, kind: str, case: Case, tools: Any) -> Case | None:
     """The class only diag has: an input of rank 3 or 4 (``Case.sizes`` are its shape)."""
-    from diagfuzz.strategies._cases import draw_sizes, draw_some_layout, placement
-    from diagfuzz.strategies._values import draw_values
-
     if kind != "high_rank":
         return None
-    sizes = draw_sizes(draw, (3, 4), n.max_elements)
-    layout = draw_some_layout(draw, sizes, n)
-    values = draw_values(draw, case.dtype, placement(layout), n.value_modes)
+    sizes = tools.sizes(draw, (3, 4))
+    layout, values = tools.tensor(draw, sizes, case.dtype)
     return case.replace(sizes=sizes, layout=layout, values=values)
 
 

@@ -124,13 +124,11 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     return fn, x, torch.ones(case.sizes, dtype=x.dtype, device=x.device)
 
 
-def break_case(draw: Any, kind: str, case: Case, n: Any) -> Case | None:
+def break_case(draw: Any, kind: str, case: Case, tools: Any) -> Case | None:
     """The class only this op (and diag of a vector) has: an offset whose result cannot
     exist (``HUGE_OFFSETS``)."""
-    from diagfuzz.strategies._draws import choice
-
     if kind == "huge_offset":
-        return case.replace(offset=draw(choice(HUGE_OFFSETS)))
+        return case.replace(offset=draw(tools.choice(HUGE_OFFSETS)))
     return None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -33,8 +33,6 @@ def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
 
 def others(case: Case, args: dict[str, Any], source: str) -> list[tuple[str, torch.Tensor]]:
     """The index-arithmetic reference (no diagonal op involved)."""
-    from diagfuzz.oracles import index_reference
-
     return [("index", index_reference.diagonal(args["input"], case))]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.specs import common
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -54,8 +54,6 @@ def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
 
 def others(case: Case, args: dict[str, Any], source: str) -> list[tuple[str, torch.Tensor]]:
     """Index arithmetic alone; and aten's op itself when autograd was the reference."""
-    from diagfuzz.oracles import index_reference
-
     grad = args["grad_output"]
     found = [("index", index_reference.diagonal_backward(grad, case))]
     if source == "autograd":
@@ -92,15 +90,13 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     return common.diagonal_clone(case), x, grad
 
 
-def break_case(draw: Any, kind: str, case: Case, n: Any) -> Case | None:
+def break_case(draw: Any, kind: str, case: Case, tools: Any) -> Case | None:
     """The classes only this op has: a grad_output that does not broadcast to the
     diagonal, and negative input_sizes."""
-    from diagfuzz.strategies import _invalid
-
     if kind == "grad_output_shape":
-        return _invalid.wrong_diagonal_operand(draw, case, n)
+        return tools.wrong_diagonal_operand(draw, case)
     if kind == "negative_size":
-        return _invalid.negative_size(draw, case)
+        return tools.negative_size(draw, case)
     return None
 
 

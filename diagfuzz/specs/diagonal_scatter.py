@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core.bits import _words, diff
 from diagfuzz.core.case import Case, Layout, Values
-from diagfuzz.specs import common
+from diagfuzz.core.geometry import diagonal_of
+from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 _aten = torch.ops.aten
@@ -110,9 +112,6 @@ def input_off_diagonal(case: Case, tensors: dict[str, torch.Tensor],
                        result: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
     """Every element off the diagonal holds input's bits there (so ``diagonal_scatter(x,
     diagonal(x)) == x``)."""
-    from diagfuzz.oracles import index_reference
-    from diagfuzz.oracles._bits import _words, diff
-
     x = tensors["input"]
     on = index_reference.diagonal_mask_shaped(case, result.device, result.dtype)
     changed = (_words(result) != _words(x)).masked_fill(on, False)
@@ -138,29 +137,22 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     return fn, x, torch.ones(case.sizes, dtype=x.dtype, device=x.device)
 
 
-def break_case(draw: Any, kind: str, case: Case, n: Any) -> Case | None:
+def break_case(draw: Any, kind: str, case: Case, tools: Any) -> Case | None:
     """The class only this op has: a src not of the diagonal's shape, one that does not
     broadcast to it or one that does (aten refuses both: src is copied into the diagonal
     view only when the shapes are equal)."""
-    from diagfuzz.core.geometry import diagonal_of
-    from diagfuzz.strategies import _invalid
-    from diagfuzz.strategies._cases import draw_some_layout, placement
-    from diagfuzz.strategies._draws import BOOLS, ints
-    from diagfuzz.strategies._values import draw_values
-
     if kind != "src_shape":
         return None
-    if draw(BOOLS):
-        return _invalid.wrong_diagonal_operand(draw, case, n, "src")
+    if draw(tools.BOOLS):
+        return tools.wrong_diagonal_operand(draw, case, "src")
     diag = diagonal_of(case.sizes, case.offset, case.dim1, case.dim2).shape
     wider = [i for i, size in enumerate(diag) if size != 1]
-    if wider and draw(BOOLS):  # a dim of 1 where the diagonal has another size
-        i = wider[draw(ints(0, len(wider) - 1))]
+    if wider and draw(tools.BOOLS):  # a dim of 1 where the diagonal has another size
+        i = wider[draw(tools.ints(0, len(wider) - 1))]
         shape = (*diag[:i], 1, *diag[i + 1:])
     else:  # fewer leading dims
-        shape = diag[draw(ints(1, len(diag))):]
-    layout = draw_some_layout(draw, shape, n)
-    values = draw_values(draw, case.dtype, placement(layout), n.value_modes)
+        shape = diag[draw(tools.ints(1, len(diag))):]
+    layout, values = tools.tensor(draw, shape, case.dtype)
     return case.replace(others=(("src", layout, values),))
 
 

@@ -4,7 +4,8 @@ It never calls ``torch.diagonal`` nor any aten diagonal op: it works out from th
 every diagonal element lives (storage index of the tensor the op reads, flat index of the
 contiguous result), builds those index tensors by broadcasting ``arange``s, and moves raw
 words with gather and scatter. A bug shared by aten and an implementation (or in aten's
-reference itself) therefore cannot hide behind a single source of truth.
+reference itself) therefore cannot hide behind a single source of truth. The specs'
+``others`` and relations use it; it imports no spec.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from math import prod
 import torch
 
 from diagfuzz.core.case import Case, contiguous_strides
-from diagfuzz.oracles._bits import words_per_element
+from diagfuzz.core.words import words_per_element
 
 
 @dataclass(frozen=True)
@@ -170,8 +171,8 @@ def diagonal_mask(case: Case, device: torch.device | str) -> torch.Tensor:
 
 def diagonal_mask_shaped(case: Case, device: torch.device | str,
                          dtype: torch.dtype) -> torch.Tensor:
-    """``diagonal_mask`` in the shape of a result's words (``_bits._words``) for ``dtype``:
-    ``case.sizes``, plus a trailing 1 for two-word elements (read only)."""
+    """``diagonal_mask`` in the shape of a result's words (``diagfuzz.core.bits._words``)
+    for ``dtype``: ``case.sizes``, plus a trailing 1 for two-word elements (read only)."""
     return _mask_shaped(tuple(case.sizes), case.offset, case.dim1, case.dim2,
                         torch.device(device), words_per_element(dtype))
 

@@ -1,4 +1,6 @@
-"""The ``diagfuzz merge`` subcommand (registered by ``diagfuzz.gate.cli``)."""
+"""The ``diagfuzz merge`` subcommand (registered by ``diagfuzz.gate.cli``): a campaign's
+partitions' reports (``diagfuzz.gate.merge``), or gate reports (``diagfuzz.gate.merge_gates``),
+as one."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.exits import table
+from diagfuzz.gate.usage import UsageError, writable_file
 
 #: The one exit-code table (``diagfuzz.core.exits``); merge gives the codes a single run of
 #: the whole campaign would (3 also for reports that are not one whole campaign).
@@ -45,7 +48,7 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[Path, dict[str, Any]]],
                                                list[Path]]:
-    from diagfuzz.campaign.merge import MergeUsageError, kind_of, read_json
+    from diagfuzz.gate.merge import MergeUsageError, kind_of, read_json
 
     reports, xml = [], []
     for path in args.inputs:
@@ -75,13 +78,12 @@ def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[Path, dict[str, A
 
 def run(args: argparse.Namespace) -> int:
     """``diagfuzz merge``: check, merge, print, write; return the verdict."""
-    from diagfuzz.campaign.junit import JunitError
-    from diagfuzz.campaign.merge import MergeUsageError
-    from diagfuzz.gate.cli import UsageError, _writable_file
+    from diagfuzz.gate.merge import MergeUsageError
+    from diagfuzz.gate.merge_junit import JunitError
 
     for option, path in (("--report", args.report), ("--junit", args.junit),
                          ("--summary", args.summary)):
-        _writable_file(option, path)
+        writable_file(option, path)
     try:
         kind, reports, xml = _inputs(args)
         if kind == "gate":
@@ -93,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _suite(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]],
            xml: list[Path]) -> int:
-    from diagfuzz.campaign import junit
-    from diagfuzz.campaign.merge import EXIT_ERROR, Part, merge_parts, summary, write_reproducers
+    from diagfuzz.gate import merge_junit as junit
+    from diagfuzz.gate.merge import EXIT_ERROR, Part, merge_parts, summary, write_reproducers
     from diagfuzz.harness.report import write_json
 
     merged = merge_parts([Part(p, d) for p, d in reports], args.allow_partial)
@@ -121,8 +123,8 @@ def _suite(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]],
 
 
 def _gate(args: argparse.Namespace, reports: list[tuple[Path, dict[str, Any]]]) -> int:
-    from diagfuzz.campaign.gate_merge import markdown, merge_gates
     from diagfuzz.gate import outputs as gate_report
+    from diagfuzz.gate.merge_gates import markdown, merge_gates
 
     result, _ = merge_gates(reports)
     text = markdown(result, len(reports))

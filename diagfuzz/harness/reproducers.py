@@ -20,10 +20,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
-from diagfuzz.gate import corpus
 from diagfuzz.impl import DEFAULT_IMPL
 
 _TEMPLATE = '''#!/usr/bin/env python3

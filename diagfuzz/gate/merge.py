@@ -228,7 +228,7 @@ def _databases(parts: Sequence[Part]) -> dict[str, Any] | None:
 def write_reproducers(merged: Merged, directory: Path, device: str | None) -> str:
     """A reproducer per finding with a Case in ``directory`` (this merge's alone, old
     ``repro_*.py`` removed); '' or why not."""
-    from diagfuzz.gate import reproducers as repro
+    from diagfuzz.harness import reproducers as repro
 
     if not merged.findings:
         return ""

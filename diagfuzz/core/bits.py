@@ -1,4 +1,5 @@
-"""Raw bits of tensors and bit-level diffs: the only notion of equality the oracles use.
+"""Raw bits of tensors and bit-level diffs: the only notion of equality the oracles and the
+specs' relations use.
 
 Every element is viewed as a same-width integer word (complex128 as a pair of int64, by
 ``diagfuzz.core.words.as_words``, the one such view in the project), so NaN payloads, signed

@@ -1,0 +1,27 @@
+"""The fuzz suite's streams, and how many shards each gets.
+
+A stream is one test function of ``diagfuzz.suite`` drawing one kind of Case: valid Cases
+of one op (``test_<op>``, for every op of ``diagfuzz.specs``), then the invalid Cases of
+every op (``test_invalid``). The op names are read from the spec sources
+(``diagfuzz.core.opnames``), so nothing here imports torch. The harness plans a run's shards
+over these streams; a campaign deals them out to its partitions.
+"""
+
+from __future__ import annotations
+
+import math
+
+from diagfuzz.core.opnames import op_names
+
+#: The op each valid stream draws: ``test_<op>`` for every op of ``diagfuzz.specs``.
+STREAM_OPS = {f"test_{op}": op for op in op_names()}
+#: Test functions of diagfuzz.suite, one stream of Cases each: one per op, then the
+#: invalid Cases of every op.
+STREAMS = (*STREAM_OPS, "test_invalid")
+#: What ``--diagfuzz-streams`` names: valid Cases of the ops, invalid Cases of the ops.
+STREAM_KINDS = ("valid", "invalid")
+
+
+def shard_count(profile_shards: int, workers: int, streams: int = len(STREAMS)) -> int:
+    """Shards per stream: the profile's, or more so every worker gets an item."""
+    return max(profile_shards, math.ceil(workers / streams), 1)
