@@ -54,3 +54,17 @@ def test_a_fuzz_run_prunes_the_oldest_runs_only_after_its_report(tmp_path: Path)
     assert (tmp_path / "latest").resolve() == current.resolve()
     assert sorted(p.name for p in tmp_path.glob("run-*")) == [
         "run-2", "run-3", "run-4", "run-5", "run-77"]
+
+
+def test_the_first_shard_to_claim_a_cause_shrinks_it(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from diagfuzz.core.signature import Signature
+    from diagfuzz.harness.claims import claim
+
+    plan = SimpleNamespace(run_dir=str(tmp_path / "run-3"), run_id="a1")
+    cause = Signature("diagonal", "mismatch", "bitwise", "signed-zero")
+    assert claim(plan, cause) and not claim(plan, cause)
+    assert claim(plan, Signature("diagonal", "mismatch", "bitwise", "values"))
+    rerun = SimpleNamespace(run_dir=plan.run_dir, run_id="b2")  # same seed, another run
+    assert claim(rerun, cause)

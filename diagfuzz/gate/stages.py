@@ -24,6 +24,7 @@ from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
+from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
@@ -327,12 +328,16 @@ def gate_workers_per_gpu() -> int:
 
 def suite_environment(opts: Options) -> dict[str, str]:
     """The suite's environment: the current directory importable (for ``--impl``), the
-    gate's one Triton cache, and no xdist worker identity inherited (a gate run from inside
-    an xdist worker, as the tests do, would name its run directories after that worker)."""
+    gate's one Triton cache, no executor warm-up, and no xdist worker identity inherited (a
+    gate run from inside an xdist worker, as the tests do, would name its run directories
+    after that worker)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()),
                                                       env.get("PYTHONPATH", "")]))
     env.setdefault(TRITON_CACHE_ENV, str(opts.triton_cache.resolve()))
+    # No executor warm-up: it readies the suite's pace figure, which the gate does not
+    # report, and it sits on every worker's start-up.
+    env.setdefault(WARM_UP_ENV, "0")
     return env
 
 

@@ -10,6 +10,7 @@ drawn.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -223,6 +224,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         partitions=part.count if part else None,
         database=campaign.database(config),
         device=device(),
+        run_id=secrets.token_hex(8),
     )
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.core.signature import Signature, cause_axes, signature_of
+from diagfuzz.harness.claims import claim
 from diagfuzz.harness.findings import Finding
 from diagfuzz.harness.sharding import SHRINK_SHARE, families_per_shard
 
@@ -202,7 +203,8 @@ class Shard:
             self._shrink_deadline = max(plan.deadline, time.time()) + SHRINK_GRACE
         for n, (signature, seen) in enumerate(explorer.seen.items()):
             finding = None
-            if replayable and seen.choices is not None and n < MAX_SHRUNK:
+            if (replayable and seen.choices is not None and n < MAX_SHRUNK
+                    and claim(self.session.plan, signature)):
                 finding = self._shrink(run, shard_settings, signature, seen)
             if finding is None:
                 finding = Finding.of(seen.verdict, self.item.nodeid)

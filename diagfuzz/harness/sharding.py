@@ -109,6 +109,9 @@ class RunPlan:
     #: imported torch to check the impl): a worker launches its executors before it
     #: imports torch itself. None: the worker asks diagfuzz.ops.
     device: str | None = None
+    #: This run's own id (random): a rerun with the same seed shares the run directory,
+    #: not this run's shrink claims (diagfuzz.harness.claims).
+    run_id: str = ""
 
     @property
     def pipelines(self) -> bool:
