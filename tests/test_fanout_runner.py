@@ -16,8 +16,8 @@ from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished, read
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.harness.plugin import make_runner
 from diagfuzz.harness.sharding import RunPlan
+from diagfuzz.harness.worker import make_runner
 from tests.faulty.cases import square
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests

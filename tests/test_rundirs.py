@@ -40,7 +40,7 @@ def test_prune_keeps_the_newest_the_current_and_latest(tmp_path: Path) -> None:
 def test_a_fuzz_run_prunes_the_oldest_runs_only_after_its_report(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from diagfuzz.harness.plugin import Reporter
+    from diagfuzz.harness.controller import Reporter
 
     old = []
     for i in range(6):

@@ -1,6 +1,6 @@
 """A worker's part of a campaign: its example database, known failures, its report.
 
-One ``WorkerCampaign`` per worker process (``diagfuzz.harness.plugin.ShardSession`` holds
+One ``WorkerCampaign`` per worker process (``diagfuzz.harness.worker.ShardSession`` holds
 it). What it learns (replays, a fallback of the shared database) goes to the controller in
 each shard item's payload, under ``"campaign"``, as the item's counts and findings do.
 """

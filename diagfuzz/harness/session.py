@@ -1,7 +1,7 @@
 """What a shard needs of its worker's session: the protocol ``diagfuzz.harness.shard`` types
 its session by.
 
-The plugin's ``diagfuzz.harness.plugin.ShardSession`` is the session a worker makes; it
+The plugin's ``diagfuzz.harness.worker.ShardSession`` is the session a worker makes; it
 imports the shard engine to run its items, so the shard engine names the session by this
 protocol and imports nothing of the plugin.
 """

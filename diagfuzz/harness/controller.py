@@ -1,0 +1,348 @@
+"""The controller side of the fuzz plugin: the plan shipped to every worker, a dead worker's
+Case named from its journal, and the ``Reporter``, which aggregates the workers' counts and
+findings, prints the blocks and the coverage table, writes the report and reproducers, and
+on SIGTERM or the time cap's hard stop writes what finished.
+
+Without xdist one process plays both sides (``diagfuzz.harness.worker``).
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from diagfuzz.core.exits import ExitCode
+from diagfuzz.execution.timeline import mark
+from diagfuzz.harness import planning
+from diagfuzz.harness.sharding import HARD_SHARE, RunPlan
+
+if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
+    from diagfuzz.harness.findings import Finding
+
+#: The key of the plan in each xdist worker's ``workerinput``.
+PLAN_KEY = "diagfuzz"
+
+
+def distributed(config: pytest.Config) -> bool:
+    """This process is an xdist controller that will start workers."""
+    return (not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
+            and bool(config.getoption("tx", None)))
+
+
+class RunController:
+    """xdist controller: ships the plan to every worker, and names a dead worker's Case."""
+
+    def __init__(self, plan: RunPlan) -> None:
+        self.plan = plan
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        # As JSON: execnet's serialiser refuses integers beyond 32 bits in some places.
+        node.workerinput[PLAN_KEY] = json.dumps(self.plan.to_dict())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
+                               sched: Any) -> None:
+        """Replace xdist's bare "worker crashed" with the Case the worker's journal names."""
+        from diagfuzz.core.verdict import Verdict
+        from diagfuzz.execution.crash import attribute_crash
+        from diagfuzz.execution.journal import journal_path, last_unfinished
+        from diagfuzz.harness.findings import Finding
+
+        worker = report.node.gateway.id  # type: ignore[attr-defined]
+        journal_dir = self.plan.journal_dir
+        report.longrepr = attribute_crash(journal_dir, worker, crashitem)
+        found = last_unfinished(journal_path(journal_dir, worker))
+        verdict = Verdict("crash", "worker", f"worker {worker} died running this Case",
+                          found[0] if found else None)
+        report.diagfuzz = json.dumps({  # type: ignore[attr-defined]
+            "tally": {}, "findings": [Finding.of(verdict, crashitem).to_dict()]})
+
+
+class Reporter:
+    """Aggregates every shard item's counts and findings; prints and writes the report."""
+
+    def __init__(self, config: pytest.Config, plan: RunPlan, report: Path | None) -> None:
+        from diagfuzz.harness.report import Pace, Tally
+
+        self.config = config
+        self.plan = plan
+        self.tally = Tally()
+        self.findings: list[Finding] = []
+        self.shard_findings = 0  # findings as the shards reported them, before merging
+        self.started = time.monotonic()
+        self.report_path = report
+        self.written: Path | None = None
+        self.write_error = ""
+        self.pace = Pace()
+        self.cut_shards = 0
+        self.shrink_checks = 0
+        self.exitstatus = 0
+        self._printer: Any = None
+        #: Why the run was stopped before it finished ('' when it was not): SIGTERM,
+        #: SIGINT, or --diagfuzz-max-seconds (the controller's hard stop).
+        self.stopped = ""
+        self.cases_seen = 0  # Cases the workers explored, finished shards or not
+        self._watchdog: threading.Timer | None = None
+        from diagfuzz.campaign.report import CampaignTally
+
+        self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
+
+    def pytest_report_header(self) -> list[str]:
+        return [line for line in (self.plan.describe(), planning.root_warning(self.config))
+                if line]
+
+    def pytest_sessionstart(self) -> None:
+        mark("session_start")
+        self._stop_on_signals()
+        if distributed(self.config):  # a worker reports items only when they end
+            from diagfuzz.harness.progress import Printer
+
+            self._printer = Printer(Path(self.plan.run_dir), self.plan.total)
+            self._printer.start()
+
+    def _stop_on_signals(self) -> None:
+        """SIGTERM stops the run as Ctrl-C does (pytest then finishes the session, and this
+        reporter writes what finished); the time cap's hard stop does the same just before
+        the cap. Only in the main thread, and only where SIGTERM has its default action."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            def on_sigterm(_signum: int, _frame: Any) -> None:
+                if not self.stopped:
+                    self.stopped = "SIGTERM"
+                    raise KeyboardInterrupt("diagfuzz: stopped by SIGTERM")
+            signal.signal(signal.SIGTERM, on_sigterm)
+        if self.plan.stop_at is not None and self.plan.max_seconds:
+            started = self.plan.stop_at - self.plan.max_seconds
+            left = started + HARD_SHARE * self.plan.max_seconds - time.time()
+
+            def hard_stop() -> None:
+                if not self.stopped:
+                    self.stopped = "--diagfuzz-max-seconds"
+                    _thread.interrupt_main()
+            self._watchdog = threading.Timer(max(0.0, left), hard_stop)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from diagfuzz.harness.findings import Finding
+        from diagfuzz.harness.report import Tally
+
+        raw = getattr(report, "diagfuzz", None)
+        payload = json.loads(raw) if isinstance(raw, str) else raw
+        if payload is not None:
+            shard = Tally.from_dict(payload["tally"])
+            if payload.get("gpu"):
+                shard.on_gpu(payload["gpu"])
+            self.tally.merge(shard)
+            if "shard_s" in payload:
+                self.pace.add(payload["worker"], shard.total, payload["shard_s"],
+                              payload.get("gpu"))
+            self.cut_shards += bool(payload.get("cut"))
+            self.shrink_checks += int(payload.get("shrink_checks", 0))
+            self.campaign.add(payload)
+            self.findings += [Finding.from_dict(f) for f in payload["findings"]]
+            if payload["findings"]:
+                return
+        if report.failed and _is_shard_id(report.nodeid) and (
+                payload is None or report.when == "call"):
+            # A worker that died mid-item (xdist reports when="???"), or the harness raised
+            # outside any Case: keep it, with what pytest knows.
+            self.findings.append(_unattributed(report))
+
+    def header(self) -> dict[str, Any]:
+        """The run description at the top of the JSON report."""
+        duration = time.monotonic() - self.started
+        return {
+            **self.plan.to_dict(),
+            "exit_status": self.exitstatus,
+            "duration_s": round(duration, 3),
+            "cut": self.cut_shards > 0 or self.stopped.endswith("max-seconds"),
+            "stopped": self.stopped,
+            "cases_seen": max(self.cases_seen, self.tally.total),
+            "shrink_checks": self.shrink_checks,
+            "pace": self.pace.to_dict(duration),
+            **self.campaign.header(),
+        }
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from diagfuzz.harness.findings import merge_findings
+        from diagfuzz.harness.report import report_data
+
+        mark("session_finish")
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self._printer is not None:
+            self._printer.stop()
+        if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
+            self.stopped = self.stopped or "SIGINT"
+            self._add_unfinished()
+        self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
+        self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
+        self.findings = merge_findings(self.findings)
+        if self.stopped:
+            session.exitstatus = (ExitCode.FAILURE if self.findings else
+                                  ExitCode.CUT if self.stopped.endswith("max-seconds")
+                                  else ExitCode.STOPPED)
+        elif self.cut_shards and int(exitstatus) == 0:
+            session.exitstatus = planning.EXIT_CUT
+        self.exitstatus = int(session.exitstatus)
+        self._write_reproducers()
+        data = report_data(self.header(), self.tally, self.findings)
+        self.written = self._write_report(data)
+        self._keep_runs()
+        mark("report_written")
+
+    def _keep_runs(self) -> None:
+        """``latest`` names this run's directory; the oldest runs beyond the newest
+        ``rundirs.keep()`` are removed, only now that this one has written its report."""
+        from diagfuzz.core import rundirs
+
+        run_dir = Path(self.plan.run_dir)
+        if not run_dir.is_dir():
+            return
+        with contextlib.suppress(OSError):
+            rundirs.point_latest(run_dir)
+            rundirs.prune(run_dir.parent, protect=run_dir)
+
+    def _add_unfinished(self) -> None:
+        """A stopped run: the findings of shards that did not finish, from the workers'
+        progress files (their first failing Case each, not shrunk)."""
+        from diagfuzz.harness.findings import Finding
+        from diagfuzz.harness.progress import read_all
+
+        counts = read_all(Path(self.plan.run_dir))
+        self.cases_seen = int(counts["cases"])
+        known = {f.signature for f in self.findings}
+        for data in counts["findings"]:
+            finding = Finding.from_dict(data)
+            if finding.signature not in known:
+                known.add(finding.signature)
+                self.findings.append(finding)
+
+    def _repro_dir(self) -> Path:
+        """``<report>-repro/`` beside the report, else ``<run dir>/repro/``."""
+        if self.report_path is not None:
+            return self.report_path.with_name(self.report_path.stem + "-repro")
+        return Path(self.plan.run_dir) / "repro"
+
+    def _write_reproducers(self) -> None:
+        """A reproducer per finding with a Case, in a directory of this run's alone."""
+        from diagfuzz.harness import reproducers as repro
+
+        if not self.findings:
+            return
+        directory = self._repro_dir()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for old in directory.glob("repro_*.py"):
+                old.unlink()
+            for finding in self.findings:
+                verdict = finding.as_verdict()
+                if verdict is None or verdict.case is None:
+                    continue
+                finding.reproducer = str(repro.write_reproducer(
+                    verdict.case, directory, impl=self.plan.impl,
+                    device=self.plan.device or planning.device(),
+                    timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
+                    impl_path=self.plan.impl_path, strict=self.plan.strict))
+        except OSError as exc:
+            self.write_error = f"could not write reproducers in {directory}: {exc}"
+
+    def _write_report(self, data: dict[str, Any]) -> Path | None:
+        """Write the JSON report; if its path fails now, a fallback that the summary names."""
+        from diagfuzz.harness.report import write_json
+
+        target = self.report_path
+        if target is None:
+            return None
+        try:
+            write_json(target, data)
+            return target
+        except OSError as exc:
+            fallback = Path(self.plan.run_dir) / "report.json"
+            self.write_error = f"could not write the report to {target} ({exc})"
+            try:
+                write_json(fallback, data)
+            except OSError as again:
+                self.write_error += f"; nor to {fallback} ({again})"
+                return None
+            self.write_error += f"; written to {fallback} instead"
+            return fallback
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from diagfuzz.harness.findings import block
+        from diagfuzz.harness.report import format_table
+
+        write = terminalreporter.write_line
+        n = len(self.findings)
+        merged = (f"{self.shard_findings} shard findings merged by signature; "
+                  if self.shard_findings > n else "")
+        title = (f"diagfuzz: {n} finding{'' if n == 1 else 's'} "
+                 f"({self.tally.failing} failing Cases of {self.tally.total}; {merged}"
+                 f"seed {self.plan.seed}, impl {self.plan.impl})")
+        terminalreporter.write_sep("=", title)
+        for i, finding in enumerate(self.findings, 1):
+            command = f"python {finding.reproducer}" if finding.reproducer else None
+            for line in block(finding, i, n, command):
+                write(line)
+            write("")
+        for line in format_table(self.tally):
+            write(line)
+        write(self.pace.summary(time.monotonic() - self.started))
+        if self.stopped.endswith("max-seconds"):
+            write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended the run at "
+                  f"{HARD_SHARE:.0%} of its time, {self.cases_seen:,} Cases explored; the "
+                  "findings of shards that did not finish are their first failing Case")
+        elif self.stopped:
+            write(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
+                  f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
+                  "finish are their first failing Case, not shrunk")
+        if self.cut_shards:
+            write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended "
+                  f"{self.cut_shards} shard(s) before their budget (exit "
+                  f"{planning.EXIT_CUT} when nothing failed)")
+        for line in self.campaign.lines():
+            write(line)
+        write(f"rerun: --diagfuzz-seed {self.plan.seed}")
+        if self.written is not None:
+            write(f"report: {self.written}")
+        if self.write_error:
+            write(f"diagfuzz: {self.write_error}")
+        mark("summary_written")
+
+
+def _default_timeout() -> float:
+    from diagfuzz.execution.parent import default_timeout
+
+    return default_timeout()
+
+
+def _unattributed(report: pytest.TestReport) -> Finding:
+    """A failed shard item with no finding of its own: a dead worker or a harness fault."""
+    from diagfuzz.core.signature import Signature
+    from diagfuzz.harness.findings import Finding
+
+    kind = "crash" if report.when == "???" else "harness-error"
+    check = "worker" if kind == "crash" else "harness"
+    data: dict[str, Any] = {"kind": kind, "check": check,
+                            "message": _tail(report.longreprtext), "case": None, "details": {}}
+    return Finding(Signature("", kind, check), data, test_ids=[report.nodeid])
+
+
+def _is_shard_id(nodeid: str) -> bool:
+    return nodeid.endswith("]") and "[shard" in nodeid
+
+
+def _tail(text: str, lines: int = 20) -> str:
+    return "\n".join(text.splitlines()[-lines:])
