@@ -119,6 +119,24 @@ def profile_problems(options: str) -> list[str]:
     return problems
 
 
+def readme_budget_problems(readme: str) -> list[str]:
+    """The README's Cases a stream per profile against ``BUDGETS``."""
+    from diagfuzz.harness.profiles import BUDGETS
+
+    problems = []
+    for name in ("dev", "ci", "nightly"):
+        budget = BUDGETS[name]
+        per_stream = budget.examples * budget.shards
+        pattern = rf"`{name}`\s*\(([\d,]+)[ )]"
+        if name == "dev":
+            pattern = r"profile=dev`\s*\(([\d,]+) Cases a stream"
+        match = re.search(pattern, readme)
+        said = int(match.group(1).replace(",", "")) if match else None
+        if said != per_stream:
+            problems.append(f"README: {name} {said} Cases a stream, the code {per_stream}")
+    return problems
+
+
 # --- the tests --------------------------------------------------------------------------
 
 def test_exit_codes_are_one_table_in_help_readme_and_docs() -> None:
@@ -168,6 +186,7 @@ def test_the_numbers_the_docs_quote_are_the_codes() -> None:
     text = OPTIONS.read_text()
     assert plan_problems(text) == []
     assert profile_problems(text) == []
+    assert readme_budget_problems(README.read_text()) == []
 
 
 def _commands(path: Path) -> list[list[str]]:
@@ -219,5 +238,6 @@ def test_the_docs_checks_catch_a_planted_stale_option_and_number() -> None:
     assert any("profile gate" in p for p in profile_problems(stale))
     planted = block(text, "gate-plan").replace("~2,800 Cases", "~1,200 Cases")
     assert plan_problems(text, planted)
+    assert readme_budget_problems(README.read_text().replace("`ci` (200)", "`ci` (300)"))
     assert exit_code_problems(README.read_text(), text.replace("| 7 |", "| 5 |"))
     assert exit_code_problems(README.read_text().replace(" 7 stopped", " 5 stopped"), text)
