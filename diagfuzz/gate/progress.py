@@ -43,8 +43,8 @@ class GateProgress:
         self._counts: dict[str, _Count] = {}
         self._signatures: set[str] = set()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = suite_progress.Ticker("diagfuzz-gate-progress", self.every,
+                                             lambda: self.say(self.line()))
 
     # --- what the stages report ------------------------------------------------------
     def say(self, text: str) -> None:
@@ -110,17 +110,8 @@ class GateProgress:
         return text + (f" · running: {', '.join(running)}" if running else "")
 
     def start(self) -> None:
-        if self.quiet:
-            return
-        self._thread = threading.Thread(target=self._loop, name="diagfuzz-gate-progress",
-                                        daemon=True)
-        self._thread.start()
+        if not self.quiet:
+            self._ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            self.say(self.line())
+        self._ticker.stop()

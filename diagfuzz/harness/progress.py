@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -114,6 +115,32 @@ def line(counts: dict[str, Any], budget: int, seconds: float) -> str:
     return text + f" · {rate:,.0f} Cases/s · {seconds:.0f} s"
 
 
+class Ticker:
+    """Calls ``tick`` every ``every`` seconds from a daemon thread, between ``start`` and
+    ``stop`` (the fuzz run's and the gate's progress lines)."""
+
+    def __init__(self, name: str, every: float, tick: Callable[[], bool | None]) -> None:
+        self.name = name
+        self.every = every
+        self.tick = tick  # returns False to end the thread
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.tick() is False:
+                return
+
+
 class Printer:
     """The controller's progress line, from a daemon thread (``start``/``stop``)."""
 
@@ -122,35 +149,30 @@ class Printer:
         self.budget = budget
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._shown = False
+        every = float(os.environ.get(EVERY_ENV) or
+                      (SHOW_EVERY_TTY if self.tty else SHOW_EVERY_LOG))
+        self._ticker = Ticker("diagfuzz-progress", every, self._show)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="diagfuzz-progress",
-                                        daemon=True)
-        self._thread.start()
+        self._ticker.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._ticker.stop()
         if self.tty and self._shown:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
 
-    def _loop(self) -> None:
-        every = float(os.environ.get(EVERY_ENV) or
-                      (SHOW_EVERY_TTY if self.tty else SHOW_EVERY_LOG))
-        while not self._stop.wait(every):
-            counts = read_all(self.run_dir)
-            if not counts["cases"]:
-                continue
-            text = line(counts, self.budget, time.monotonic() - self._started)
-            try:
-                self.stream.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
-                self.stream.flush()
-                self._shown = True
-            except (OSError, ValueError):
-                return
+    def _show(self) -> bool | None:
+        counts = read_all(self.run_dir)
+        if not counts["cases"]:
+            return None
+        text = line(counts, self.budget, time.monotonic() - self._started)
+        try:
+            self.stream.write(f"\r\x1b[K{text}" if self.tty else text + "\n")
+            self.stream.flush()
+            self._shown = True
+        except (OSError, ValueError):
+            return False
+        return None
