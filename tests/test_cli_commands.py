@@ -64,3 +64,23 @@ def test_gate_options_parse() -> None:
                                 "--junit", "j.xml", "--report", "r.json", "--timeout", "5"])
     assert (args.impl, args.budget, args.workers, args.timeout) == ("m:a", 10, "2", 5.0)
     assert args.junit == Path("j.xml") and args.report == Path("r.json")
+
+
+def test_plan_imports_an_impl_of_the_current_directory(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    script = shutil.which("diagfuzz", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("no diagfuzz console script beside this interpreter")
+    (tmp_path / "local_impl.py").write_text(
+        "import torch\n\n\ndef diagonal(x, offset=0, dim1=0, dim2=1):\n"
+        "    return torch.diagonal(x, offset, dim1, dim2).clone()\n")
+    proc = subprocess.run([script, "gate", "--impl=local_impl", "--plan"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "over the streams diagonal, invalid" in proc.stdout
+    missing = subprocess.run([script, "gate", "--impl=no_such_impl", "--plan"], cwd=tmp_path,
+                             capture_output=True, text=True, check=False)
+    assert missing.returncode == 4 and "no_such_impl" in missing.stderr

@@ -133,6 +133,9 @@ def _gate(args: argparse.Namespace) -> int:
     _check_gate(args)
     opts = gate_options(args)
     if args.plan:
+        from diagfuzz.impl import import_roots, use_roots
+
+        use_roots(import_roots())  # --impl may name a module of the current directory
         try:
             print("\n".join(plan_lines(opts)))
         except ImplError as exc:
