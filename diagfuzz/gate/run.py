@@ -52,14 +52,12 @@ from diagfuzz.gate.stages import (
     suite_stage,
 )
 from diagfuzz.harness.reproducers import write_reproducer
+from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
 from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", "torch.compile parity",
                "classification")
-#: The hard stop under --max-seconds, as a share of it: the children are stopped then, and
-#: the outputs are written within the rest (the run ends within 5 % of the cap).
-HARD_SHARE = 0.95
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
 
