@@ -375,7 +375,7 @@ def _stop_suite(proc: subprocess.Popen[Any], grace: float) -> None:
 
 def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     """Run the sharded Hypothesis suite in a pytest subprocess and read its JSON report (a
-    partial one when the gate stops it: ``stop_suite``)."""
+    partial one when the gate stops it: ``stop_children``)."""
     stage = ctx.stage("fuzz suite")
     opts = ctx.opts
     if not opts.suite:
