@@ -60,14 +60,17 @@ def signature_id(signature: Signature) -> str:
 def save_finding(case: Case, signature: Signature,
                  directory: str | os.PathLike[str] = DEFAULT_DIR, *,
                  verdict: Verdict | None = None, impl: str = "",
-                 reproducibility: str = "") -> Path | None:
+                 reproducibility: str = "",
+                 existing: list[Entry] | None = None) -> Path | None:
     """Save a finding's Case as ``<op>-<signature id>.json``; None (nothing written) when
-    the corpus holds that cause already, under any name, or that very Case."""
+    the corpus holds that cause already, under any name, or that very Case. ``existing``:
+    the corpus's entries, read once by a caller saving several findings."""
     root = Path(directory)
-    if root.is_dir():
-        for entry in entries(root):
-            if entry.found.get("signature") == signature.to_dict() or entry.case == case:
-                return None
+    if existing is None:
+        existing = entries(root)
+    for entry in existing:
+        if entry.found.get("signature") == signature.to_dict() or entry.case == case:
+            return None
     path = root / f"{case.op}-{signature_id(signature)}.json"
     return _write(path, case, verdict, impl, reproducibility, "", signature)
 

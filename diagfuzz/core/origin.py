@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import TracebackType
 
@@ -46,18 +46,25 @@ def _generated(path: Path) -> bool:
                for part in path.parts[:-1])
 
 
-def _bases() -> list[Path]:
+@lru_cache(maxsize=64)
+def _resolved_bases(cwd: str, path: tuple[str, ...]) -> tuple[Path, ...]:
+    """The current directory and the ``sys.path`` entries, resolved (once per both)."""
     bases = []
-    for entry in ("", *sys.path):
+    for entry in (cwd, *path):
         try:
-            bases.append(Path(entry or os.getcwd()).resolve())
+            bases.append(Path(entry or cwd).resolve())
         except OSError:
             continue
-    return bases
+    return tuple(bases)
 
 
-def is_foreign(filename: str) -> bool:
-    """True unless ``filename`` is the implementation's own source (module docstring)."""
+def _bases() -> tuple[Path, ...]:
+    """Where the implementation's own source lives: the cwd first, then ``sys.path``."""
+    return _resolved_bases(os.getcwd(), tuple(sys.path))
+
+
+@lru_cache(maxsize=4096)
+def _foreign(filename: str, bases: tuple[Path, ...]) -> bool:
     if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string> and the like
         return True
     try:
@@ -66,27 +73,37 @@ def is_foreign(filename: str) -> bool:
         return True
     if str(path).startswith(_foreign_roots()) or _generated(path):
         return True
-    return not any(path.is_relative_to(base) for base in _bases())
+    return not any(path.is_relative_to(base) for base in bases)
+
+
+def is_foreign(filename: str) -> bool:
+    """True unless ``filename`` is the implementation's own source (module docstring).
+    Cached per file and search path: an implementation that fails thousands of Cases
+    raises through the same few frames."""
+    return _foreign(filename, _bases())
+
+
+@lru_cache(maxsize=4096)
+def _display(filename: str, bases: tuple[Path, ...]) -> str:
+    try:
+        path = Path(filename).resolve()
+    except OSError:
+        return filename
+    best: Path | None = None
+    for base in bases:
+        try:
+            relative = path.relative_to(base)
+        except ValueError:
+            continue
+        if best is None or len(relative.parts) < len(best.parts):
+            best = relative
+    return str(best) if best is not None else str(path)
 
 
 def display_path(filename: str) -> str:
     """``filename`` as a reader finds it: relative to the current directory, else to the
     ``sys.path`` entry it was imported from (``flag_gems/ops/diag_embed.py``)."""
-    try:
-        path = Path(filename).resolve()
-    except OSError:
-        return filename
-    bases = [Path.cwd(), *(Path(p) for p in sys.path if p)]
-    best: Path | None = None
-    for base in bases:
-        try:
-            base = base.resolve()
-            relative = path.relative_to(base)
-        except (OSError, ValueError):
-            continue
-        if best is None or len(relative.parts) < len(best.parts):
-            best = relative
-    return str(best) if best is not None else str(path)
+    return _display(filename, _bases())
 
 
 def _frames(tb: TracebackType | None) -> list[tuple[str, int, str]]:

@@ -45,7 +45,7 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append(f"  corpus replay        unreadable: {exc}")
     if opts.suite:
         if opts.budget is None:
-            budget = gate.examples * gate.shards * len(STREAMS)
+            budget = gate.total
             how = (f"the gate profile: {gate.examples} Cases x {gate.shards} shards x "
                    f"{len(STREAMS)} streams")
         else:

@@ -283,6 +283,8 @@ class Gate:
     def _write_findings(self, findings: list[Finding]) -> list[Path]:
         opts = self.opts
         saved: list[Path] = []
+        roots = import_roots()
+        existing = corpus.entries(opts.corpus_dir) if opts.save_corpus and findings else []
         for f in findings:
             case = f.verdict.case
             assert case is not None and f.signature is not None
@@ -290,12 +292,12 @@ class Gate:
             f.reproducer = write_reproducer(
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
-                reproducibility=ratio, impl_path=import_roots(), strict=opts.strict)
+                reproducibility=ratio, impl_path=roots, strict=opts.strict)
             # A cause the corpus replay met is in the corpus already, under any name.
             if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
-                                           reproducibility=ratio)
+                                           reproducibility=ratio, existing=existing)
                 if path is not None:
                     saved.append(path)
         return saved

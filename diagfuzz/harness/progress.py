@@ -42,8 +42,11 @@ class WorkerProgress:
         self.findings: dict[str, dict[str, Any]] = {}
         self._written = 0.0
 
-    def add(self, verdict: Any, test_id: str = "") -> None:
-        """Count one explored Case's verdict; write now and then."""
+    def add(self, verdict: Any, test_id: str = "", signature: Any = None,
+            axes: dict[str, str] | None = None) -> None:
+        """Count one explored Case's verdict; write now and then. A failing one's
+        ``signature`` and ``axes`` (``cause_axes``) are computed here unless the caller has
+        them already."""
         from diagfuzz.core.signature import signature_of
 
         self.cases += 1
@@ -51,13 +54,14 @@ class WorkerProgress:
             self.unsupported += 1
         elif not verdict.ok:
             self.failing += 1
-            described = signature_of(verdict).describe()
+            described = (signature or signature_of(verdict)).describe()
             self.signatures.add(described)
-            self._note(described, verdict, test_id)
+            self._note(described, verdict, test_id, axes)
         if time.monotonic() - self._written >= WRITE_EVERY:
             self.write()
 
-    def _note(self, described: str, verdict: Any, test_id: str) -> None:
+    def _note(self, described: str, verdict: Any, test_id: str,
+              axes: dict[str, str] | None) -> None:
         """The first failing verdict of a signature as a finding; later ones count in it."""
         from diagfuzz.core.signature import cause_axes
         from diagfuzz.harness.findings import Finding
@@ -70,7 +74,9 @@ class WorkerProgress:
         case = verdict.case
         if case is not None:
             seen["dtypes"][case.dtype] = seen["dtypes"].get(case.dtype, 0) + 1
-            for axis, value in cause_axes(case.to_dict(), verdict.details).items():
+            if axes is None:
+                axes = cause_axes(case.to_dict(), verdict.details)
+            for axis, value in axes.items():
                 counts = seen["classes"].setdefault(axis, {})
                 counts[value] = counts.get(value, 0) + 1
 

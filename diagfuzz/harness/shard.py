@@ -81,16 +81,18 @@ class Explorer:
     def record(self, case: Any, verdict: Any, choices: bytes | None) -> None:
         """Count one checked Case; a failure goes under its signature."""
         self.shard.tally.add(case, failed=not verdict.ok, unsupported=verdict.unsupported)
-        self.shard.session.progress.add(verdict, self.shard.item.nodeid)
         if verdict.ok:
+            self.shard.session.progress.add(verdict)
             return
         signature = signature_of(verdict)
+        axes = cause_axes(case.to_dict(), verdict.details)
+        self.shard.session.progress.add(verdict, self.shard.item.nodeid, signature, axes)
         seen = self.seen.get(signature)
         if seen is None:
             seen = self.seen[signature] = Seen(verdict, choices)
         seen.count += 1
         seen.dtypes[case.dtype] += 1
-        for axis, value in cause_axes(case.to_dict(), verdict.details).items():
+        for axis, value in axes.items():
             seen.classes.setdefault(axis, Counter())[value] += 1
 
 
