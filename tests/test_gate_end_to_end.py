@@ -18,11 +18,13 @@ from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate import compile_cases, error_parity_cases
 from diagfuzz.gate.cli import main
+from diagfuzz.gate.stages import OPINFO_STAGE
+from diagfuzz.strategies import opinfo
 from tests.faulty.cases import square
 
 
 def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = None,
-          budget: int = 48) -> tuple[int, str, dict, Path]:
+          budget: int = 48, opinfo: bool = False) -> tuple[int, str, dict, Path]:
     """Run the gate as a user would (the console entry point, in a subprocess)."""
     out = tmp_path / "out"
     args = [sys.executable, "-c", "import sys; from diagfuzz.gate.cli import main; "
@@ -31,6 +33,8 @@ def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = N
             "--out", str(out), "--report", str(tmp_path / "report.json"),
             "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "s.md"),
             *extra]
+    if not opinfo:  # only the test of every stage judges the OpInfo samples
+        args.append("--no-opinfo")
     proc = subprocess.run(args, capture_output=True, text=True, check=False,
                           env=env or dict(os.environ))
     report = json.loads((tmp_path / "report.json").read_text())
@@ -39,16 +43,20 @@ def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = N
 
 def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
     corpus.save(square(1), tmp_path / "corpus")  # replayed first
-    code, output, report, _ = _gate(tmp_path, "diagfuzz.impl:triton_aten", budget=24)
+    code, output, report, _ = _gate(tmp_path, "diagfuzz.impl:triton_aten", budget=24,
+                                    opinfo=True)
     assert code == 0, output
     stages = {s["name"]: s for s in report["stages"]}
-    assert list(stages) == ["corpus replay", "fuzz suite", "error parity",
+    assert list(stages) == ["corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
                             "torch.compile parity", "classification"]
     assert stages["corpus replay"]["cases"] == 1
     assert stages["fuzz suite"]["cases"] >= 24
     # One error Case per invalid class of every op, and every op's compile sample.
     assert stages["error parity"]["cases"] == len(error_parity_cases())
     assert stages["torch.compile parity"]["cases"] == len(compile_cases())
+    # Every OpInfo sample and error input (judged where op_db imports: the dev extra).
+    samples = opinfo.load("cpu")
+    assert stages[OPINFO_STAGE]["cases"] == len(samples.cases) or samples.skipped
     assert all(s["failures"] == 0 and not s["error"] for s in stages.values())
     assert report["findings"] == [] and "PASSED" in output
     assert set(report["coverage"]) >= {"group", "dtype", "layout", "invalid"}

@@ -42,7 +42,7 @@ SUPPORTED_TEXT = "torch>=2.11,<2.14"
 DEFAULT_TORCH = "torch==2.13.0"  # the CPU build (this machine's pip finds it on disk)
 DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "setuptools")
 #: The dev extras' modules (pyproject.toml's ``dev``): an offline install goes without them.
-DEV_MODULES = ("ruff", "mypy", "redis", "importlinter")
+DEV_MODULES = ("ruff", "mypy", "redis", "importlinter", "expecttest")
 MARKER = ".diagfuzz-env.json"
 STAMP = ".diagfuzz-installed"
 PTH = "diagfuzz-parent-site.pth"

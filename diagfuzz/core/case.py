@@ -338,16 +338,20 @@ def _random_storage(dtype_name: str, values: Values, numel: int) -> torch.Tensor
 
 
 def _apply_specials(storage: torch.Tensor, specials: tuple[tuple[int, int], ...]) -> None:
-    """Write each special bit pattern into the storage, in place."""
+    """Write each special bit pattern into the storage, in place (a later special at the
+    same index wins). One indexed write per word half: a Case may carry every element of
+    its storage as a special (``diagfuzz.strategies.opinfo``)."""
     if not specials:
         return
     words = as_words(storage).reshape(storage.numel(), -1)  # complex128: [real, imaginary]
     width = 8 * words.element_size()
-    for index, bits in specials:
-        for half in range(words.shape[1]):
-            value = (bits >> (width * half)) & (2**width - 1)
-            words[index % storage.numel(), half] = (value - 2**width if value >= 2 ** (width - 1)
-                                                    else value)
+    last = {index % storage.numel(): bits for index, bits in specials}
+    index = torch.tensor(list(last), dtype=torch.int64)
+    mask = 2**width - 1
+    for half in range(words.shape[1]):
+        halves = [(bits >> (width * half)) & mask for bits in last.values()]
+        signed = [v - 2**width if v >= 2 ** (width - 1) else v for v in halves]
+        words[index, half] = torch.tensor(signed, dtype=words.dtype)
 
 
 def build_tensor(dtype: str, layout: Layout, values: Values,

@@ -83,6 +83,12 @@ def _names(option: str, value: str | None, valid: Sequence[str]) -> None:
                          f"choose from {', '.join(valid)}")
 
 
+def _op_names() -> tuple[str, ...]:
+    from diagfuzz.specs import SPECS
+
+    return tuple(SPECS)
+
+
 def _check_gate(args: argparse.Namespace) -> None:
     """Everything the gate would otherwise find out late."""
     from diagfuzz.core.case import available_dtypes
@@ -119,7 +125,8 @@ def gate_options(args: argparse.Namespace) -> Any:
         report=args.report, summary=args.summary, timeout=args.timeout, device=args.device,
         corpus_dir=args.corpus, out_dir=args.out, repeats=args.repeats,
         save_corpus=not args.no_save, suite=not args.no_suite,
-        compile_sample=not args.no_compile, max_classify=args.max_classify,
+        compile_sample=not args.no_compile, opinfo=not args.no_opinfo,
+        max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
         quiet=args.quiet)
@@ -184,7 +191,23 @@ def _replay(args: argparse.Namespace) -> int:
     from diagfuzz.execution.parent import ExecutorError, ProcessRunner
     from diagfuzz.impl import import_roots, use_roots
 
-    directory: Path = args.dir
+    if args.opinfo:
+        from diagfuzz.gate.opinfo_replay import replay_opinfo
+
+        if args.dir is not None:
+            raise UsageError(f"replay --opinfo takes no directory (got {args.dir}): it "
+                             f"replays PyTorch's OpInfo samples, not a corpus")
+        use_roots(import_roots())
+        _names("--ops", args.ops, _op_names())
+        ops = {op.strip() for op in args.ops.split(",")} if args.ops else None
+        try:
+            return replay_opinfo(args.impl or DEFAULT_IMPL, args.device, args.timeout, ops)
+        except ImplError as exc:
+            print(f"diagfuzz replay: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.ops:
+        raise UsageError("--ops narrows --opinfo only (a corpus replays whole)")
+    directory: Path = args.dir or Path(corpus.DEFAULT_DIR)
     if not directory.exists():
         raise UsageError(f"replay {directory}: no such directory")
     if not directory.is_dir():
@@ -294,6 +317,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
     g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")
+    g.add_argument("--no-opinfo", action="store_true",
+                   help="skip PyTorch's OpInfo samples (skipped anyway where "
+                        "torch.testing._internal does not import: it needs expecttest)")
     g.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (a line per stage start and end, and "
                         "one at least every 10 s): the summary alone")
@@ -316,9 +342,17 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_repro)
 
     p = sub.add_parser("replay", formatter_class=formatter, epilog=EXIT_CODES,
-                       help="replay every Case of a corpus directory",
-                       description="Replay every Case of a corpus directory.")
-    p.add_argument("dir", type=Path, nargs="?", default=Path(corpus.DEFAULT_DIR))
+                       help="replay every Case of a corpus directory, or PyTorch's OpInfo "
+                            "samples (--opinfo)",
+                       description="Replay every Case of a corpus directory (default "
+                                   f"./{corpus.DEFAULT_DIR}/), or with --opinfo every OpInfo "
+                                   "sample and error input of the ops, judged bitwise.")
+    p.add_argument("dir", type=Path, nargs="?", default=None)
+    p.add_argument("--opinfo", action="store_true",
+                   help="replay PyTorch's OpInfo samples instead of a corpus (needs "
+                        "expecttest: pip install expecttest)")
+    p.add_argument("--ops", help=f"with --opinfo: only these ops, comma-separated "
+                                 f"({', '.join(SPECS)})")
     p.add_argument("--impl", help="MODULE:ATTR to run every Case against (default: the impl "
                                   f"each file records, else {DEFAULT_IMPL})")
     p.add_argument("--device", type=_device)

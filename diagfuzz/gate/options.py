@@ -35,6 +35,7 @@ class Options:
     save_corpus: bool = True
     suite: bool = True
     compile_sample: bool = True
+    opinfo: bool = True
     max_classify: int = 20
     #: Narrowing passed to the suite (comma-separated names, as its options take them).
     ops: str | None = None

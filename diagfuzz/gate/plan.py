@@ -12,10 +12,12 @@ from collections import Counter
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.stages import (
+    OPINFO_STAGE,
     SUITE_SHARE,
     compile_cases,
     error_parity_cases,
     fixed,
+    opinfo_samples,
 )
 from diagfuzz.impl import load_impl, provided_ops
 
@@ -23,6 +25,17 @@ from diagfuzz.impl import load_impl, provided_ops
 def _per_op(cases: list) -> str:
     counts = Counter(c.op for c in cases)
     return ", ".join(f"{op} {n}" for op, n in counts.items())
+
+
+def _opinfo_line(opts: Options, provided: tuple[str, ...]) -> str:
+    """The OpInfo stage's line: its Cases per op, or why it is skipped."""
+    if not opts.opinfo:
+        return f"  {OPINFO_STAGE:<20} skipped (--no-opinfo)"
+    samples = opinfo_samples(opts.device or "cpu")
+    if samples.skipped:
+        return f"  {OPINFO_STAGE:<20} skipped: {samples.skipped}"
+    cases = fixed(opts, samples.cases, provided)
+    return f"  {OPINFO_STAGE:<20} {len(cases):,} Cases ({_per_op(cases)})"
 
 
 def plan_lines(opts: Options) -> list[str]:
@@ -57,6 +70,7 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append("  fuzz suite           skipped (--no-suite)")
     parity = fixed(opts, error_parity_cases(), provided)
     lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
+    lines.append(_opinfo_line(opts, provided))
     if opts.compile_sample:
         sample = fixed(opts, compile_cases(), provided)
         lines.append(f"  torch.compile parity {len(sample):,} Cases ({_per_op(sample)})")

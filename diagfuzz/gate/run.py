@@ -41,12 +41,14 @@ from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.stages import (
     COMPILE_TIMEOUT,
+    OPINFO_STAGE,
     Context,
     Finding,
     Stage,
     compile_stage,
     corpus_stage,
     error_parity_stage,
+    opinfo_stage,
     stop_children,
     suite_root,
     suite_stage,
@@ -56,8 +58,8 @@ from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the 
 from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
 
 #: The stages in report order.
-STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", "torch.compile parity",
-               "classification")
+STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
+               "torch.compile parity", "classification")
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
 
@@ -188,7 +190,7 @@ class Gate:
             runner = self.runner
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), ("error parity", error_parity_stage),
-                ("torch.compile parity", compile_stage)]
+                (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage)]
             for name, step in steps:
                 if self._stop.is_set():
                     break

@@ -2,8 +2,8 @@
 
 Stages, in order: the regression corpus, the fuzz suite (pytest + xdist under the
 derandomized ``gate`` Hypothesis profile, in a subprocess), fixed error-parity Cases, a
-torch.compile parity sample. ``run.py`` runs them, merges their findings by cause and
-classifies each cause once.
+torch.compile parity sample, PyTorch's OpInfo samples. ``run.py`` runs them, merges their
+findings by cause and classifies each cause once.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ COMPILE_TIMEOUT = 300.0
 #: Of the time left under --max-seconds, the share the fuzz suite's drawing gets (its
 #: shrinking, the fixed stages and classification share the rest).
 SUITE_SHARE = 0.5
+#: The OpInfo stage's name (reports, progress lines, JUnit).
+OPINFO_STAGE = "opinfo samples"
 #: The most workers per GPU the gate's suite takes for ``-n auto``.
 GATE_MAX_WORKERS_PER_GPU = 8
 
@@ -277,6 +279,36 @@ def compile_stage(ctx: Context, runner: ProcessRunner) -> Stage:
                           f"torch.compile difference, not the impl's): " + "; ".join(
                               f"{f.verdict.check}" for f in shared))
     return stage
+
+
+def opinfo_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+    """PyTorch's OpInfo samples and error inputs of the ops (``diagfuzz.strategies.opinfo``),
+    judged bitwise by the same oracle; skipped with the reason where op_db cannot be
+    imported (it needs ``expecttest``)."""
+    stage = ctx.stage(OPINFO_STAGE)
+    if not ctx.opts.opinfo:
+        stage.skipped = "--no-opinfo"
+        return stage
+    samples = opinfo_samples(runner.device)
+    if samples.skipped:
+        stage.skipped = samples.skipped
+        return stage
+    stage.note = f"OpInfo of torch {torch_version()}: {samples.summary()}"
+    run_cases(ctx, stage, fixed(ctx.opts, samples.cases, ctx.provided), runner, "check")
+    return stage
+
+
+def opinfo_samples(device: str) -> Any:
+    """The OpInfo Cases for ``device``'s type (``diagfuzz.strategies.opinfo.Samples``)."""
+    from diagfuzz.strategies import opinfo
+
+    return opinfo.load("cuda" if str(device).startswith("cuda") else "cpu")
+
+
+def torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 # --- the fuzz suite, a pytest subprocess ------------------------------------------------
