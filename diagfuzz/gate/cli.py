@@ -122,7 +122,7 @@ def gate_options(args: argparse.Namespace) -> Any:
         compile_sample=not args.no_compile, max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
-        quiet=args.quiet)
+        quiet=args.quiet, huge=args.huge)
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -294,6 +294,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
     g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")
+    g.add_argument("--huge", action="store_true",
+                   help="add the huge tier: a few Cases per op past 2**31 elements and 2**32 "
+                        "bytes, judged on the GPU in chunks (CUDA only; skipped elsewhere)")
     g.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (a line per stage start and end, and "
                         "one at least every 10 s): the summary alone")
