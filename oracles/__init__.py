@@ -7,10 +7,12 @@ device, sentinel-filled guarded allocations (unwritten and out-of-bounds writes)
 and aliasing, raw bits, metamorphic relations and the dispatch proof. Only
 ``checks.device_side`` touches the device (one copy there, one back); the judgement runs on
 host copies (see checks.py). ``check_compile`` is torch.compile parity for
-a sample of Cases (slow: inductor compiles).
+a sample of Cases (slow: inductor compiles). ``check_huge`` judges the huge tier's Cases
+(past 2**31 elements) on the device, in chunks (huge.py).
 """
 
 from diagfuzz.oracles.checks import check, check_error_parity, check_valid
 from diagfuzz.oracles.compile import check_compile
+from diagfuzz.oracles.huge import check_huge
 
-__all__ = ["check", "check_compile", "check_error_parity", "check_valid"]
+__all__ = ["check", "check_compile", "check_error_parity", "check_huge", "check_valid"]

@@ -22,6 +22,9 @@ About BOUNDARY_PERCENT valid Cases in 100 are boundary Cases: a diagonal length 
 extent of the result just around a usual block size (BOUNDARY_SIZES), under a budget of
 their own (``boundary_elements``), so a kernel's last partial block is reached at any
 ``max_elements``; ``boundary_class`` names a Case's class for coverage reports.
+
+``huge_cases(seed, count_per_op)`` is no strategy: a fixed, seeded list of Cases past 2**31
+elements for the huge tier (``diagfuzz.oracles.check_huge``).
 """
 
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, DEFAULT_RANKS, MAX_RANK
@@ -49,6 +52,7 @@ from diagfuzz.strategies._families import (
     mean_members,
     same_length_offsets,
 )
+from diagfuzz.strategies._huge import huge_cases
 from diagfuzz.strategies._invalid import INVALID_CLASSES, broadcastable, invalid_cases
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, layouts
 from diagfuzz.strategies._values import VALUE_MODES, classify_bits, special_values, values
@@ -77,6 +81,7 @@ __all__ = [
     "diagonal_backward_cases",
     "diagonal_case_families",
     "diagonal_cases",
+    "huge_cases",
     "invalid_case_families",
     "invalid_cases",
     "layouts",

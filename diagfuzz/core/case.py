@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core import huge
 from diagfuzz.core.opnames import op_call
 from diagfuzz.core.words import as_words
 
@@ -87,8 +88,10 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class Values:
     """How the storage is filled: seeded random values, then special bit patterns.
 
-    ``mode`` is "normal" (random values of the dtype's usual range) or "bits" (uniformly
-    random bit patterns, NaN payloads included). ``specials`` overwrite storage elements:
+    ``mode`` is "normal" (random values of the dtype's usual range), "bits" (uniformly
+    random bit patterns, NaN payloads included) or "index_hash" (each storage word a hash of
+    the seed and its index, made chunk by chunk on any device: the huge tier's,
+    ``diagfuzz.core.huge``). ``specials`` overwrite storage elements:
     (storage index, bit pattern as an unsigned integer of the element's width; a complex
     element's pattern is real bits | imaginary bits << half width).
     """
@@ -316,6 +319,8 @@ def _frozen(value: Any) -> Any:
 def _random_storage(dtype_name: str, values: Values, numel: int) -> torch.Tensor:
     """Seeded values on the CPU: the same bits on every machine and device."""
     dtype = dtype_of(dtype_name)
+    if values.mode == "index_hash":  # the huge tier's values (diagfuzz.core.huge)
+        return huge.storage_of(dtype, values.seed, numel)
     gen = torch.Generator().manual_seed(values.seed)
     if values.mode == "bits" and dtype is not torch.bool:
         storage = torch.empty(numel, dtype=dtype)
@@ -325,7 +330,8 @@ def _random_storage(dtype_name: str, values: Values, numel: int) -> torch.Tensor
                                   dtype=torch.int64))
         return storage
     if values.mode not in ("normal", "bits"):
-        raise ValueError(f"Case.values.mode must be 'normal' or 'bits', got {values.mode!r}")
+        raise ValueError("Case.values.mode must be 'normal', 'bits' or 'index_hash', got "
+                         f"{values.mode!r}")
     if dtype is torch.bool:
         return torch.randint(0, 2, (numel,), generator=gen).bool()
     if not dtype.is_floating_point and not dtype.is_complex:

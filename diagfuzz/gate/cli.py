@@ -129,7 +129,7 @@ def gate_options(args: argparse.Namespace) -> Any:
         max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
-        quiet=args.quiet)
+        quiet=args.quiet, huge=args.huge)
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -320,6 +320,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-opinfo", action="store_true",
                    help="skip PyTorch's OpInfo samples (skipped anyway where "
                         "torch.testing._internal does not import: it needs expecttest)")
+    g.add_argument("--huge", action="store_true",
+                   help="add the huge tier: a few Cases per op past 2**31 elements and 2**32 "
+                        "bytes, judged on the GPU in chunks (CUDA only; skipped elsewhere)")
     g.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (a line per stage start and end, and "
                         "one at least every 10 s): the summary alone")

@@ -46,6 +46,8 @@ class Options:
     strict: bool = False
     max_seconds: float | None = None
     quiet: bool = False
+    #: Run the huge tier (Cases past 2**31 elements, ``stages.huge_stage``): GPU only.
+    huge: bool = False
     #: This run's directory under ``out_dir`` (made when the run starts).
     run_dir: Path = field(default=DEFAULT_OUT / "pending")
 

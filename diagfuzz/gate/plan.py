@@ -12,11 +12,13 @@ from collections import Counter
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.stages import (
+    HUGE_SEED,
     OPINFO_STAGE,
     SUITE_SHARE,
     compile_cases,
     error_parity_cases,
     fixed,
+    huge_dtypes,
     opinfo_samples,
 )
 from diagfuzz.impl import load_impl, provided_ops
@@ -36,6 +38,23 @@ def _opinfo_line(opts: Options, provided: tuple[str, ...]) -> str:
         return f"  {OPINFO_STAGE:<20} skipped: {samples.skipped}"
     cases = fixed(opts, samples.cases, provided)
     return f"  {OPINFO_STAGE:<20} {len(cases):,} Cases ({_per_op(cases)})"
+
+
+def huge_plan(opts: Options, provided: tuple[str, ...]) -> str:
+    """The huge tier's line: its Cases per op, or why it would be skipped."""
+    from diagfuzz.core import huge
+    from diagfuzz.core.runtime import DEVICE
+    from diagfuzz.strategies import huge_cases
+
+    reason = huge.skip_reason(opts.device or DEVICE)
+    if reason:
+        return f"skipped: {reason}"
+    wanted = tuple(op for op in (opts.ops.split(",") if opts.ops else provided)
+                   if op in provided)
+    cases = huge_cases(HUGE_SEED, ops=wanted or None,
+                       dtypes=huge_dtypes(opts, load_impl(opts.impl)))
+    return (f"{len(cases):,} Cases ({_per_op(cases)}) past {huge.threshold():,} elements, "
+            f"at most {huge.max_bytes() / 2**30:g} GiB each")
 
 
 def plan_lines(opts: Options) -> list[str]:
@@ -76,6 +95,8 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append(f"  torch.compile parity {len(sample):,} Cases ({_per_op(sample)})")
     else:
         lines.append("  torch.compile parity skipped (--no-compile)")
+    if opts.huge:
+        lines.append(f"  huge tier            {huge_plan(opts, provided)}")
     lines.append(f"  classification       each cause's Case {opts.repeats} times in one fresh "
                  "process, a second when they disagree")
     lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "

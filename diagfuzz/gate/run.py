@@ -48,6 +48,7 @@ from diagfuzz.gate.stages import (
     compile_stage,
     corpus_stage,
     error_parity_stage,
+    huge_stage,
     opinfo_stage,
     stop_children,
     suite_root,
@@ -59,7 +60,7 @@ from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
-               "torch.compile parity", "classification")
+               "torch.compile parity", "huge tier", "classification")
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
 
@@ -190,7 +191,8 @@ class Gate:
             runner = self.runner
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), ("error parity", error_parity_stage),
-                (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage)]
+                (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage),
+                ("huge tier", huge_stage)]
             for name, step in steps:
                 if self._stop.is_set():
                     break

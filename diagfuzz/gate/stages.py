@@ -2,8 +2,9 @@
 
 Stages, in order: the regression corpus, the fuzz suite (pytest + xdist under the
 derandomized ``gate`` Hypothesis profile, in a subprocess), fixed error-parity Cases, a
-torch.compile parity sample, PyTorch's OpInfo samples. ``run.py`` runs them, merges their
-findings by cause and classifies each cause once.
+torch.compile parity sample, PyTorch's OpInfo samples, and with ``--huge`` the huge tier
+(Cases past 2**31 elements, GPU only). ``run.py`` runs them, merges their findings by cause
+and classifies each cause once.
 """
 
 from __future__ import annotations
@@ -196,8 +197,10 @@ class Context:
 
 
 def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunner,
-              oracle: str, timeout: float | None = None) -> None:
-    """Run ``cases`` through ``runner``; an oracle exception is an infrastructure error."""
+              oracle: str, timeout: float | None = None,
+              seen: Callable[[Verdict], None] | None = None) -> None:
+    """Run ``cases`` through ``runner``; an oracle exception is an infrastructure error.
+    ``seen`` gets every verdict (the huge tier records each Case's memory)."""
     stage.planned = len(cases)
     ctx.progress.begin(stage.name, len(cases))
     for case in cases:
@@ -219,6 +222,8 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
             stage.error = f"{exc}"
             return
         stage.ran += 1
+        if seen is not None:
+            seen(verdict)
         stage.unsupported += verdict.unsupported
         signature = ""
         if not verdict.ok:
@@ -474,3 +479,82 @@ def stop_children(ctx: Context, grace: float) -> None:
     """Stop the suite's pytest (its report first) and everything it started."""
     for proc in list(ctx.children):
         _stop_suite(proc, grace)
+
+
+# --- the huge tier: Cases past 2**31 elements, judged on the GPU -------------------------
+
+#: The huge tier's draw: fixed, as the gate profile is derandomized.
+HUGE_SEED = 0
+#: Seconds a huge Case may take (gigabytes made, run twice and compared).
+HUGE_TIMEOUT = 300.0
+
+
+def huge_dtypes(opts: Options, impl: Any) -> Callable[[str], tuple[str, ...] | None]:
+    """The dtypes the huge tier may draw for an op: what the impl declares (all under
+    --strict), within --dtypes."""
+    from diagfuzz.core.impl import declared_dtypes
+
+    wanted = tuple(d.strip() for d in opts.dtypes.split(",")) if opts.dtypes else None
+
+    def allowed(op: str) -> tuple[str, ...] | None:
+        declared = None if opts.strict else declared_dtypes(impl, op)
+        if wanted is None or declared is None:
+            return wanted or declared
+        return tuple(d for d in declared if d in wanted)
+
+    return allowed
+
+
+def huge_memory_note(records: list[dict[str, Any]], path: Path) -> str:
+    """The stage's note: the GPU memory its Cases took (peak above what was held before
+    each), and where the per-Case lines are."""
+    peaks = sorted((r["peak_gib"], r["case"]) for r in records if r.get("peak_gib") is not None)
+    skipped = sum(bool(r.get("skipped")) for r in records)
+    parts = []
+    if peaks:
+        top, case = peaks[-1]
+        parts.append(f"GPU memory per Case: median {peaks[len(peaks) // 2][0]:g} GiB, max "
+                     f"{top:g} GiB ({case})")
+    if skipped:
+        parts.append(f"{skipped} skipped (memory cap or device)")
+    parts.append(f"per Case: {path}")
+    return "; ".join(parts)
+
+
+def huge_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+    """The huge tier (``--huge``): a few Cases per op past 2**31 elements and 2**32 bytes
+    (``diagfuzz.strategies.huge_cases``), judged by ``diagfuzz.oracles.check_huge`` on the
+    GPU; skipped with the reason elsewhere. Each Case's time and GPU memory go to
+    ``huge-cases.jsonl`` in the run directory, their summary to the stage's note."""
+    if not ctx.opts.huge:
+        return Stage("huge tier", skipped="--huge not given")  # not registered: not reported
+    from diagfuzz.core import huge
+    from diagfuzz.impl import load_impl
+    from diagfuzz.strategies import huge_cases
+
+    stage = ctx.stage("huge tier")
+    reason = huge.skip_reason(runner.device)
+    if reason:
+        stage.skipped = reason
+        return stage
+    opts = ctx.opts
+    wanted = tuple(op for op in (opts.ops.split(",") if opts.ops else ctx.provided or ())
+                   if ctx.provided is None or op in ctx.provided)
+    cases = huge_cases(HUGE_SEED, ops=wanted or None,
+                       dtypes=huge_dtypes(opts, load_impl(opts.impl)))
+    records: list[dict[str, Any]] = []
+    path = opts.run_dir / "huge-cases.jsonl"
+
+    def seen(verdict: Verdict) -> None:
+        details = verdict.details
+        record = {"case": verdict.case.describe() if verdict.case else "", "kind": verdict.kind,
+                  **{k: details.get(k) for k in ("seconds", "estimate_gib", "peak_gib",
+                                                 "skipped")}}
+        records.append(record)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    run_cases(ctx, stage, cases, runner, "check_huge", max(opts.timeout, HUGE_TIMEOUT), seen)
+    note = huge_memory_note(records, path)
+    stage.note = "; ".join(filter(None, [stage.note, note]))
+    return stage

@@ -73,14 +73,19 @@ def all_specs() -> tuple[OpSpec, ...]:
     return tuple(spec_of(name) for name in SPECS)
 
 
-def arguments(case: Case, device: str | torch.device = "cpu") -> dict[str, Any]:
+def arguments(case: Case, device: str | torch.device = "cpu",
+              tensors: dict[str, torch.Tensor] | None = None) -> dict[str, Any]:
     """Every argument of the op call, by schema name: the tensors the op reads, rebuilt
-    bit for bit on ``device``, the op's other arguments from the Case's geometry, then
+    bit for bit on ``device`` (or ``tensors``, by name, made by the caller: the huge tier
+    builds them on the device), the op's other arguments from the Case's geometry, then
     ``raw_args`` over them; ``out`` (empty) when the Case selects the ``.out`` overload."""
     spec = spec_of(case.op)
-    args: dict[str, Any] = {spec.first.name: materialise(case, device)}
-    for name, layout, values in case.others:
-        args[name] = build_tensor(case.dtype, layout, values, device)
+    if tensors is not None:
+        args: dict[str, Any] = dict(tensors)
+    else:
+        args = {spec.first.name: materialise(case, device)}
+        for name, layout, values in case.others:
+            args[name] = build_tensor(case.dtype, layout, values, device)
     fields = {"input_sizes": list(case.sizes), "offset": case.offset, "dim1": case.dim1,
               "dim2": case.dim2}
     for name in spec.arguments:

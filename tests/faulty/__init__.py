@@ -6,5 +6,7 @@ never returns when offset == -1; ``tests.faulty.wrong:impl`` flips a result bit 
 offset > 0; ``tests.faulty.flaky:impl`` flips a result bit about one call in three;
 ``tests.faulty.poison:impl`` simulates a sticky CUDA error when offset == 1;
 ``tests.faulty.tail_block:impl`` leaves the last partial 128-element block of a
-diagonal_backward diagonal unwritten (only boundary Cases reach it).
+diagonal_backward diagonal unwritten (only boundary Cases reach it);
+``tests.faulty.int32_index:impl`` is a Triton kernel whose element index is int32 (only
+the huge tier reaches it).
 """
