@@ -260,12 +260,12 @@ def _invalid_class(name: str, x: torch.Tensor, args: dict[str, Any]) -> str:
     if name == "diag":
         return "rank0" if x.dim() == 0 else "high_rank" if x.dim() > 2 else "opinfo_error"
     rank = x.dim() + (name == "diag_embed")
-    dims = [args.get("dim1"), args.get("dim2")]
-    if any(isinstance(d, int) and d >= rank for d in dims):
+    dims = [d for d in (args.get("dim1"), args.get("dim2")) if isinstance(d, int)]
+    if any(d >= rank for d in dims):
         return "dim_above_range"
-    if any(isinstance(d, int) and d < -rank for d in dims):
+    if any(d < -rank for d in dims):
         return "dim_below_range"
-    if all(isinstance(d, int) for d in dims) and rank and dims[0] % rank == dims[1] % rank:
+    if len(dims) == 2 and rank and dims[0] % rank == dims[1] % rank:
         return "same_dims"
     return "opinfo_error"
 
