@@ -150,7 +150,7 @@ def test_gate_huge_finds_the_planted_narrow_index_with_reproducers(tmp_path: Pat
     report = tmp_path / "gate.json"
     done = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.int32_index:impl",
-         "--huge", "--no-suite", "--no-compile", "--no-save", "--quiet",
+         "--huge", "--no-suite", "--no-compile", "--no-opinfo", "--no-save", "--quiet",
          "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "out"),
          "--report", str(report)], cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=300)
