@@ -11,7 +11,8 @@ draws Case families (``diagfuzz.strategies.case_families``: a base Case and sibl
 share its sizes, dims and layouts, so one Hypothesis example yields several Cases for a few
 extra choices) and checks every member over its whole budget; it then fails with one shrunk
 finding per failure signature (``diagfuzz.harness.shard``). The streams come from the op
-specs (``diagfuzz.specs``): ``test_<op>`` for each op, then ``test_invalid``.
+specs (``diagfuzz.specs``): ``test_<op>`` for each op, then ``test_invalid``. The nightly
+profile adds ``test_huge``, the huge tier (``diagfuzz.harness.huge``).
 """
 
 from __future__ import annotations
@@ -46,3 +47,11 @@ for _op in SPECS:
 def test_invalid(diagfuzz_shard: Shard) -> None:
     """Invalid Cases of every op: the impl must refuse each as aten does (error parity)."""
     diagfuzz_shard.fuzz(strategies.invalid_case_families)
+
+
+def test_huge(diagfuzz_huge: Shard) -> None:
+    """The huge tier: a few Cases per op past 2**31 elements and 2**32 bytes, judged on the
+    GPU in chunks (the nightly profile, or --diagfuzz-huge; skipped without CUDA)."""
+    from diagfuzz.harness.huge import run_huge_tier
+
+    run_huge_tier(diagfuzz_huge)

@@ -167,3 +167,46 @@ def test_gate_huge_finds_the_planted_narrow_index_with_reproducers(tmp_path: Pat
         repro = subprocess.run([sys.executable, finding["reproducer"]], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=120)
         assert repro.returncode == 1, repro.stdout + repro.stderr
+
+
+def _suite(tmp_path: Path, impl: str, *extra: str, threshold: int | None = LOW
+           ) -> tuple[int, str, dict]:
+    """The fuzz suite's huge item alone, as a user runs it, from ``tmp_path``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env.pop(huge.THRESHOLD_ENV, None)
+    if threshold is not None:
+        env[huge.THRESHOLD_ENV] = str(threshold)
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
+         "--impl", impl, "-k", "huge", "-rs", "-p", "no:cacheprovider",
+         f"--diagfuzz-root={tmp_path / 'runs'}", f"--diagfuzz-report={report}", *extra],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    return done.returncode, done.stdout + done.stderr, data
+
+
+def test_the_suite_runs_the_tier_on_request_and_reports_the_planted_bug(
+        tmp_path: Path) -> None:
+    code, output, report = _suite(tmp_path, "tests.faulty.int32_index:impl", "--diagfuzz-huge")
+    assert code == 1, output
+    found = report["findings"]
+    assert found and all("test_huge" in f["test_ids"][0] for f in found), found
+    repro = Path(found[0]["reproducer"])
+    env = {**os.environ, huge.THRESHOLD_ENV: str(LOW),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    again = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1, again.stdout + again.stderr
+    code, output, report = _suite(tmp_path, "examples.plain_torch:impl", "--diagfuzz-huge")
+    assert code == 0 and report["findings"] == [], output
+
+
+def test_the_tier_is_the_nightly_profiles_and_skips_without_a_gpu(tmp_path: Path) -> None:
+    _, output, _ = _suite(tmp_path, "examples.plain_torch:impl")  # dev: deselected
+    streams = len(SPECS) + 1  # each stream's shards, and test_huge
+    assert f"{streams * 4 + 1} deselected" in output and "skipped" not in output, output
+    code, output, _ = _suite(tmp_path, "examples.plain_torch:impl", "--hypothesis-profile",
+                             "nightly", "--diagfuzz-budget", "10", threshold=None)
+    assert "needs a CUDA GPU" in output and "1 skipped" in output and code == 0, output

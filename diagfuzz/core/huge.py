@@ -26,6 +26,8 @@ DEFAULT_THRESHOLD = 2**31
 THRESHOLD_ENV = "DIAGFUZZ_HUGE_THRESHOLD"
 #: Device memory one huge Case may take, in GiB (beside other jobs on one H200).
 DEFAULT_MAX_GIB = 40.0
+#: Seconds a huge Case may take (gigabytes made, run twice and compared).
+TIMEOUT = 300.0
 MAX_GIB_ENV = "DIAGFUZZ_HUGE_MAX_GIB"
 #: Storage words made (and compared) per step: a few int64 temporaries of this many
 #: elements are the judgement's own memory (512 MiB each).

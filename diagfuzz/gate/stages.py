@@ -485,8 +485,6 @@ def stop_children(ctx: Context, grace: float) -> None:
 
 #: The huge tier's draw: fixed, as the gate profile is derandomized.
 HUGE_SEED = 0
-#: Seconds a huge Case may take (gigabytes made, run twice and compared).
-HUGE_TIMEOUT = 300.0
 
 
 def huge_dtypes(opts: Options, impl: Any) -> Callable[[str], tuple[str, ...] | None]:
@@ -554,7 +552,7 @@ def huge_stage(ctx: Context, runner: ProcessRunner) -> Stage:
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
-    run_cases(ctx, stage, cases, runner, "check_huge", max(opts.timeout, HUGE_TIMEOUT), seen)
+    run_cases(ctx, stage, cases, runner, "check_huge", max(opts.timeout, huge.TIMEOUT), seen)
     note = huge_memory_note(records, path)
     stage.note = "; ".join(filter(None, [stage.note, note]))
     return stage

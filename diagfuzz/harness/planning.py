@@ -225,6 +225,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         database=campaign.database(config),
         device=device(),
         run_id=secrets.token_hex(8),
+        huge=budget.huge or bool(config.getoption("diagfuzz_huge", False)),
     )
 
 

@@ -79,6 +79,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "85%%, what still runs is stopped at 95%% and the report holds "
                          "what finished; the run is reported as cut (exit 6 when nothing "
                          "failed)")
+    group.addoption("--diagfuzz-huge", action="store_true", default=False,
+                    help="also run test_huge, the huge tier: a few Cases per op past 2**31 "
+                         "elements, judged on the GPU in chunks (on in the nightly profile; "
+                         "CUDA only, skipped with the reason elsewhere)")
     group.addoption("--diagfuzz-tracebacks", action="store_true", default=False,
                     help="show the harness's tracebacks and captured output of failing "
                          "shards (default: one compact block per finding)")

@@ -45,6 +45,9 @@ class Budget:
     #: default is diagfuzz.strategies.MAX_MEMBERS, written out so this module stays light
     #: (tests/test_families_suite.py checks the two agree through a run's report).
     max_members: int = 12
+    #: The suite's ``test_huge`` runs (the huge tier: Cases past 2**31 elements, on a CUDA
+    #: GPU, ``diagfuzz.oracles.check_huge``); otherwise only ``--diagfuzz-huge`` runs it.
+    huge: bool = False
 
     @property
     def total(self) -> int:
@@ -71,9 +74,9 @@ BUDGETS: dict[str, Budget] = {
                    doc="pre-merge gate: 400 Cases a stream (diagfuzz gate passes its own "
                        "--budget), derandomized, no example database: one seed, the same "
                        "Cases; one Case per example"),
-    "nightly": Budget(10_000, 16, 1 << 20,
-                      doc="160,000 Cases a stream up to 2**20 elements: meant for a GPU "
-                          "machine"),
+    "nightly": Budget(10_000, 16, 1 << 20, huge=True,
+                      doc="160,000 Cases a stream up to 2**20 elements, and the huge tier: "
+                          "meant for a GPU machine"),
 }
 
 _QUIET = (HealthCheck.too_slow, HealthCheck.data_too_large)

@@ -157,6 +157,18 @@ class Shard:
         if self.findings:
             raise AssertionError(self.summary())
 
+    def judge(self, cases: list[Any], run: Callable[[Any], Any]) -> None:
+        """Judge a fixed list of Cases with ``run`` (Case -> Verdict): nothing drawn,
+        nothing shrunk (the huge tier's Cases are made, not drawn). Fails with one finding
+        per signature, as ``fuzz`` does."""
+        explorer = Explorer(self)
+        for case in cases:
+            self._time_check()
+            explorer.record(case, run(case), None)
+        self._shrink_all(lambda *a: None, None, explorer, replayable=False)
+        if self.findings:
+            raise AssertionError(self.summary())
+
     def summary(self) -> str:
         """The shard's failure message: one line per finding."""
         lines = [f"{len(self.findings)} finding(s) in {self.tally.total} Cases:"]

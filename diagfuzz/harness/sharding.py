@@ -112,6 +112,8 @@ class RunPlan:
     #: This run's own id (random): a rerun with the same seed shares the run directory,
     #: not this run's shrink claims (diagfuzz.harness.claims).
     run_id: str = ""
+    #: Whether the suite's ``test_huge`` runs (the profile's ``huge``, or --diagfuzz-huge).
+    huge: bool = False
 
     @property
     def pipelines(self) -> bool:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # torch-heavy: imported only once the plugin is active
 #: The fixture the suite's shard tests take; the plugin parametrizes it with shard indices.
 SHARD_FIXTURE = "diagfuzz_shard"
 SHARD_KEY = pytest.StashKey["Shard"]()
+#: The huge tier's test (``diagfuzz.suite.test_huge``) asks for this fixture.
+HUGE_FIXTURE = "diagfuzz_huge"
 
 
 class ShardSession:
@@ -70,10 +72,18 @@ class ShardSession:
 
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        """--diagfuzz-partition: this partition's shard items only (diagfuzz.campaign)."""
+        """--diagfuzz-partition: this partition's shard items only (diagfuzz.campaign); the
+        huge tier's item only where the profile or --diagfuzz-huge asks for it (in the
+        first partition of a campaign)."""
         from diagfuzz.campaign.partition import deselect
 
         deselect(self.plan, config, items, SHARD_FIXTURE)
+        wanted = self.plan.huge and (self.plan.partition or 1) == 1
+        dropped = [i for i in items if not wanted and HUGE_FIXTURE in
+                   getattr(i, "fixturenames", ())]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [i for i in items if i not in dropped]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Spawn the executors here if configure did not (a plan without its device):
@@ -102,6 +112,16 @@ class ShardSession:
             with contextlib.suppress(Exception):
                 self.runner.start()
             mark("executors_ready")
+        return shard
+
+    @pytest.fixture
+    def diagfuzz_huge(self, request: pytest.FixtureRequest) -> Shard:
+        """The huge tier's item as a shard of one: its verdicts and findings reach the
+        report as a shard's do (``Shard.judge``)."""
+        from diagfuzz.harness.shard import Shard
+
+        shard = Shard(self, request.node, request.function.__name__, 0)
+        request.node.stash[SHARD_KEY] = shard
         return shard
 
     # --- the per-case loop --------------------------------------------------------------
