@@ -121,3 +121,19 @@ def test_stderr_tail_is_the_dying_cases_own_output(tmp_path) -> None:
     assert _tail(log, len(earlier), 1) == "Fatal Python error: Aborted\n"
     assert _tail(log, len(earlier), 0).startswith("case 0 warning\n")
     assert "earlier" not in _tail(log, len(earlier), 2)  # no marker yet: all of this one's
+
+
+def test_a_poisoned_executor_is_summarised_by_its_error_line() -> None:
+    """CUDA's errors end in advice lines and a blank one: the crash's message names the
+    error itself (seen on an H200: an illegal address from an int32 index that wrapped)."""
+    from diagfuzz.execution.parent import error_line
+
+    trace = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+             "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+             "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n")
+    assert error_line(trace) == ("torch.AcceleratorError: CUDA error: an illegal memory "
+                                 "access was encountered")
+    assert error_line("mismatch [bitwise]: 3 of 8 elements differ\n") == (
+        "mismatch [bitwise]: 3 of 8 elements differ")
+    assert error_line("") == "?"

@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -573,9 +574,8 @@ class ProcessRunner:
         self._kill()
         details = {**base, "health": health, "original": original or what}
         return _verdict()("crash", "executor:health",
-                       f"executor unhealthy after this Case ({health.splitlines()[-1]}); "
-                       f"the Case's own outcome: {what.splitlines()[-1] if what else '?'}",
-                       case, details)
+                       f"executor unhealthy after this Case ({error_line(health)}); "
+                       f"the Case's own outcome: {error_line(what)}", case, details)
 
     def _health(self) -> str:
         """'' if the health check the executor ran after a failing Case passed, else why
@@ -592,6 +592,18 @@ class ProcessRunner:
         if not isinstance(reply, msg.Healthy):
             return f"health check answered {reply!r}"
         return ""
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+def error_line(text: str) -> str:
+    """The line of ``text`` (a traceback, a verdict's line) that names the error: its last
+    ``SomeError: ...`` line, else its last non-blank one. CUDA's errors end in advice
+    lines and a blank one, which said nothing as a summary."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    named = [line for line in lines if _ERROR_LINE.match(line)]
+    return (named or lines or ["?"])[-1]
 
 
 #: What ``_step`` returns when the oldest Case was sent again to confirm a crash or hang.
