@@ -372,6 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     args: Any = parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # stdout closed early (`| head`): not an error of the command
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.CLEAN
     except UsageError as exc:
         print(f"diagfuzz {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -20,13 +20,20 @@ def replay_opinfo(impl: str, device: str | None, timeout: float,
     """Judge every OpInfo Case against ``impl``; the exit code (0 all pass, 1 a failure,
     2 the executor broke; a UsageError where op_db does not import)."""
     from diagfuzz.gate.stages import opinfo_samples, torch_version
+    from diagfuzz.impl import load_impl, provided_ops
 
+    provided = provided_ops(load_impl(impl))  # as the gate: an op it lacks is skipped
     with ProcessRunner(impl, device, timeout=timeout) as runner:
         samples = opinfo_samples(runner.device)
         if samples.skipped:
             raise UsageError(f"--opinfo: {samples.skipped}")
-        cases = [c for c in samples.cases if ops is None or c.op in ops]
+        cases = [c for c in samples.cases
+                 if c.op in provided and (ops is None or c.op in ops)]
         print(f"OpInfo of torch {torch_version()}: {samples.summary()}", flush=True)
+        lacking = sorted({c.op for c in samples.cases} - set(provided))
+        if lacking:
+            print(f"skipped: the Cases of {', '.join(lacking)} ({impl} provides none)",
+                  flush=True)
         causes: Counter[str] = Counter()
         failed = unsupported = 0
         try:
