@@ -98,6 +98,19 @@ class _Allocation:
         return _geometry(self.tensor) != self.geometry
 
 
+#: The module of ``torch.compiler.disable``'s wrapper, between a caller and its kernel.
+_NO_COMPILE_WRAPPER = "torch._dynamo.eval_frame"
+
+
+def _no_compile(kernel: Any) -> Any:
+    """``kernel`` as Dynamo runs it: eagerly, never traced or compiled (where Dynamo is
+    loaded at all: only then can its frame hook be active, and loading it costs a process
+    a third of a second)."""
+    if "torch._dynamo" not in sys.modules:
+        return kernel
+    return torch.compiler.disable(kernel, recursive=True)
+
+
 @dataclass
 class SentinelAllocations:
     """Context manager: aten's empty factories return sentinel-filled, guarded memory.
@@ -123,10 +136,15 @@ class SentinelAllocations:
             # Overriding aten's factories is the point; torch warns once per process.
             warnings.filterwarnings("ignore", message=".*[Oo]verrid.*")
             # (the dispatcher's own signature: op, kind, kernel, with_keyset)
+            # Never compiled by Dynamo: a compiled implementation that falls back to eager
+            # code allocates through these frames with Dynamo's frame hook active, and
+            # Dynamo cannot trace them (DispatchKey arguments). Seen on an H200 after
+            # hundreds of compiles in one executor: InternalTorchDynamoError in
+            # torch.compile'd code, a finding of the oracle's, not of the implementation.
             library.impl("empty.memory_format", "BackendSelect",  # type: ignore[call-arg]
-                         self._empty, True)
+                         _no_compile(self._empty), True)
             library.impl("empty_strided", "BackendSelect",  # type: ignore[call-arg]
-                         self._empty_strided, True)
+                         _no_compile(self._empty_strided), True)
             _warned = True
         self._library = library
         return self
@@ -229,8 +247,10 @@ _UNGUARDED_CALLERS = ("torch.random", "torch.cuda.random", "torch._dynamo", "tor
 def _machinery_request() -> bool:
     """Whether the Python code that asked for the allocation is torch's machinery
     (``_UNGUARDED_CALLERS``) rather than the implementation."""
-    frame = sys._getframe(3)  # _machinery_request < _guarded < _empty* < the Python caller
-    name = frame.f_globals.get("__name__") or ""
+    frame: Any = sys._getframe(3)  # _machinery_request < _guarded < _empty* < the caller
+    while frame is not None and frame.f_globals.get("__name__") == _NO_COMPILE_WRAPPER:
+        frame = frame.f_back  # the frame of _no_compile's wrapper: not the caller
+    name = (frame.f_globals.get("__name__") if frame is not None else "") or ""
     return name.startswith(_UNGUARDED_CALLERS)
 
 
