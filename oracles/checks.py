@@ -452,6 +452,21 @@ def _launched(kernels: tuple[str, ...]) -> int:
     return sum(counters.launches(kernel) for kernel in kernels)
 
 
+def dispatch_unproven(case: Case, impl: Any, expected: torch.Tensor,
+                      before: int) -> Verdict | None:
+    """The dispatch proof: an impl that calls through diagfuzz's aten registration must
+    have launched its op's Triton kernel since ``before`` (``_launched``), unless the
+    result is empty."""
+    counters = spec_of(case.op).launch_counters
+    if (getattr(impl, "uses_triton_registration", False) and counters
+            and expected.numel() > 0 and _launched(counters) == before):
+        kernels = " or ".join(counters)
+        return _fail("dispatch", "dispatch",
+                     f"the Triton {kernels} kernel did not run: aten served the call",
+                     case, {"kernel": kernels, "launches": before})
+    return None
+
+
 def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
     """A valid Case: the full bitwise judgement (see the module docstring)."""
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
@@ -495,12 +510,9 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
         found = _judge(case, tensors, snapshots, expected, source, run)
         if found:
             return found
-    if (getattr(impl, "uses_triton_registration", False) and spec.launch_counters
-            and expected.numel() > 0 and _launched(spec.launch_counters) == before):
-        kernels = " or ".join(spec.launch_counters)
-        return _fail("dispatch", "dispatch",
-                     f"the Triton {kernels} kernel did not run: aten served the call",
-                     case, {"kernel": kernels, "launches": before})
+    found = dispatch_unproven(case, impl, expected, before)
+    if found:
+        return found
     return Verdict("pass", "all", "", case, {"reference": source,
                                              "sentinel": f"0x{bytes_to_use[0]:02x}"})
 
@@ -513,15 +525,24 @@ def check(case: Case, impl: Any, device: str = DEVICE, *, strict: bool = False) 
     hook) is "unsupported", not run. ``strict`` ignores declarations (every Case runs and is
     judged) and demands the public bindings' exception types for binding-level classes.
     """
+    refused = capability_refusal(case, impl, strict)
+    if refused:
+        return refused
+    if case.invalid:
+        return check_error_parity(case, impl, device, strict=strict)
+    return check_valid(case, impl, device, strict=strict)
+
+
+def capability_refusal(case: Case, impl: Any, strict: bool) -> Verdict | None:
+    """"unsupported" for a Case outside what the impl declares (``strict``: only an op it
+    does not provide); None for a Case to judge."""
     if not strict:
         reason = unsupported(impl, case)
         if reason:
             return Verdict("unsupported", "capability", reason, case)
     elif not provides(impl, case.op):
         return Verdict("unsupported", "capability", f"the impl provides no {case.op}", case)
-    if case.invalid:
-        return check_error_parity(case, impl, device, strict=strict)
-    return check_valid(case, impl, device, strict=strict)
+    return None
 
 
 __all__ = ["check", "check_error_parity", "check_valid"]

@@ -33,12 +33,18 @@ from diagfuzz.core.bits import diff, storages_overlap, unravel
 from diagfuzz.core.case import Case, Layout, Values, dtype_of
 from diagfuzz.core.dispatch import registration_off
 from diagfuzz.core.geometry import diagonal_of
-from diagfuzz.core.impl import provides, unsupported
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.core.words import as_words
 from diagfuzz.oracles import reference
-from diagfuzz.oracles.checks import _exception, _launched, _metadata, check_error_parity
+from diagfuzz.oracles.checks import (
+    _exception,
+    _launched,
+    _metadata,
+    capability_refusal,
+    check_error_parity,
+    dispatch_unproven,
+)
 from diagfuzz.specs import arguments, spec_of
 
 #: Differing elements brought to the host for a verdict's evidence (its symptom).
@@ -211,15 +217,10 @@ def _judge(case: Case, impl: Any, device: str) -> Verdict:
                              "returns a new tensor", case, {"tensor": name})
     # The inputs' device ("cuda:0"), not the name asked for ("cuda"): they differ as values.
     where = next(iter(tensors.values())).device
-    found = _metadata(case, expected, actual, where) or _bits(case, expected, actual)
+    found = (_metadata(case, expected, actual, where) or _bits(case, expected, actual)
+             or dispatch_unproven(case, impl, expected, before))
     if found:
         return found
-    if (getattr(impl, "uses_triton_registration", False) and spec.launch_counters
-            and expected.numel() > 0 and _launched(spec.launch_counters) == before):
-        kernels = " or ".join(spec.launch_counters)
-        return _fail("dispatch", "dispatch",
-                     f"the Triton {kernels} kernel did not run: aten served the call",
-                     case, {"kernel": kernels, "launches": before})
     return Verdict("pass", "huge", "", case, {"reference": "aten (device)"})
 
 
@@ -232,12 +233,9 @@ def check_huge(case: Case, impl: Any, device: str = DEVICE, *,
     """Judge ``impl`` on a huge Case on ``device`` (module docstring): capability first,
     as ``check`` does; a skipped Case (no CUDA GPU and the threshold not lowered, or an
     estimate above the memory cap) passes with ``details["skipped"]``."""
-    if not strict:
-        reason = unsupported(impl, case)
-        if reason:
-            return Verdict("unsupported", "capability", reason, case)
-    elif not provides(impl, case.op):
-        return Verdict("unsupported", "capability", f"the impl provides no {case.op}", case)
+    refused = capability_refusal(case, impl, strict)
+    if refused:
+        return refused
     if case.invalid:
         return check_error_parity(case, impl, device, strict=strict)
     estimate = estimate_bytes(case)
