@@ -58,7 +58,7 @@ class Samples:
     ``skipped`` is set (and nothing else) where op_db cannot be imported. ``dropped`` counts
     samples left out, by reason (a dtype diagfuzz lacks, a call the Case model cannot
     express); ``sources`` counts Cases per op_db entry and kind (sample, noncontiguous,
-    backward, error).
+    backward, error) for the distinct Cases, each under the first source that made it.
     """
 
     cases: list[Case] = field(default_factory=list)
@@ -91,7 +91,7 @@ def unavailable() -> str:
     try:
         op_db_entries()
     except Exception as exc:  # ImportError (expecttest), or anything torch's test code raises
-        hint = (" (pip install expecttest, or diagfuzz's opinfo extra)"
+        hint = (" (pip install expecttest, or pip install 'diagfuzz[opinfo]')"
                 if "expecttest" in str(exc) else "")
         return f"torch.testing._internal does not import: {type(exc).__name__}: {exc}{hint}"
     return ""
@@ -114,10 +114,10 @@ def load(device_type: str = "cpu", ops: set[str] | None = None) -> Samples:
             return
         if ops is not None and case.op not in ops:
             return
-        found.sources[source] += 1
-        if case not in seen:
+        if case not in seen:  # counted once, under the first source that made it
             seen.add(case)
             found.cases.append(case)
+            found.sources[source] += 1
 
     names = set(available_dtypes())
     for entry in entries:

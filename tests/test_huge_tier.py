@@ -215,3 +215,17 @@ def test_the_tier_is_the_nightly_profiles_and_skips_without_a_gpu(tmp_path: Path
         assert "1 passed" in output and code == 0, output
     else:
         assert "needs a CUDA GPU" in output and "1 skipped" in output and code == 0, output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the skip is for machines without CUDA")
+def test_a_skipped_tier_is_said_on_stderr_and_above_the_table(tmp_path: Path) -> None:
+    """--huge without CUDA: the gate passes on what ran, and says twice what did not."""
+    env = {k: v for k, v in os.environ.items() if k != huge.THRESHOLD_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
+         "--huge", "--no-suite", "--no-compile", "--no-opinfo", "--no-save", "-n", "0"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "huge tier: skipped: needs a CUDA GPU" in done.stderr
+    assert "**Not run:** huge tier (needs a CUDA GPU" in done.stdout

@@ -146,3 +146,19 @@ def test_without_expecttest_the_stage_is_skipped_and_replay_says_why(tmp_path: P
                             cwd=tmp_path, env=env, capture_output=True, text=True,
                             check=False, timeout=300)
     assert replay.returncode == 4 and "expecttest" in replay.stderr, replay.stderr
+
+
+def test_the_summary_counts_each_distinct_case_once(samples: opinfo.Samples) -> None:
+    assert sum(samples.sources.values()) == len(samples.cases)
+
+
+def test_ops_the_impl_lacks_are_a_usage_error(tmp_path: Path) -> None:
+    """--ops naming only ops the impl lacks judges nothing: exit 4, not a pass."""
+    env = _environment()
+    for command in (["replay", "--opinfo", "--ops", "diag_embed"],
+                    ["gate", "--ops", "diag_embed", "--plan"]):
+        done = subprocess.run([sys.executable, "-m", "diagfuzz", *command, "--impl",
+                               "tests.faulty.int32_index:impl"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, check=False, timeout=300)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert "provides none of them" in done.stderr, done.stderr

@@ -264,10 +264,12 @@ def parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser(
         "gate", formatter_class=formatter, epilog=EXIT_CODES,
-        help="the pre-merge gate: corpus, fuzz suite, error parity, torch.compile sample",
+        help="the pre-merge gate: corpus, fuzz suite, error parity, OpInfo samples, "
+             "torch.compile sample (--huge: Cases past 2**31 elements)",
         description="The pre-merge gate: replays the corpus, runs the fuzz suite under the "
-                    "derandomized gate profile, fixed error-parity Cases and a "
-                    "torch.compile sample; merges their findings by cause, classifies each "
+                    "derandomized gate profile, fixed error-parity Cases, PyTorch's OpInfo "
+                    "samples and a torch.compile sample (with --huge, Cases past 2**31 "
+                    "elements on the GPU); merges their findings by cause, classifies each "
                     "cause by re-running it in a fresh process, writes its reproducer and "
                     "saves it to the corpus. Prints progress on stderr and a markdown "
                     "summary on stdout. SIGTERM or SIGINT stop it with the outputs of what "

@@ -86,6 +86,9 @@ def markdown(result: Result) -> str:
     if result.stopped:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
+    unrun = [s for s in result.stages if s.skipped and not s.skipped.startswith(("--", "no "))]
+    if unrun:
+        lines += ["**Not run:** " + "; ".join(f"{s.name} ({s.skipped})" for s in unrun), ""]
     if result.stages:
         lines += ["| stage | cases | failed | unsupported | time | note |",
                   "|---|---:|---:|---:|---:|---|"]
@@ -101,7 +104,8 @@ def markdown(result: Result) -> str:
     if result.findings:
         det = sum(1 for f in result.findings
                   if f.classification and f.classification.deterministic)
-        lines.append(f"**Findings** ({len(result.findings)} causes: {det} deterministic, "
+        causes = "cause" if len(result.findings) == 1 else "causes"
+        lines.append(f"**Findings** ({len(result.findings)} {causes}: {det} deterministic, "
                      f"{len(result.findings) - det} flaky or not classified)")
         for n, f in enumerate(result.findings, 1):
             lines += _finding_lines(n, f)

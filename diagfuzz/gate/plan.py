@@ -21,6 +21,7 @@ from diagfuzz.gate.stages import (
     huge_dtypes,
     opinfo_samples,
 )
+from diagfuzz.gate.usage import check_ops_provided
 from diagfuzz.impl import load_impl, provided_ops
 
 
@@ -64,6 +65,7 @@ def plan_lines(opts: Options) -> list[str]:
 
     gate = BUDGETS["gate"]
     provided = provided_ops(load_impl(opts.impl))  # ImplError: the caller's usage error
+    check_ops_provided(opts.ops, provided, opts.impl)
     wanted = ([op.strip() for op in opts.ops.split(",")] if opts.ops
               else list(STREAM_OPS.values()))
     wanted = [op for op in wanted if op in provided]

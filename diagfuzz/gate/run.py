@@ -54,6 +54,7 @@ from diagfuzz.gate.stages import (
     suite_root,
     suite_stage,
 )
+from diagfuzz.gate.usage import check_ops_provided
 from diagfuzz.harness.reproducers import write_reproducer
 from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
 from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
@@ -132,6 +133,8 @@ def _timed(ctx: Context, name: str, step: Callable[[], Stage]) -> Stage:
         else:
             stage.error = f"{exc!r}"
     stage.seconds = time.monotonic() - t0
+    if stage.skipped and not stage.skipped.startswith(("--", "no ")):  # not --no-X, no corpus
+        ctx.progress.say(f"{name}: skipped: {stage.skipped}")
     if not stage.skipped:
         failed = f", {len(stage.failures)} failing" if stage.failures else ""
         how = (" (stopped)" if stage.stopped else " (cut)" if stage.cut
@@ -184,9 +187,11 @@ class Gate:
                 self.runner.launch()  # it starts while this process loads the impl
             try:
                 ctx.provided = provided_ops(load_impl(opts.impl))
+                check_ops_provided(opts.ops, ctx.provided, opts.impl)
             except ImplError as exc:
                 self.error, self.code = str(exc), ExitCode.USAGE
-                self.stop("the impl does not import")
+                self.stop("the impl does not import" if "--ops" not in str(exc)
+                          else "--ops names no op the impl provides")
                 return
             runner = self.runner
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [

@@ -198,6 +198,13 @@ class RunPlan:
             lines.append("diagfuzz: narrowed to " + self._narrowing())
         lines += [f"diagfuzz: skipped {stream.removeprefix('test_')}: {why}"
                   for stream, why in self.skipped.items()]
+        if self.huge:
+            from diagfuzz.core import huge
+
+            unable = huge.skip_reason(self.device or "cpu")
+            lines.append(f"diagfuzz: skipped huge tier: {unable}" if unable else
+                         "diagfuzz: huge tier: test_huge judges Cases past "
+                         f"{huge.threshold():,} elements")
         from diagfuzz.campaign.report import plan_lines
 
         lines += plan_lines(self)  # the partition, the shared database
