@@ -10,7 +10,9 @@ land before the buffer (a wrong value or an illegal address, a crash). Where the
 threshold is lowered (``DIAGFUZZ_HUGE_THRESHOLD``, CPU tests under Triton's interpreter)
 the index is uint16 instead: it wraps past 2**16 elements back into the buffer (an
 interpreted kernel writing before a host buffer would corrupt the test process), so every
-element from 2**16 on is never written and holds whatever the allocation held.
+element from 2**16 on is never written. There each allocation is filled with the byte 0xA5
+first: memory left as allocated sometimes held the right values (a re-run got the freed
+buffer of the run before), which made the finding flaky.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ def _index_type() -> tl.dtype:
     return tl.uint16 if lowered else tl.int32
 
 
+def _allocate(sizes: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+    """``torch.empty``; filled with 0xA5 bytes where the threshold is lowered (see above)."""
+    out = torch.empty(tuple(sizes), dtype=like.dtype, device=like.device)
+    if _index_type() is tl.uint16:
+        out.untyped_storage().fill_(0xA5)
+    return out
+
+
 def _words(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int8) if t.dtype is torch.bool else t
 
@@ -91,14 +101,13 @@ class Int32Index:
     def diagonal(self, x: torch.Tensor, offset: int = 0, dim1: int = 0,
                  dim2: int = 1) -> torch.Tensor:
         view = torch.diagonal(x, offset, dim1, dim2)  # aten's checks and messages
-        out = torch.empty(view.shape, dtype=x.dtype, device=x.device)
+        out = _allocate(view.shape, x)
         _copy(out, view)
         return out
 
     def diagonal_backward(self, grad_output: torch.Tensor, input_sizes: Sequence[int],
                           offset: int, dim1: int, dim2: int) -> torch.Tensor:
-        result = torch.empty(tuple(input_sizes), dtype=grad_output.dtype,
-                             device=grad_output.device)
+        result = _allocate(input_sizes, grad_output)
         view = torch.diagonal(result, offset, dim1, dim2)
         source = grad_output.expand(view.shape)
         if result.numel():
