@@ -35,6 +35,7 @@ STEPS = [
     ("controller", "planned"), ("controller", "session_start"),
     ("worker", "process_start"), ("worker", "plugin_configure"), ("worker", "collected"),
     ("worker", "executors_launched"),
+    ("forkserver", "process_start"), ("forkserver", "preloaded"),
     ("executor", "process_start"), ("executor", "start"), ("executor", "torch_imported"),
     ("executor", "impl_loaded"), ("executor", "health_checked"), ("executor", "ready"),
     ("worker", "executors_ready"), ("worker", "shard_start"), ("worker", "shard_end"),
@@ -45,8 +46,8 @@ STEPS = [
 
 
 def kind(role: str) -> str:
-    """controller, worker (gw0 ...) or executor."""
-    return role if role in ("controller", "executor") else "worker"
+    """controller, worker (gw0 ...), forkserver or executor."""
+    return role if role in ("controller", "executor", "forkserver") else "worker"
 
 
 def summarise(marks: list[dict], t0: float, t_end: float) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def _watch_parent(parent_pid: int) -> None:
 
 def child_main(read_fd: int, write_fd: int, parent_pid: int, impl_spec: str,
                device: str, strict: str = "") -> None:
-    """Entry point of the spawned executor (``parent.BOOTSTRAP``)."""
+    """Entry point of the executor (``messages.BOOTSTRAP``, or a fork of the server)."""
     inbox = Connection(read_fd, writable=False)
     outbox = Connection(write_fd, readable=False)
     _serve(inbox, outbox, impl_spec, device, parent_pid, strict == "strict")

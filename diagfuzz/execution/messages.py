@@ -90,6 +90,11 @@ def decode(text: str) -> Message:
 
 # --- the protocol's side channels ---------------------------------------------------------
 
+#: The executor's command line: the runner's sys.path first, then ``child.child_main``.
+BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+             "from diagfuzz.execution.child import child_main; "
+             "child_main(*map(int, sys.argv[2:5]), *sys.argv[5:8])")
+
 #: Written to the executor's stderr before each Case it runs (0-based within the executor),
 #: when its stderr is the runner's log (``MARKERS_ENV`` set), never onto a terminal: the
 #: runner cuts a dying Case's stderr tail there.

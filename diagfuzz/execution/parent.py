@@ -8,11 +8,14 @@ on. A Case that gives no answer within ``timeout`` seconds is killed and reporte
 ``diagfuzz.ops.diagonal_copy`` of a known 2x2) decides whether the executor is still fit;
 if not, the Case that spoiled it is reported as ``crash``.
 
-Executors are spawned: a fresh interpreter (fork+exec, as multiprocessing's spawn context
-does, because forking a process that has initialised CUDA is undefined), given the parent's
-``sys.path`` but, unlike multiprocessing, never re-importing the caller's ``__main__`` (a
-reproducer script or a user's script without a ``__main__`` guard must still work). Requests
-and answers cross a pipe pair as JSON text (Cases and Verdicts).
+Executors are forked from this process's fork server (``forkserver``: an interpreter of its
+own that imported torch, Triton and the oracle once and never initialised CUDA), or, where
+there is none, spawned: a fresh interpreter (fork+exec, as multiprocessing's spawn context
+does, because forking a process that has initialised CUDA is undefined). Either way the
+executor gets the runner's ``sys.path``, environment and directory but, unlike
+multiprocessing, never re-imports the caller's ``__main__`` (a reproducer script or a user's
+script without a ``__main__`` guard must still work). Requests and answers cross a pipe pair
+as JSON text (Cases and Verdicts).
 
 Hypothesis must never shrink against a poisoned context: a crash or hang seen in an
 executor that had already served other Cases is retried once in a fresh executor, and the
@@ -44,6 +47,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from diagfuzz.execution import forkserver
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.timing import TIMING_ENV
 
@@ -96,10 +100,6 @@ class ExecutorError(RuntimeError):
 
 # --- runner side ------------------------------------------------------------------------
 
-#: The executor's command line: the parent's sys.path first, then ``_child_main``.
-BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-             "from diagfuzz.execution.child import child_main; "
-             "child_main(*map(int, sys.argv[2:5]), *sys.argv[5:8])")
 
 def _exit_description(exitcode: int | None) -> str:
     """'killed by SIGABRT' / 'exit code 3' for a dead executor."""
@@ -199,7 +199,7 @@ class ProcessRunner:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             self.log = Path(workdir) / "executor.log"
         self.starts = 0  #: executors started so far (1 + replacements)
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | forkserver.Forked | None = None
         self._conn: Connection | None = None  # answers from the executor
         self._out: Connection | None = None  # requests to the executor
         self._served = 0  # Cases the current executor has answered
@@ -249,7 +249,7 @@ class ProcessRunner:
     def _spawn(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        argv = [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
+        argv = [sys.executable, "-c", msg.BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
                 str(from_child_w), str(os.getpid()), self.impl_spec, self.device,
                 "strict" if self.strict else ""]
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
@@ -262,8 +262,14 @@ class ProcessRunner:
                 env.setdefault(TIMING_ENV, str(self.log.parent))
             if self.starts:  # a replacement: it starts inside a shard's time
                 env[msg.WARM_UP_ENV] = "0"
-            proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
-                                    stdin=subprocess.DEVNULL, stderr=stderr, env=env)
+            server = forkserver.shared()
+            proc: subprocess.Popen[bytes] | forkserver.Forked
+            if server is not None:
+                fds = [to_child_r, from_child_w] + ([stderr.fileno()] if stderr else [])
+                proc = server.fork(argv[7:], fds, env)
+            else:
+                proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
+                                        stdin=subprocess.DEVNULL, stderr=stderr, env=env)
         finally:
             if stderr is not None:
                 stderr.close()

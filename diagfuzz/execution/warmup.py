@@ -27,8 +27,21 @@ def warm_up_cases() -> list[Case]:
     return [case for spec in all_specs() for case in spec.warm_up_cases()]
 
 
+#: device -> Cases judged by this process's warm-up of it. Once per process and device: an
+#: executor forked from the fork server inherits the server's CPU warm-up.
+_WARMED: dict[str, int] = {}
+
+
 def warm_up(device: str) -> int:
-    """Run the warm-up Cases through the oracle on aten; how many it judged."""
+    """Run the warm-up Cases through the oracle on aten (once a process and device); how
+    many it judged."""
+    if device in _WARMED:
+        return _WARMED[device]
+    _WARMED[device] = _judge_all(device)
+    return _WARMED[device]
+
+
+def _judge_all(device: str) -> int:
     from diagfuzz import oracles
     from diagfuzz.impl import aten
 

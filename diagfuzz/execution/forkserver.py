@@ -1,0 +1,412 @@
+"""Executors forked from a pre-warmed server, so an executor starts in milliseconds.
+
+A spawned executor is a fresh interpreter that imports torch, Triton and the oracle before it
+can judge anything: about 3 s alone, and most of a run's start-up when twelve executors of
+four workers import at once. A process that needs executors (a pytest worker, the gate)
+starts one fork server instead: a fresh interpreter (fork+exec, never a fork of the caller,
+whose threads and CUDA state a child must not inherit) that imports torch, Triton, the
+oracle and diagfuzz's kernels once, runs the CPU half of the warm-up, and then forks one
+executor per request. Each child applies its runner's environment, loads the implementation
+under test and creates its CUDA context after the fork, exactly as a spawned executor does:
+the server never initialises CUDA (torch answers availability through NVML there). A server
+that finds, after preloading, a CUDA driver library mapped in itself (``_cuda_mapped``) or a
+thread started (``_threads``) spawns each executor as a fresh interpreter instead of forking
+it.
+
+The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
+``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
+each exit status, so a crash verdict still names the signal that killed the executor.
+Requests never wait for the server's imports: they queue in its socket. A runner whose
+server died spawns its executors itself, as ``DIAGFUZZ_FORKSERVER=0`` makes every runner do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from diagfuzz.execution.messages import BOOTSTRAP as BOOTSTRAP_EXECUTOR
+
+#: "0": each runner spawns its executors itself (no server); "spawn": the server spawns
+#: them as fresh interpreters, what it does where forking is unsafe; default: it forks.
+FORKSERVER_ENV = "DIAGFUZZ_FORKSERVER"
+#: The server's command line: the caller's sys.path, then ``serve`` on the inherited socket.
+BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+             "from diagfuzz.execution.forkserver import serve; serve(int(sys.argv[2]))")
+#: Seconds a fork request may wait for the server (its imports and CPU warm-up included).
+READY_TIMEOUT = 300.0
+_MAX_MESSAGE = 1 << 20
+
+
+def enabled() -> bool:
+    """Whether runners fork executors from a server (``DIAGFUZZ_FORKSERVER``, default on)."""
+    return os.environ.get(FORKSERVER_ENV, "1") not in ("", "0")
+
+
+# --- the server ---------------------------------------------------------------------------
+
+def _cuda_mapped() -> str:
+    """The CUDA driver library's path if this process has it mapped, else ''.
+
+    Why: a child forked after the driver initialised cannot use CUDA. torch and Triton load
+    ``libcuda`` only on their first driver call, so a mapped one means something called it.
+    """
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "libcuda.so" in line:
+                    return line.split()[-1]
+    except OSError:
+        pass
+    return ""
+
+
+def _threads() -> int:
+    """Threads of this process, native ones included (1 where /proc cannot say)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def _preload() -> str:
+    """Import what every executor imports, warm its CPU side; '' or why forking is unsafe."""
+    # torch's availability checks through NVML: the driver stays uninitialised here.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    import torch
+
+    # torch starts a thread of its own at import, as in every DataLoader that forks workers
+    # after importing torch; any thread started after it is ours to answer for.
+    baseline = _threads()
+    torch.set_num_threads(1)  # as the executor does; no OpenMP pool for a child to inherit
+    import diagfuzz.execution.child
+    import diagfuzz.oracles
+    from diagfuzz.core.runtime import DEVICE
+
+    with contextlib.suppress(Exception):  # the child imports them itself if this fails
+        import diagfuzz.impl
+        import diagfuzz.ops  # noqa: F401
+    from diagfuzz.execution.runner import settle_heap
+    from diagfuzz.execution.warmup import warm_up
+
+    # The reference side runs on the CPU on every device: its lazy imports and first
+    # autograd backward are paid once here, not in every executor.
+    with contextlib.suppress(Exception):
+        warm_up("cpu")
+    settle_heap()
+    if os.environ.get(FORKSERVER_ENV) == "spawn":
+        return f"{FORKSERVER_ENV}=spawn"
+    threads = _threads()
+    if threads > baseline:  # a child would inherit their locks, not the threads holding them
+        return f"{threads - baseline} thread(s) started while preloading"
+    mapped = _cuda_mapped()
+    if mapped:
+        return f"the CUDA driver ({mapped}) was loaded while preloading"
+    if DEVICE != "cpu" and torch.cuda.is_initialized():
+        return "torch initialised CUDA while preloading"
+    return ""
+
+
+def serve(fd: int) -> None:
+    """The fork server's main loop: fork an executor per request until the client goes."""
+    from diagfuzz.execution.timeline import mark
+
+    mark("start", "forkserver")
+    sock = socket.socket(fileno=fd)
+    try:
+        refused = _preload()
+    except Exception as exc:
+        refused = f"preloading failed: {exc!r}"
+    mark("preloaded", "forkserver")
+    # A server that must not fork still serves: it spawns each executor instead.
+    _send(sock, {"ready": True, "forks": not refused, "why": refused})
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 512)
+        _reap(sock)
+        if sock.fileno() in ready:
+            try:
+                request, fds = _receive(sock)
+            except (EOFError, OSError):
+                os._exit(0)  # the client is gone; children exit when they see it
+            pid = _spawn(request, fds) if refused else _fork(request, fds, sock, (wake_r, wake_w))
+            _send(sock, {"forked": pid})
+
+
+def _reap(sock: socket.socket) -> None:
+    """Report every exited child's status (as Popen's returncode) to the client."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(
+            status)
+        with contextlib.suppress(OSError):
+            _send(sock, {"exited": pid, "code": code})
+
+
+def _spawn(request: dict[str, Any], fds: list[int]) -> int:
+    """Start one executor as a fresh interpreter, as a runner without a server does."""
+    argv = [sys.executable, "-c", BOOTSTRAP_EXECUTOR, json.dumps(request["path"]), str(fds[0]),
+            str(fds[1]), str(os.getpid()), *request["args"]]
+    try:
+        proc = subprocess.Popen(argv, pass_fds=tuple(fds[:2]), stdin=subprocess.DEVNULL,
+                                stderr=fds[2] if len(fds) > 2 else None,
+                                env=request["env"], cwd=request.get("cwd") or None)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return proc.pid
+
+
+def _fork(request: dict[str, Any], fds: list[int], sock: socket.socket,
+          wake: tuple[int, int]) -> int:
+    """Fork one executor: the child runs ``child_main`` on the request's pipes."""
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        return pid
+    code = 70
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sock.close()
+        for fd in wake:
+            os.close(fd)
+        read_fd, write_fd = fds[0], fds[1]
+        if len(fds) > 2:  # the runner's executor.log
+            os.dup2(fds[2], 2)
+            os.close(fds[2])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        sys.path[:] = request.get("path", sys.path)
+        from diagfuzz.execution.child import child_main
+
+        child_main(read_fd, write_fd, os.getppid(), *request["args"])
+        code = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+# --- the wire ------------------------------------------------------------------------------
+
+def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode() + b"\n"
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.sendall(data)
+
+
+def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """One request (a JSON line sent in one ``sendmsg``) and the descriptors it carried."""
+    data, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 8)
+    if not data:
+        raise EOFError
+    return json.loads(data), list(fds)
+
+
+# --- the client ----------------------------------------------------------------------------
+
+class ForkServer:
+    """One process's fork server (``shared``): started at once, ready in the background.
+
+    Requests never wait for the server: they queue in its socket while it imports, and a
+    ``Forked`` learns its pid when the server answers.
+    """
+
+    def __init__(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path),
+                                      str(child.fileno())], pass_fds=(child.fileno(),),
+                                     stdin=subprocess.DEVNULL)
+        child.close()
+        self.sock = parent
+        self._buffer = b""
+        self.forks: bool | None = None  #: True: it forks; False: it spawns (``why``)
+        self.why = ""
+        self._awaiting: list[Forked] = []  # requests sent, pid not yet answered
+        # Runners in several threads share it (the gate classifies findings side by side).
+        self._lock = threading.RLock()
+        self.exits: dict[int, int] = {}  #: pid -> exit code, as the server reported them
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def mode(self, timeout: float = READY_TIMEOUT) -> str:
+        """"fork", or "spawn: <why>" (waiting for the server's start if need be)."""
+        deadline = time.monotonic() + timeout
+        while self.forks is None and time.monotonic() < deadline:
+            try:
+                self.pump(min(0.1, max(0.0, deadline - time.monotonic())))
+            except (EOFError, OSError):
+                return "spawn: the fork server exited"
+        if self.forks is None:
+            return f"spawn: the fork server did not start in {timeout:g}s"
+        return "fork" if self.forks else f"spawn: {self.why}"
+
+    def fork(self, args: list[str], fds: list[int], env: dict[str, str]) -> Forked:
+        """An executor running ``child_main(fds[0], fds[1], server, *args)``; ``fds[2]``,
+        if given, becomes its stderr. The caller closes its copies of ``fds``."""
+        forked = Forked(self)
+        with self._lock:
+            _send(self.sock, {"args": args, "env": env, "cwd": os.getcwd(),
+                              "path": sys.path}, fds)
+            self._awaiting.append(forked)
+        return forked
+
+    def _next(self, timeout: float) -> dict[str, Any] | None:
+        """The server's next message, or None if none came within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            if self.sock.fileno() < 0:
+                raise EOFError("the fork server was closed")
+            left = deadline - time.monotonic()
+            if not select.select([self.sock], [], [], max(0.0, left))[0]:
+                return None
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("the fork server exited")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def pump(self, timeout: float) -> bool:
+        """File one message from the server (its start, a fork's pid, a child's exit);
+        False if none came within ``timeout``."""
+        with self._lock:
+            message = self._next(timeout)
+            if message is None:
+                return False
+            if "forked" in message:
+                self._awaiting.pop(0)._pid = int(message["forked"])
+            elif "exited" in message:
+                self.exits[int(message["exited"])] = int(message["code"])
+            elif "ready" in message:
+                self.forks = bool(message.get("forks"))
+                self.why = str(message.get("why", ""))
+            return True
+
+    def close(self) -> None:
+        """Stop the server; its children see it go and exit (``child._watch_parent``)."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.proc.wait(2)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+class Forked:
+    """An executor the server started, handled as the ``subprocess.Popen`` a runner holds."""
+
+    def __init__(self, server: ForkServer) -> None:
+        self.server = server
+        self._pid: int | None = None
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """Its pid, waiting for the server's answer if need be."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        while self._pid is None:
+            if not self.server.alive() and not self.server.pump(0):
+                raise OSError("the fork server exited before starting the executor")
+            if time.monotonic() > deadline:
+                raise OSError(f"the fork server started no executor in {READY_TIMEOUT:g}s")
+            self.server.pump(0.05)
+        return self._pid
+
+    def poll(self) -> int | None:
+        """Its exit code (negative: the signal), None while it runs or is being started."""
+        if self.returncode is not None:
+            return self.returncode
+        with contextlib.suppress(EOFError, OSError):
+            while self.server.pump(0):
+                pass
+        if self._pid is None:
+            return None if self.server.alive() else -signal.SIGKILL
+        self.returncode = self.server.exits.pop(self._pid, None)
+        if self.returncode is None and not _exists(self._pid):
+            self.returncode = -signal.SIGKILL  # reaped by nobody: the server is gone
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = 0.05 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(f"executor {self._pid}", timeout or 0)
+            with contextlib.suppress(EOFError, OSError):
+                self.server.pump(min(left, 0.05))
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno != errno.ESRCH
+    return True
+
+
+_SHARED: ForkServer | None = None
+_SHARED_PID = 0
+_SHARED_LOCK = threading.Lock()
+
+
+def shared() -> ForkServer | None:
+    """This process's fork server, started on first use; None where executors are spawned
+    by the runner itself (``DIAGFUZZ_FORKSERVER=0``, or the server died)."""
+    global _SHARED, _SHARED_PID
+    if not enabled():
+        return None
+    with _SHARED_LOCK:
+        if _SHARED is None or os.getpid() != _SHARED_PID:
+            _SHARED, _SHARED_PID = ForkServer(), os.getpid()
+        server = _SHARED
+    return server if server.alive() else None
+
+
+def start_early() -> None:
+    """Start this process's server now: its imports run beside the caller's own start-up."""
+    shared()
+
+
+__all__ = ["FORKSERVER_ENV", "ForkServer", "Forked", "enabled", "serve", "shared",
+           "start_early"]

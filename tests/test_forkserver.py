@@ -1,0 +1,118 @@
+"""Executors forked from the pre-warmed server judge exactly as spawned ones do."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from diagfuzz.execution import forkserver
+from diagfuzz.execution.parent import ProcessRunner
+from tests.faulty.cases import square
+
+CASES = [square(0), square(1), square(-1, n=4), square(2, op="diagonal_backward")]
+
+
+def _verdicts(impl: str, tmp_path) -> list[tuple[str, str, str]]:
+    with ProcessRunner(impl, "cpu", timeout=30, workdir=tmp_path) as runner:
+        return [(v.kind, v.check, v.message) for v in map(runner.run, CASES)]
+
+
+def _fresh_server(monkeypatch, mode: str | None) -> None:
+    """This test's runners use a server of their own (``mode``: DIAGFUZZ_FORKSERVER)."""
+    if mode is None:
+        monkeypatch.delenv(forkserver.FORKSERVER_ENV, raising=False)
+    else:
+        monkeypatch.setenv(forkserver.FORKSERVER_ENV, mode)
+    monkeypatch.setattr(forkserver, "_SHARED", None)
+
+
+def test_forked_executors_give_the_spawned_ones_verdicts(monkeypatch, tmp_path) -> None:
+    _fresh_server(monkeypatch, "0")
+    spawned = _verdicts("tests.faulty.wrong:impl", tmp_path / "spawned")
+    _fresh_server(monkeypatch, None)
+    forked = _verdicts("tests.faulty.wrong:impl", tmp_path / "forked")
+    server = forkserver._SHARED
+    assert server is not None and server.mode() == "fork"
+    assert forked == spawned
+    assert [kind for kind, _, _ in forked] == ["pass", "mismatch", "pass", "mismatch"]
+    server.close()
+
+
+def test_a_forked_executors_crash_names_its_signal(monkeypatch, tmp_path) -> None:
+    _fresh_server(monkeypatch, None)
+    with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30,
+                       workdir=tmp_path) as runner:
+        runner.start()
+        assert isinstance(runner._proc, forkserver.Forked)
+        crash = runner.run(square(1))
+    assert crash.kind == "crash" and "SIGABRT" in crash.message
+    assert crash.details["exitcode"] == -signal.SIGABRT
+    assert "abort.py" in crash.details["stderr_tail"]  # its stderr went to the log
+    forkserver._SHARED.close()
+
+
+def test_an_executor_gets_its_runners_environment_path_and_directory(
+        monkeypatch, tmp_path) -> None:
+    """Set after the server started: a fork sees what a spawn would."""
+    _fresh_server(monkeypatch, None)
+    forkserver.start_early()
+    probe = tmp_path / "lib"
+    probe.mkdir()
+    (probe / "env_probe.py").write_text(
+        "import os\n"
+        "from diagfuzz.impl import aten as impl\n"
+        "assert os.environ['PROBE'] == 'set later', os.environ.get('PROBE')\n"
+        "assert os.getcwd() == os.environ['PROBE_CWD'], os.getcwd()\n")
+    monkeypatch.setenv("PROBE", "set later")
+    monkeypatch.setenv("PROBE_CWD", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(probe))
+    with ProcessRunner("env_probe:impl", "cpu", timeout=30) as runner:
+        assert runner.run(square(0)).kind == "pass"
+        assert isinstance(runner._proc, forkserver.Forked)
+    forkserver._SHARED.close()
+
+
+def test_a_server_that_must_not_fork_spawns_each_executor(monkeypatch, tmp_path) -> None:
+    _fresh_server(monkeypatch, "spawn")
+    verdicts = _verdicts("tests.faulty.abort:impl", tmp_path)
+    server = forkserver._SHARED
+    assert server.mode() == "spawn: DIAGFUZZ_FORKSERVER=spawn"
+    assert [kind for kind, _, _ in verdicts] == ["pass", "crash", "pass", "pass"]
+    assert "SIGABRT" in verdicts[1][2]  # the server reaped it and reported the signal
+    server.close()
+
+
+def test_a_runner_whose_server_died_spawns_its_executors(monkeypatch, tmp_path) -> None:
+    _fresh_server(monkeypatch, None)
+    forkserver.start_early()
+    server = forkserver._SHARED
+    server.proc.kill()
+    server.proc.wait(10)
+    assert forkserver.shared() is None
+    with ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=60) as runner:
+        assert runner.run(square(0)).kind == "pass"
+        assert not isinstance(runner._proc, forkserver.Forked)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may never reap an orphan)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_executors_exit_when_their_server_goes(monkeypatch) -> None:
+    _fresh_server(monkeypatch, None)
+    runner = ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=30)
+    runner.start()
+    pid = runner.pid
+    assert _running(pid)
+    forkserver._SHARED.close()
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+    runner.close()
