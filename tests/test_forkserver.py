@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+from diagfuzz.core.preselect import no_gpu_here
 from diagfuzz.execution import forkserver
 from diagfuzz.execution.parent import ProcessRunner
 from tests.faulty.cases import square
@@ -17,29 +18,29 @@ def _verdicts(impl: str, tmp_path) -> list[tuple[str, str, str]]:
         return [(v.kind, v.check, v.message) for v in map(runner.run, CASES)]
 
 
-def _fresh_server(monkeypatch, mode: str | None) -> None:
-    """This test's runners use a server of their own (``mode``: DIAGFUZZ_FORKSERVER)."""
-    if mode is None:
-        monkeypatch.delenv(forkserver.FORKSERVER_ENV, raising=False)
-    else:
-        monkeypatch.setenv(forkserver.FORKSERVER_ENV, mode)
+def _fresh_server(monkeypatch, mode: str = "1") -> None:
+    """This test's runners use a server of their own (``mode``: DIAGFUZZ_FORKSERVER; "1"
+    turns it on on a GPU host too, where it is off by default)."""
+    monkeypatch.setenv(forkserver.FORKSERVER_ENV, mode)
     monkeypatch.setattr(forkserver, "_SHARED", None)
 
 
 def test_forked_executors_give_the_spawned_ones_verdicts(monkeypatch, tmp_path) -> None:
     _fresh_server(monkeypatch, "0")
     spawned = _verdicts("tests.faulty.wrong:impl", tmp_path / "spawned")
-    _fresh_server(monkeypatch, None)
+    _fresh_server(monkeypatch)
     forked = _verdicts("tests.faulty.wrong:impl", tmp_path / "forked")
     server = forkserver._SHARED
-    assert server is not None and server.mode() == "fork"
+    # Where no GPU can exist it forks; on a GPU host it may have to spawn (and says why).
+    assert server is not None
+    assert server.mode() == "fork" or not no_gpu_here(), server.mode()
     assert forked == spawned
     assert [kind for kind, _, _ in forked] == ["pass", "mismatch", "pass", "mismatch"]
     server.close()
 
 
 def test_a_forked_executors_crash_names_its_signal(monkeypatch, tmp_path) -> None:
-    _fresh_server(monkeypatch, None)
+    _fresh_server(monkeypatch)
     with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30,
                        workdir=tmp_path) as runner:
         runner.start()
@@ -54,7 +55,7 @@ def test_a_forked_executors_crash_names_its_signal(monkeypatch, tmp_path) -> Non
 def test_an_executor_gets_its_runners_environment_path_and_directory(
         monkeypatch, tmp_path) -> None:
     """Set after the server started: a fork sees what a spawn would."""
-    _fresh_server(monkeypatch, None)
+    _fresh_server(monkeypatch)
     forkserver.start_early()
     probe = tmp_path / "lib"
     probe.mkdir()
@@ -84,7 +85,7 @@ def test_a_server_that_must_not_fork_spawns_each_executor(monkeypatch, tmp_path)
 
 
 def test_a_runner_whose_server_died_spawns_its_executors(monkeypatch, tmp_path) -> None:
-    _fresh_server(monkeypatch, None)
+    _fresh_server(monkeypatch)
     forkserver.start_early()
     server = forkserver._SHARED
     server.proc.kill()
@@ -105,7 +106,7 @@ def _running(pid: int) -> bool:
 
 
 def test_executors_exit_when_their_server_goes(monkeypatch) -> None:
-    _fresh_server(monkeypatch, None)
+    _fresh_server(monkeypatch)
     runner = ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=30)
     runner.start()
     pid = runner.pid
@@ -116,3 +117,35 @@ def test_executors_exit_when_their_server_goes(monkeypatch) -> None:
         time.sleep(0.05)
     assert not _running(pid)
     runner.close()
+
+
+def test_on_by_default_only_where_no_gpu_can_exist(monkeypatch) -> None:
+    monkeypatch.delenv(forkserver.FORKSERVER_ENV, raising=False)
+    monkeypatch.setattr(forkserver, "no_gpu_here", lambda: True)
+    assert forkserver.enabled()
+    monkeypatch.setattr(forkserver, "no_gpu_here", lambda: False)
+    assert not forkserver.enabled()
+    monkeypatch.setenv(forkserver.FORKSERVER_ENV, "1")
+    assert forkserver.enabled()
+    monkeypatch.setenv(forkserver.FORKSERVER_ENV, "0")
+    assert not forkserver.enabled()
+
+
+def test_a_thread_started_while_preloading_is_named_with_its_step() -> None:
+    import threading
+
+    watch = forkserver._Watch()
+    watch.after("a quiet step")
+    assert watch.why == ""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="diagfuzz-probe")
+    thread.start()
+    try:
+        watch.after("the step that starts a thread")
+        later = watch.why
+        watch.after("a later step")
+    finally:
+        stop.set()
+        thread.join()
+    assert later == watch.why  # the first step that did it is kept
+    assert "1 thread(s)" in later and later.endswith("started by the step that starts a thread")

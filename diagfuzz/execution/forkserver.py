@@ -9,9 +9,10 @@ oracle and diagfuzz's kernels once, runs the CPU half of the warm-up, and then f
 executor per request. Each child applies its runner's environment, loads the implementation
 under test and creates its CUDA context after the fork, exactly as a spawned executor does:
 the server never initialises CUDA (torch answers availability through NVML there). A server
-that finds, after preloading, a CUDA driver library mapped in itself (``_cuda_mapped``) or a
-thread started (``_threads``) spawns each executor as a fresh interpreter instead of forking
-it.
+that finds, after a preloading step, a CUDA driver library mapped in itself (``_cuda_mapped``)
+or a thread started (``_threads``) spawns each executor as a fresh interpreter instead of
+forking it, and says which step did it. It runs by default where no GPU can exist
+(``enabled``).
 
 The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
 ``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
@@ -35,6 +36,7 @@ import threading
 import time
 from typing import Any
 
+from diagfuzz.core.preselect import no_gpu_here
 from diagfuzz.execution.messages import BOOTSTRAP as BOOTSTRAP_EXECUTOR
 
 #: "0": each runner spawns its executors itself (no server); "spawn": the server spawns
@@ -49,8 +51,17 @@ _MAX_MESSAGE = 1 << 20
 
 
 def enabled() -> bool:
-    """Whether runners fork executors from a server (``DIAGFUZZ_FORKSERVER``, default on)."""
-    return os.environ.get(FORKSERVER_ENV, "1") not in ("", "0")
+    """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``).
+
+    By default only where no GPU can exist: on an H200 host the server found two threads
+    started while it preloaded (what the CUDA driver starts when something initialises it),
+    so it would spawn every executor after its own imports, later than a runner does.
+    ``DIAGFUZZ_FORKSERVER=1`` turns it on there; its "spawn: ..." reason names the step.
+    """
+    value = os.environ.get(FORKSERVER_ENV)
+    if value is None:
+        return no_gpu_here()
+    return value not in ("", "0")
 
 
 # --- the server ---------------------------------------------------------------------------
@@ -71,31 +82,62 @@ def _cuda_mapped() -> str:
     return ""
 
 
-def _threads() -> int:
-    """Threads of this process, native ones included (1 where /proc cannot say)."""
+def _threads() -> list[str]:
+    """The names of this process's threads, native ones included ([] where /proc cannot
+    say)."""
+    names = []
     try:
-        return len(os.listdir("/proc/self/task"))
+        for task in sorted(os.listdir("/proc/self/task")):
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.append(comm.read().strip())
     except OSError:
-        return 1
+        return []
+    return names
+
+
+class _Watch:
+    """What each preloading step started that makes forking unsafe, first step first."""
+
+    def __init__(self) -> None:
+        self.baseline = _threads()
+        self.why = ""
+
+    def after(self, step: str) -> None:
+        if self.why:
+            return
+        threads = _threads()
+        mapped = _cuda_mapped()
+        if len(threads) > len(self.baseline):
+            new = threads[len(self.baseline):]
+            self.why = f"{len(new)} thread(s) ({', '.join(new)}) started by {step}"
+        elif mapped:
+            self.why = f"the CUDA driver ({mapped}) was loaded by {step}"
+        if self.why and mapped and "driver" not in self.why:
+            self.why += f"; the CUDA driver is loaded ({mapped})"
 
 
 def _preload() -> str:
-    """Import what every executor imports, warm its CPU side; '' or why forking is unsafe."""
+    """Import what every executor imports, warm its CPU side; '' or why forking is unsafe
+    (a thread started, or the CUDA driver loaded, and by which step)."""
     # torch's availability checks through NVML: the driver stays uninitialised here.
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     import torch
 
     # torch starts a thread of its own at import, as in every DataLoader that forks workers
     # after importing torch; any thread started after it is ours to answer for.
-    baseline = _threads()
+    watch = _Watch()
     torch.set_num_threads(1)  # as the executor does; no OpenMP pool for a child to inherit
     import diagfuzz.execution.child
     import diagfuzz.oracles
+
+    watch.after("importing the oracle")
     from diagfuzz.core.runtime import DEVICE
 
+    watch.after("diagfuzz.core.runtime (torch.cuda.is_available)")
     with contextlib.suppress(Exception):  # the child imports them itself if this fails
         import diagfuzz.impl
         import diagfuzz.ops  # noqa: F401
+    watch.after("importing diagfuzz.ops and Triton")
     from diagfuzz.execution.runner import settle_heap
     from diagfuzz.execution.warmup import warm_up
 
@@ -103,15 +145,12 @@ def _preload() -> str:
     # autograd backward are paid once here, not in every executor.
     with contextlib.suppress(Exception):
         warm_up("cpu")
+    watch.after("the CPU warm-up")
     settle_heap()
     if os.environ.get(FORKSERVER_ENV) == "spawn":
         return f"{FORKSERVER_ENV}=spawn"
-    threads = _threads()
-    if threads > baseline:  # a child would inherit their locks, not the threads holding them
-        return f"{threads - baseline} thread(s) started while preloading"
-    mapped = _cuda_mapped()
-    if mapped:
-        return f"the CUDA driver ({mapped}) was loaded while preloading"
+    if watch.why:
+        return watch.why
     if DEVICE != "cpu" and torch.cuda.is_initialized():
         return "torch initialised CUDA while preloading"
     return ""
