@@ -81,6 +81,12 @@ def test_plan_imports_an_impl_of_the_current_directory(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "over the streams diagonal, invalid" in proc.stdout
+    # The budget counts the two streams that run, not the seven of a full library.
+    from diagfuzz.harness.profiles import BUDGETS
+
+    gate = BUDGETS["gate"]
+    assert (f"~{gate.examples * gate.shards * 2:,} Cases (the gate profile: {gate.examples} "
+            f"Cases x {gate.shards} shards x 2 streams)") in proc.stdout, proc.stdout
     missing = subprocess.run([script, "gate", "--impl=no_such_impl", "--plan"], cwd=tmp_path,
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 4 and "no_such_impl" in missing.stderr

@@ -78,10 +78,10 @@ def plan_lines(opts: Options) -> list[str]:
     except ValueError as exc:
         lines.append(f"  corpus replay        unreadable: {exc}")
     if opts.suite:
-        if opts.budget is None:
-            budget = gate.total
+        if opts.budget is None:  # the streams of ops left out skip (harness.planning)
+            budget = gate.total * len(streams) // len(STREAMS)
             how = (f"the gate profile: {gate.examples} Cases x {gate.shards} shards x "
-                   f"{len(STREAMS)} streams")
+                   f"{len(streams)} streams")
         else:
             budget, how = opts.budget, "--budget"
         lines.append(f"  fuzz suite           ~{budget:,} Cases ({how}), derandomized, "
