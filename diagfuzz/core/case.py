@@ -250,10 +250,16 @@ class Case:
         return lines
 
     def describe(self) -> str:
-        """A short human-readable one-liner for test ids and reports."""
+        """A short human-readable one-liner for test ids and reports.
+
+        ``sizes`` is the geometry's tensor: the input of diagonal, the result of diag_embed
+        and diagonal_backward. Where the tensor the op reads has another shape, the line
+        names it (``operand=``), so ``sizes`` is never taken for the input's."""
         layout = "+".join(self.layout.kinds)
         extra = f" invalid={self.invalid}" if self.invalid else ""
-        return (f"{self.op}(sizes={list(self.sizes)}, offset={self.offset}, "
+        operand = list(self.layout.shape)
+        shown = "" if operand == list(self.sizes) else f", operand={operand}"
+        return (f"{self.op}(sizes={list(self.sizes)}{shown}, offset={self.offset}, "
                 f"dim1={self.dim1}, dim2={self.dim2}, {self.dtype}, {layout}){extra}")
 
 
