@@ -35,6 +35,14 @@ def test_exit_codes() -> None:
     stopped = [Stage("a", ran=3, stopped=True)]
     assert exit_code(stopped, []) == ExitCode.STOPPED == 7
     assert exit_code(stopped, [unclassified]) == ExitCode.FAILURE
+    # A stage this machine cannot run fails the gate only when stages are required; one the
+    # user left out (--no-...) or that had nothing to do (no ...) never does.
+    unrun = [Stage("a", ran=3), Stage("huge tier", skipped="needs a CUDA GPU")]
+    assert exit_code(unrun, []) == ExitCode.CLEAN
+    assert exit_code(unrun, [], require_stages=True) == ExitCode.ERROR
+    asked = [Stage("a", ran=3), Stage("b", skipped="--no-opinfo"),
+             Stage("c", skipped="no corpus")]
+    assert exit_code(asked, [], require_stages=True) == ExitCode.CLEAN
 
 
 def test_suite_findings_reads_the_plugin_report() -> None:

@@ -129,7 +129,8 @@ def gate_options(args: argparse.Namespace) -> Any:
         max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
-        quiet=args.quiet, huge=args.huge)
+        quiet=args.quiet, huge=args.huge,
+        require_stages=args.require_stages)
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -325,6 +326,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--huge", action="store_true",
                    help="add the huge tier: a few Cases per op past 2**31 elements and 2**32 "
                         "bytes, judged on the GPU in chunks (CUDA only; skipped elsewhere)")
+    g.add_argument("--require-stages", action="store_true",
+                   help="a stage that cannot run here (the huge tier without CUDA, OpInfo "
+                        "samples without expecttest) fails the gate with exit 3 instead of "
+                        "a 'Not run' line")
     g.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (a line per stage start and end, and "
                         "one at least every 10 s): the summary alone")

@@ -11,7 +11,7 @@ from typing import Any
 from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
-from diagfuzz.gate.stages import Finding
+from diagfuzz.gate.stages import Finding, not_run
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines
 
 _HEADLINE: dict[int, str] = {
@@ -86,7 +86,7 @@ def markdown(result: Result) -> str:
     if result.stopped:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
-    unrun = [s for s in result.stages if s.skipped and not s.skipped.startswith(("--", "no "))]
+    unrun = not_run(result.stages)
     if unrun:
         lines += ["**Not run:** " + "; ".join(f"{s.name} ({s.skipped})" for s in unrun), ""]
     if result.stages:

@@ -49,6 +49,7 @@ from diagfuzz.gate.stages import (
     corpus_stage,
     error_parity_stage,
     huge_stage,
+    not_run,
     opinfo_stage,
     stop_children,
     suite_root,
@@ -107,10 +108,12 @@ def distinct(findings: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
-def exit_code(stages: list[Stage], findings: list[Finding], stopped: bool = False) -> int:
-    """3 a stage could not run; 1 a deterministic (or unclassified) failure; 2 only flaky
-    ones; 7 stopped, nothing failed; 6 cut by --max-seconds, nothing failed; 0 clean."""
-    if any(s.error for s in stages):
+def exit_code(stages: list[Stage], findings: list[Finding], stopped: bool = False,
+              require_stages: bool = False) -> int:
+    """3 a stage could not run (or, with ``require_stages``, was skipped for a reason); 1 a
+    deterministic (or unclassified) failure; 2 only flaky ones; 7 stopped, nothing failed;
+    6 cut by --max-seconds, nothing failed; 0 clean."""
+    if any(s.error for s in stages) or (require_stages and not_run(stages)):
         return ExitCode.ERROR
     if any(f.classification is None or f.classification.deterministic for f in findings):
         return ExitCode.FAILURE
@@ -277,8 +280,8 @@ class Gate:
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
                                 note=note, stopped=bool(stopped)))
         saved = self._write_findings(findings)
-        code = self.code if self.code is not None else exit_code(stages, findings,
-                                                                 bool(stopped))
+        code = self.code if self.code is not None else exit_code(
+            stages, findings, bool(stopped), opts.require_stages)
         if stopped == "--max-seconds" and code == ExitCode.STOPPED:
             code = ExitCode.CUT
         return Result(code, stages, findings, opts.impl, self.device,

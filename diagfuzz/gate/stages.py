@@ -103,6 +103,12 @@ class Finding:
         self.stages = dict(Counter(self.stages) + Counter(other.stages))
 
 
+def not_run(stages: list[Stage]) -> list[Stage]:
+    """Stages skipped for a reason of this machine (no CUDA, no expecttest), not because
+    an option (``--no-...``) or an empty input (``no ...``) asked for it."""
+    return [s for s in stages if s.skipped and not s.skipped.startswith(("--", "no "))]
+
+
 @dataclass
 class Stage:
     """One stage's outcome: Cases run, failures, or why it did not run or finish."""
