@@ -197,6 +197,7 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
+        _SPAWNED.pop(pid, None)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(
             status)
         with contextlib.suppress(OSError):
@@ -214,7 +215,11 @@ def _spawn(request: dict[str, Any], fds: list[int]) -> int:
     finally:
         for fd in fds:
             os.close(fd)
+    _SPAWNED[proc.pid] = proc  # held: a collected Popen would reap it behind ``_reap``
     return proc.pid
+
+
+_SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def _fork(request: dict[str, Any], fds: list[int], sock: socket.socket,

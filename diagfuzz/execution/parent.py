@@ -249,9 +249,9 @@ class ProcessRunner:
     def _spawn(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        args = [self.impl_spec, self.device, "strict" if self.strict else ""]
         argv = [sys.executable, "-c", msg.BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
-                str(from_child_w), str(os.getpid()), self.impl_spec, self.device,
-                "strict" if self.strict else ""]
+                str(from_child_w), str(os.getpid()), *args]
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
         self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
@@ -266,7 +266,7 @@ class ProcessRunner:
             proc: subprocess.Popen[bytes] | forkserver.Forked
             if server is not None:
                 fds = [to_child_r, from_child_w] + ([stderr.fileno()] if stderr else [])
-                proc = server.fork(argv[7:], fds, env)
+                proc = server.fork(args, fds, env)
             else:
                 proc = subprocess.Popen(argv, pass_fds=(to_child_r, from_child_w),
                                         stdin=subprocess.DEVNULL, stderr=stderr, env=env)
