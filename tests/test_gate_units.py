@@ -40,6 +40,8 @@ def test_exit_codes() -> None:
     unrun = [Stage("a", ran=3), Stage("huge tier", skipped="needs a CUDA GPU")]
     assert exit_code(unrun, []) == ExitCode.CLEAN
     assert exit_code(unrun, [], require_stages=True) == ExitCode.ERROR
+    # A bug found in what ran still says so: 1, not 3.
+    assert exit_code(unrun, [_finding(5)], require_stages=True) == ExitCode.FAILURE
     asked = [Stage("a", ran=3), Stage("b", skipped="--no-opinfo"),
              Stage("c", skipped="no corpus")]
     assert exit_code(asked, [], require_stages=True) == ExitCode.CLEAN

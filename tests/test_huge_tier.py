@@ -229,12 +229,12 @@ def test_a_skipped_tier_is_said_on_stderr_and_above_the_table(tmp_path: Path) ->
     assert done.returncode == 0, done.stdout + done.stderr
     assert "huge tier: skipped: needs a CUDA GPU" in done.stderr
     assert "**Not run:** huge tier (needs a CUDA GPU" in done.stdout
-    # Asked to, the gate fails on the stage it could not run: exit 3, said the same way.
+    # Asked to, the gate refuses before anything runs: exit 3, with the reason.
     required = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
-         "--huge", "--require-stages", "--no-suite", "--no-compile", "--no-opinfo",
-         "--no-save", "-n", "0"],
+         "--huge", "--require-stages", "--no-compile", "--no-opinfo", "--no-save", "-n", "0"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert required.returncode == 3, required.stdout + required.stderr
     assert "COULD NOT RUN" in required.stdout
-    assert "**Not run:** huge tier (needs a CUDA GPU" in required.stdout
+    assert "--require-stages: huge tier: needs a CUDA GPU" in required.stdout
+    assert "fuzz suite" not in required.stdout  # nothing ran, the suite included

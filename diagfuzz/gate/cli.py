@@ -328,8 +328,8 @@ def parser() -> argparse.ArgumentParser:
                         "bytes, judged on the GPU in chunks (CUDA only; skipped elsewhere)")
     g.add_argument("--require-stages", action="store_true",
                    help="a stage that cannot run here (the huge tier without CUDA, OpInfo "
-                        "samples without expecttest) fails the gate with exit 3 instead of "
-                        "a 'Not run' line")
+                        "samples without expecttest) is an error: exit 3 before anything "
+                        "runs, not a 'Not run' line after the other stages")
     g.add_argument("--quiet", action="store_true",
                    help="no progress lines on stderr (a line per stage start and end, and "
                         "one at least every 10 s): the summary alone")

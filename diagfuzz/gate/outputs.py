@@ -147,7 +147,8 @@ def time_lines(data: dict[str, Any]) -> list[str]:
             f"- {group}: {t.get('executors', 0)} executor(s), {total:.1f} executor-s: "
             f"start-up {t.get('startup_s', 0):.1f} s, impl import {t.get('import_s', 0):.1f} s, "
             f"warm-up {t.get('warmup_s', 0):.1f} s, first call per op and dtype "
-            f"{t.get('first_calls_s', 0):.1f} s ({t.get('first_calls', 0)} calls, "
+            f"{t.get('first_calls_s', 0):.1f} s ({t.get('first_calls', 0)} "
+            f"call{'' if t.get('first_calls', 0) == 1 else 's'}, "
             f"{share:.0f} %), judging {t.get('judging_s', 0):.1f} s "
             f"({t.get('judged', 0)} Cases)")
     return [*lines, "", "</details>"]

@@ -63,7 +63,8 @@ class GateProgress:
     def begin(self, stage: str, planned: int, what: str = "Cases") -> None:
         with self._lock:
             self._counts[stage] = _Count(planned)
-        self.say(f"{stage}: started ({planned:,} {what} planned)" if planned
+        noun = what.removesuffix("s") if planned == 1 else what
+        self.say(f"{stage}: started ({planned:,} {noun} planned)" if planned
                  else f"{stage}: started")
 
     def advance(self, stage: str, n: int = 1, failed_signature: str = "") -> None:

@@ -108,17 +108,37 @@ def distinct(findings: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
+def cannot_run_here(opts: Options) -> list[str]:
+    """The stages ``opts`` asks for that this machine cannot run, each with its reason
+    (known before anything runs: no CUDA for the huge tier, no expecttest for OpInfo)."""
+    import diagfuzz.ops as ops
+    from diagfuzz.core import huge
+    from diagfuzz.strategies import opinfo
+
+    reasons = []
+    missing = opinfo.unavailable() if opts.opinfo else ""
+    if missing:
+        reasons.append(f"{OPINFO_STAGE}: {missing}")
+    reason = huge.skip_reason(opts.device or ops.DEVICE) if opts.huge else ""
+    if reason:
+        reasons.append(f"huge tier: {reason}")
+    return reasons
+
+
 def exit_code(stages: list[Stage], findings: list[Finding], stopped: bool = False,
               require_stages: bool = False) -> int:
-    """3 a stage could not run (or, with ``require_stages``, was skipped for a reason); 1 a
-    deterministic (or unclassified) failure; 2 only flaky ones; 7 stopped, nothing failed;
-    6 cut by --max-seconds, nothing failed; 0 clean."""
-    if any(s.error for s in stages) or (require_stages and not_run(stages)):
+    """3 a stage could not run; 1 a deterministic (or unclassified) failure; 2 only flaky
+    ones; 3 a stage skipped for a reason of this machine, with ``require_stages`` (a bug
+    found elsewhere still says 1 or 2); 7 stopped, nothing failed; 6 cut by --max-seconds,
+    nothing failed; 0 clean."""
+    if any(s.error for s in stages):
         return ExitCode.ERROR
     if any(f.classification is None or f.classification.deterministic for f in findings):
         return ExitCode.FAILURE
     if findings:
         return ExitCode.FLAKY
+    if require_stages and not_run(stages):
+        return ExitCode.ERROR
     if stopped or any(s.stopped for s in stages):
         return ExitCode.STOPPED
     return ExitCode.CUT if any(s.cut for s in stages) else ExitCode.CLEAN
@@ -176,6 +196,12 @@ class Gate:
     def body(self) -> None:
         """Every stage, then classification (the stages' thread)."""
         opts, ctx = self.opts, self.ctx
+        unrunnable = cannot_run_here(opts) if opts.require_stages else []
+        if unrunnable:
+            self.error, self.code = ("--require-stages: " + "; ".join(unrunnable),
+                                     ExitCode.ERROR)
+            self.stop("a required stage cannot run here")
+            return
         with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
             suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
             import diagfuzz.ops as ops
