@@ -136,3 +136,14 @@ def test_markdown_lists_each_failure_with_its_command(tmp_path) -> None:
     assert f"python {tmp_path / 'repro_x.py'}" in text
     assert "diagonal · mismatch · bitwise:aten" in text or "diagonal · mismatch" in text
     assert gate_report.to_json(result)["findings"][0]["classification"]["ratio"] == "2/5"
+
+
+def test_markdown_names_a_stage_the_cap_cut_before_its_first_case() -> None:
+    stages = [Stage("corpus replay", ran=4), Stage("fuzz suite", cut=True),
+              Stage("huge tier", skipped="needs a CUDA GPU"), Stage("b", skipped="--no-opinfo")]
+    text = gate_report.markdown(Result(ExitCode.CUT, stages, [], "m:a", "cpu", 25.0, cut=True))
+    assert ("**Not run:** huge tier (needs a CUDA GPU); fuzz suite (cut before its first "
+            "Case)") in text
+    ran = [Stage("fuzz suite", ran=12, cut=True)]
+    assert "Not run" not in gate_report.markdown(
+        Result(ExitCode.CUT, ran, [], "m:a", "cpu", 25.0, cut=True))

@@ -284,9 +284,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("-n", dest="workers", type=_workers, default="auto",
                    help="pytest-xdist workers (auto)")
     g.add_argument("--max-seconds", type=_seconds,
-                   help="a wall-clock cap: the gate ends within 5 %% of it, with its "
+                   help="a wall-clock cap from the gate's start (Python's own start-up, "
+                        "2-3 s, comes before it): the gate ends within 5 %% of it, with its "
                         "report, JUnit and summary of what finished (exit 6 if cut with "
-                        "nothing found)")
+                        "nothing found; a stage cut before its first Case is named)")
     g.add_argument("--ops", help=f"only these ops, comma-separated ({', '.join(SPECS)})")
     g.add_argument("--dtypes", help="only these dtypes, comma-separated "
                                     f"({', '.join(available_dtypes())})")

@@ -11,7 +11,7 @@ from typing import Any
 from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
-from diagfuzz.gate.stages import Finding, not_run
+from diagfuzz.gate.stages import Finding, cut_before_running, not_run
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines
 
 _HEADLINE: dict[int, str] = {
@@ -86,9 +86,10 @@ def markdown(result: Result) -> str:
     if result.stopped:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
-    unrun = not_run(result.stages)
+    unrun = [f"{s.name} ({s.skipped})" for s in not_run(result.stages)]
+    unrun += [f"{s.name} (cut before its first Case)" for s in cut_before_running(result.stages)]
     if unrun:
-        lines += ["**Not run:** " + "; ".join(f"{s.name} ({s.skipped})" for s in unrun), ""]
+        lines += ["**Not run:** " + "; ".join(unrun), ""]
     if result.stages:
         lines += ["| stage | cases | failed | unsupported | time | note |",
                   "|---|---:|---:|---:|---:|---|"]

@@ -109,6 +109,11 @@ def not_run(stages: list[Stage]) -> list[Stage]:
     return [s for s in stages if s.skipped and not s.skipped.startswith(("--", "no "))]
 
 
+def cut_before_running(stages: list[Stage]) -> list[Stage]:
+    """Stages the time cap or a stop ended before they judged a Case."""
+    return [s for s in stages if (s.cut or s.stopped) and not s.ran and not s.skipped]
+
+
 @dataclass
 class Stage:
     """One stage's outcome: Cases run, failures, or why it did not run or finish."""
