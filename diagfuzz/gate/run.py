@@ -198,8 +198,12 @@ class Gate:
         opts, ctx = self.opts, self.ctx
         unrunnable = cannot_run_here(opts) if opts.require_stages else []
         if unrunnable:
+            import diagfuzz.ops as ops
+
+            self.device = opts.device or ops.DEVICE
             self.error, self.code = ("--require-stages: " + "; ".join(unrunnable),
                                      ExitCode.ERROR)
+            ctx.progress.say(f"nothing run: {self.error}")
             self.stop("a required stage cannot run here")
             return
         with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
