@@ -90,3 +90,13 @@ def test_plan_imports_an_impl_of_the_current_directory(tmp_path: Path) -> None:
     missing = subprocess.run([script, "gate", "--impl=no_such_impl", "--plan"], cwd=tmp_path,
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 4 and "no_such_impl" in missing.stderr
+
+
+def test_version_is_the_projects(capsys) -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    with pytest.raises(SystemExit) as done:
+        parser().parse_args(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"diagfuzz {project['project']['version']}"

@@ -261,6 +261,9 @@ def parser() -> argparse.ArgumentParser:
     formatter = argparse.RawDescriptionHelpFormatter
     top = _Parser(prog="diagfuzz", description=DESCRIPTION, epilog=EXIT_CODES,
                   formatter_class=formatter)
+    from diagfuzz import __version__
+
+    top.add_argument("--version", action="version", version=f"diagfuzz {__version__}")
     sub = top.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     g = sub.add_parser(
@@ -276,7 +279,9 @@ def parser() -> argparse.ArgumentParser:
                     "summary on stdout. SIGTERM or SIGINT stop it with the outputs of what "
                     "finished (exit 7 when nothing failed).")
     g.add_argument("--impl", default=DEFAULT_IMPL,
-                   help="MODULE:ATTR or path/to/file.py:ATTR under test")
+                   help="the implementation under test: MODULE (its functions), MODULE:ATTR "
+                        f"or path/to/file.py:ATTR (default: {DEFAULT_IMPL}, diagfuzz's "
+                        "own kernels)")
     g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
                    help="fuzz-suite Cases, all shards together (default: the gate "
                         f"profile's {gate_budget.examples} a shard x {gate_budget.shards} "
