@@ -149,3 +149,33 @@ def test_a_thread_started_while_preloading_is_named_with_its_step() -> None:
         thread.join()
     assert later == watch.why  # the first step that did it is kept
     assert "1 thread(s)" in later and later.endswith("started by the step that starts a thread")
+
+
+def test_a_status_reported_just_after_the_reaping_is_waited_for() -> None:
+    """The server reaps an executor, then sends its status: a runner that looks in between
+    finds no process and no status yet, and must wait for it, not call it a SIGKILL."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(gone.stdout)  # exited and reaped: no such process now
+
+    class Server:
+        def __init__(self) -> None:
+            self.exits: dict[int, int] = {}
+            self.calls = 0
+
+        def alive(self) -> bool:
+            return True
+
+        def pump(self, timeout: float) -> bool:
+            self.calls += 1
+            if self.calls == 3:  # the status arrives a little later
+                self.exits[pid] = -signal.SIGABRT
+                return True
+            return False
+
+    forked = forkserver.Forked(Server())  # type: ignore[arg-type]
+    forked._pid = pid
+    assert forked.poll() == -signal.SIGABRT

@@ -48,6 +48,9 @@ BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
 #: Seconds a fork request may wait for the server (its imports and CPU warm-up included).
 READY_TIMEOUT = 300.0
 _MAX_MESSAGE = 1 << 20
+#: Seconds a runner waits for the status of an executor the server has reaped (it is sent
+#: right after the reaping; the gap once read as a SIGKILL on a loaded 2-core runner).
+EXIT_REPORT_WAIT = 5.0
 
 
 def enabled() -> bool:
@@ -396,9 +399,17 @@ class Forked:
                 pass
         if self._pid is None:
             return None if self.server.alive() else -signal.SIGKILL
+        if self._pid not in self.server.exits and not _exists(self._pid):
+            # Reaped: the server sends its status right after, unless the server is gone.
+            deadline = time.monotonic() + EXIT_REPORT_WAIT
+            with contextlib.suppress(EOFError, OSError):
+                while (self._pid not in self.server.exits and time.monotonic() < deadline
+                       and (self.server.alive() or self.server.pump(0))):
+                    self.server.pump(0.05)
+            if self._pid not in self.server.exits:
+                self.returncode = -signal.SIGKILL  # no status came: the server is gone
+                return self.returncode
         self.returncode = self.server.exits.pop(self._pid, None)
-        if self.returncode is None and not _exists(self._pid):
-            self.returncode = -signal.SIGKILL  # reaped by nobody: the server is gone
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
