@@ -222,18 +222,19 @@ def test_a_skipped_tier_is_said_on_stderr_and_above_the_table(tmp_path: Path) ->
     """--huge without CUDA: the gate passes on what ran, and says twice what did not."""
     env = {k: v for k, v in os.environ.items() if k != huge.THRESHOLD_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
-         "--huge", "--no-suite", "--no-compile", "--no-opinfo", "--no-save", "-n", "0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    def gate(*options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
+             "--huge", "--no-compile", "--no-opinfo", "--no-save", "-n", "0", *options],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    done = gate("--no-suite")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "huge tier: skipped: needs a CUDA GPU" in done.stderr
     assert "**Not run:** huge tier (needs a CUDA GPU" in done.stdout
     # Asked to, the gate refuses before anything runs: exit 3, with the reason.
-    required = subprocess.run(
-        [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
-         "--huge", "--require-stages", "--no-compile", "--no-opinfo", "--no-save", "-n", "0"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    required = gate("--require-stages")
     assert required.returncode == 3, required.stdout + required.stderr
     assert "COULD NOT RUN" in required.stdout
     assert "--require-stages: huge tier: needs a CUDA GPU" in required.stdout
