@@ -142,7 +142,7 @@ def test_markdown_names_a_stage_the_cap_cut_before_its_first_case() -> None:
     stages = [Stage("corpus replay", ran=4), Stage("fuzz suite", cut=True),
               Stage("huge tier", skipped="needs a CUDA GPU"), Stage("b", skipped="--no-opinfo")]
     text = gate_report.markdown(Result(ExitCode.CUT, stages, [], "m:a", "cpu", 25.0, cut=True))
-    assert ("**Not run:** huge tier (needs a CUDA GPU); fuzz suite (cut before its first "
+    assert ("**Not run:** huge tier (needs a CUDA GPU); fuzz suite (ended before it reported a "
             "Case)") in text
     ran = [Stage("fuzz suite", ran=12, cut=True)]
     assert "Not run" not in gate_report.markdown(

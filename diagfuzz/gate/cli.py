@@ -292,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a wall-clock cap from the gate's start (Python's own start-up, "
                         "2-3 s, comes before it): the gate ends within 5 %% of it, with its "
                         "report, JUnit and summary of what finished (exit 6 if cut with "
-                        "nothing found; a stage cut before its first Case is named)")
+                        "nothing found; a stage ended before it reported a Case is named)")
     g.add_argument("--ops", help=f"only these ops, comma-separated ({', '.join(SPECS)})")
     g.add_argument("--dtypes", help="only these dtypes, comma-separated "
                                     f"({', '.join(available_dtypes())})")

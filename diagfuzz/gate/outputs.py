@@ -87,7 +87,8 @@ def markdown(result: Result) -> str:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
     unrun = [f"{s.name} ({s.skipped})" for s in not_run(result.stages)]
-    unrun += [f"{s.name} (cut before its first Case)" for s in cut_before_running(result.stages)]
+    unrun += [f"{s.name} (ended before it reported a Case)"
+              for s in cut_before_running(result.stages)]
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
     if result.stages:

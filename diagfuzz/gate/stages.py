@@ -110,7 +110,8 @@ def not_run(stages: list[Stage]) -> list[Stage]:
 
 
 def cut_before_running(stages: list[Stage]) -> list[Stage]:
-    """Stages the time cap or a stop ended before they judged a Case."""
+    """Stages the time cap or a stop ended before they reported a Case (the suite's
+    unfinished shards report nothing)."""
     return [s for s in stages if (s.cut or s.stopped) and not s.ran and not s.skipped]
 
 
