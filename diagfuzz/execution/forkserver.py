@@ -108,15 +108,11 @@ class _Watch:
     def after(self, step: str) -> None:
         if self.why:
             return
-        threads = _threads()
-        mapped = _cuda_mapped()
-        if len(threads) > len(self.baseline):
-            new = threads[len(self.baseline):]
-            self.why = f"{len(new)} thread(s) ({', '.join(new)}) started by {step}"
-        elif mapped:
-            self.why = f"the CUDA driver ({mapped}) was loaded by {step}"
-        if self.why and mapped and "driver" not in self.why:
-            self.why += f"; the CUDA driver is loaded ({mapped})"
+        new, mapped = _threads()[len(self.baseline):], _cuda_mapped()
+        found = [f"{len(new)} thread(s) ({', '.join(new)}) started by {step}"] if new else []
+        if mapped:
+            found.append(f"the CUDA driver ({mapped}) was loaded by {step}")
+        self.why = "; ".join(found)
 
 
 def _preload() -> str:

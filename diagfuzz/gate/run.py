@@ -108,10 +108,10 @@ def distinct(findings: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
-def cannot_run_here(opts: Options) -> list[str]:
-    """The stages ``opts`` asks for that this machine cannot run, each with its reason
-    (known before anything runs: no CUDA for the huge tier, no expecttest for OpInfo)."""
-    import diagfuzz.ops as ops
+def cannot_run_here(opts: Options, device: str) -> list[str]:
+    """The stages ``opts`` asks for that ``device``'s machine cannot run, each with its
+    reason (known before anything runs: no CUDA for the huge tier, no expecttest for
+    OpInfo)."""
     from diagfuzz.core import huge
     from diagfuzz.strategies import opinfo
 
@@ -119,7 +119,7 @@ def cannot_run_here(opts: Options) -> list[str]:
     missing = opinfo.unavailable() if opts.opinfo else ""
     if missing:
         reasons.append(f"{OPINFO_STAGE}: {missing}")
-    reason = huge.skip_reason(opts.device or ops.DEVICE) if opts.huge else ""
+    reason = huge.skip_reason(device) if opts.huge else ""
     if reason:
         reasons.append(f"huge tier: {reason}")
     return reasons
@@ -193,14 +193,19 @@ class Gate:
         self.grace = STOP_GRACE
 
     # --- the stages' thread --------------------------------------------------------
+    def _resolve_device(self) -> str:
+        """``--device``, else where diagfuzz's kernels run (imports them)."""
+        import diagfuzz.ops as ops
+
+        self.device = self.opts.device or ops.DEVICE
+        return self.device
+
     def body(self) -> None:
         """Every stage, then classification (the stages' thread)."""
         opts, ctx = self.opts, self.ctx
-        unrunnable = cannot_run_here(opts) if opts.require_stages else []
+        unrunnable = (cannot_run_here(opts, self._resolve_device()) if opts.require_stages
+                      else [])
         if unrunnable:
-            import diagfuzz.ops as ops
-
-            self.device = opts.device or ops.DEVICE
             self.error, self.code = ("--require-stages: " + "; ".join(unrunnable),
                                      ExitCode.ERROR)
             ctx.progress.say(f"nothing run: {self.error}")
@@ -208,9 +213,7 @@ class Gate:
             return
         with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
             suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
-            import diagfuzz.ops as ops
-
-            self.device = opts.device or ops.DEVICE
+            self._resolve_device()  # after the suite started: it imports the kernels
             env_cache = {"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}
             # One executor serves the corpus, error-parity and compile stages (a fresh one
             # replaces it after a crash); the suite's workers have their own.
