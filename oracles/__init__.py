@@ -8,11 +8,18 @@ and aliasing, raw bits, metamorphic relations and the dispatch proof. Only
 ``checks.device_side`` touches the device (one copy there, one back); the judgement runs on
 host copies (see checks.py). ``check_compile`` is torch.compile parity for
 a sample of Cases (slow: inductor compiles). ``check_huge`` judges the huge tier's Cases
-(past 2**31 elements) on the device, in chunks (huge.py).
+(past 2**31 elements) on the device, in chunks (huge.py). ``check_batch`` is ``check`` for a
+batch of Cases, paying the per-Case fixed costs once (batch.py).
 """
 
+from diagfuzz.oracles.batch import check_batch
 from diagfuzz.oracles.checks import check, check_error_parity, check_valid
 from diagfuzz.oracles.compile import check_compile
 from diagfuzz.oracles.huge import check_huge
 
-__all__ = ["check", "check_compile", "check_error_parity", "check_huge", "check_valid"]
+#: Oracles that judge a batch of Cases at once (``diagfuzz.execution.child``): name -> the
+#: batch function, whose verdicts equal the single one's.
+BATCHED = {"check": check_batch}
+
+__all__ = ["BATCHED", "check", "check_batch", "check_compile", "check_error_parity",
+           "check_huge", "check_valid"]

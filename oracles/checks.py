@@ -28,6 +28,7 @@ no-ops and the same code runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,18 +92,54 @@ def check_error_parity(case: Case, impl: Any, device: str, *,
     aten (registration off) accepts the Case after all, the implementation must return
     the same result bit for bit.
     """
-    if (case.out_dtype or case.out_device) and not _has_out(impl, case):
-        return Verdict("pass", "error-parity", "skipped: impl has no .out method", case,
-                       {"skipped": "out"})
-    ref_args = arguments(case, device)
-    impl_args = _twin_arguments(case, ref_args)  # made before aten sees ref_args
+    return error_parity_batch([case], impl, device, strict=strict)[0]
+
+
+@dataclass
+class _ParityCall:
+    """One error-parity Case between aten's call and the implementation's."""
+
+    case: Case
+    ref_args: dict[str, Any]
+    impl_args: dict[str, Any]
+    ref_result: Any = None
+    ref_exc: BaseException | None = None
+
+
+def error_parity_batch(cases: list[Case], impl: Any, device: str, *,
+                       strict: bool = False) -> list[Verdict]:
+    """``check_error_parity`` of each Case, aten's calls under one registration switch.
+
+    Why together: aten's calls run with diagfuzz's registration off; where it serves the
+    device (CUDA on a GPU, the CPU under the interpreter) each switch re-registers every
+    kernel, ~0.25 ms on an H200 host, and every invalid Case needed two.
+    """
+    verdicts: list[Verdict | None] = [None] * len(cases)
+    calls: list[tuple[int, _ParityCall]] = []
+    for i, case in enumerate(cases):
+        if (case.out_dtype or case.out_device) and not _has_out(impl, case):
+            verdicts[i] = Verdict("pass", "error-parity", "skipped: impl has no .out method",
+                                  case, {"skipped": "out"})
+            continue
+        ref_args = arguments(case, device)
+        # The twin is made before aten sees ref_args.
+        calls.append((i, _ParityCall(case, ref_args, _twin_arguments(case, ref_args))))
+    with registration_off(t for _, c in calls for t in c.ref_args.values()):
+        for _, call in calls:
+            try:
+                call.ref_result = reference.call_op(reference.ATEN, call.case, call.ref_args)
+            except Exception as exc:  # aten's refusal is the expected outcome
+                call.ref_exc = exc
+    for i, call in calls:
+        verdicts[i] = _parity_verdict(call, impl, strict)
+    return [v for v in verdicts if v is not None]
+
+
+def _parity_verdict(call: _ParityCall, impl: Any, strict: bool) -> Verdict:
+    """The implementation's call of an error-parity Case, judged against aten's."""
+    case, ref_exc = call.case, call.ref_exc
     try:
-        ref_result = reference.call_op(reference.ATEN, case, ref_args)
-        ref_exc: BaseException | None = None
-    except Exception as exc:  # aten's refusal is the expected outcome
-        ref_exc = exc
-    try:
-        actual = reference.call_op(impl, case, impl_args)
+        actual = reference.call_op(impl, case, call.impl_args)
     except Exception as exc:
         if ref_exc is None:
             return _fail("error-parity", "error-parity",
@@ -113,7 +150,7 @@ def check_error_parity(case: Case, impl: Any, device: str, *,
         return _fail("error-parity", "error-parity",
                      f"impl returned a result where aten raises {type(ref_exc).__name__}",
                      case, {"expected": _exception(ref_exc)})
-    found = _compare(case, ref_result, actual, "aten")
+    found = _compare(case, call.ref_result, actual, "aten")
     return found or Verdict("pass", "error-parity", "aten accepts this Case", case)
 
 
@@ -263,12 +300,13 @@ def _disagree(case: Case, name: str, source: str, found: Verdict) -> Verdict:
 class DeviceRun:
     """One call of the implementation on the device, and host copies of what it left.
 
-    The device tensors (``tensors``: what the op reads, by name; ``result``, ``out``,
-    ``reference``) are kept for what the host knows without reading memory: metadata, data
-    pointers, storage overlap. Their bytes are read only through the host copies
-    (``*_host``, ``guards``).
+    The device tensors (``args``: the call's arguments; ``tensors``: what the op reads, by
+    name; ``result``, ``out``, ``reference``) are kept for what the host knows without
+    reading memory: metadata, data pointers, storage overlap. Their bytes are read only
+    through the host copies (``*_host``, ``guards``).
     """
 
+    args: dict[str, Any]
     tensors: dict[str, torch.Tensor]
     alloc: SentinelAllocations
     result: Any = None
@@ -303,49 +341,76 @@ def device_side(impl: Any, case: Case, host_args: dict[str, Any], shape: torch.S
     sentinel-filled guarded allocations; then every storage the judgement reads comes back
     in one copy.
     """
+    run = upload(case, host_args, byte, device, with_reference)
+    if run.reference_raised is None:
+        with run.alloc:
+            call_impl(impl, case, run, shape)
+        bring_back([run])
+    return run
+
+
+def upload(case: Case, host_args: dict[str, Any], byte: int, device: str,
+           with_reference: bool) -> DeviceRun:
+    """A run's inputs on the device and, ``with_reference``, aten's kernel on them."""
     args = _on_device(case, host_args, device)
-    run = DeviceRun(read_tensors(case, args), SentinelAllocations(byte))
+    run = DeviceRun(args, read_tensors(case, args), SentinelAllocations(byte))
     if with_reference:
         try:
             run.reference = spec_of(case.op).aten_kernel(case, args)
         except Exception as exc:  # aten refuses on this device: error parity decides
             run.reference_raised = exc
-            return run
-    with run.alloc:
-        try:
-            if "out" in args:
-                run.out = args["out"] = torch.empty(
-                    shape, dtype=dtype_of(case.out_dtype or case.dtype),
-                    device=case.out_device or run.device)
-            run.result = reference.call_op(impl, case, args)
-        except Exception as exc:
-            run.raised = exc
-    _bring_back(run)
     return run
 
 
-def _bring_back(run: DeviceRun) -> None:
-    """Host copies of every storage the judgement reads, in one copy (``to_host``)."""
+def call_impl(impl: Any, case: Case, run: DeviceRun, shape: torch.Size) -> None:
+    """The implementation's call of ``run``, inside active sentinel allocations."""
+    args = run.args
+    try:
+        if "out" in args:
+            run.out = args["out"] = torch.empty(
+                shape, dtype=dtype_of(case.out_dtype or case.dtype),
+                device=case.out_device or run.device)
+        run.result = reference.call_op(impl, case, args)
+    except Exception as exc:
+        run.raised = exc
+
+
+def bring_back(runs: list[DeviceRun]) -> None:
+    """Host copies of every storage the judgement of ``runs`` reads: one copy (``to_host``)
+    and one synchronisation for them all."""
+    wanted: list[torch.Tensor] = []
+    places = [_wanted(run, wanted) for run in runs]
+    host = to_host(wanted)
+    for run, (names, result, ref, buffers) in zip(runs, places, strict=True):
+        run.inputs_host = {name: host[i] for name, i in names.items()}
+        run.result_host = None if result is None else host[result]
+        run.reference_host = None if ref is None else host[ref]
+        run.guards = [None if i is None else host[i] for i in buffers]
+
+
+def _wanted(run: DeviceRun, wanted: list[torch.Tensor]
+            ) -> tuple[dict[str, int], int | None, int | None, list[int | None]]:
+    """Append to ``wanted`` what ``run``'s judgement reads; where each went."""
     def on_device(t: Any) -> bool:
         return (isinstance(t, torch.Tensor) and t.layout == torch.strided
                 and t.device == run.device)
 
-    names = list(run.tensors)
-    # The inputs' storages, for the inputs-unchanged check.
-    wanted: list[torch.Tensor] = [storage_bytes(run.tensors[name]) for name in names]
-    result = len(wanted) if on_device(run.result) else None
-    wanted += [run.result] if result is not None else []
-    ref = len(wanted) if on_device(run.reference) else None
-    wanted += [run.reference] if run.reference is not None and ref is not None else []
-    buffers = []
+    names = {}
+    for name, tensor in run.tensors.items():  # the inputs-unchanged check reads them
+        names[name] = len(wanted)
+        wanted.append(storage_bytes(tensor))
+    result = ref = None
+    if on_device(run.result):
+        result = len(wanted)
+        wanted.append(run.result)
+    if run.reference is not None and on_device(run.reference):
+        ref = len(wanted)
+        wanted.append(run.reference)
+    buffers: list[int | None] = []
     for a in run.alloc.allocations:
         buffers.append(None if a.regrown() else len(wanted))
         wanted += [] if a.regrown() else [a.buffer]
-    host = to_host(wanted)
-    run.inputs_host = dict(zip(names, host[:len(names)], strict=True))
-    run.result_host = None if result is None else host[result]
-    run.reference_host = None if ref is None else host[ref]
-    run.guards = [None if i is None else host[i] for i in buffers]
+    return names, result, ref, buffers
 
 
 # --- the valid path (host side) ---------------------------------------------------------
@@ -453,13 +518,15 @@ def _launched(kernels: tuple[str, ...]) -> int:
 
 
 def dispatch_unproven(case: Case, impl: Any, expected: torch.Tensor,
-                      before: int) -> Verdict | None:
+                      before: int, after: int | None = None) -> Verdict | None:
     """The dispatch proof: an impl that calls through diagfuzz's aten registration must
-    have launched its op's Triton kernel since ``before`` (``_launched``), unless the
-    result is empty."""
+    have launched its op's Triton kernel between ``before`` and ``after`` (``_launched``;
+    ``after`` None: now), unless the result is empty."""
     counters = spec_of(case.op).launch_counters
-    if (getattr(impl, "uses_triton_registration", False) and counters
-            and expected.numel() > 0 and _launched(counters) == before):
+    if not (getattr(impl, "uses_triton_registration", False) and counters
+            and expected.numel() > 0):
+        return None
+    if (_launched(counters) if after is None else after) == before:
         kernels = " or ".join(counters)
         return _fail("dispatch", "dispatch",
                      f"the Triton {kernels} kernel did not run: aten served the call",
@@ -467,27 +534,43 @@ def dispatch_unproven(case: Case, impl: Any, expected: torch.Tensor,
     return None
 
 
-def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
-    """A valid Case: the full bitwise judgement (see the module docstring)."""
+@dataclass
+class ValidPlan:
+    """A valid Case between its host references and its runs on the device.
+
+    ``sentinels``: one byte no reference element repeats, or two where all 256 occur
+    (``sentinel.py``); ``launches``: the dispatch proof's counter before and after the
+    implementation's calls (``after`` None while they are not over).
+    """
+
+    case: Case
+    host: dict[str, Any]
+    expected: torch.Tensor
+    source: str
+    tensors: dict[str, torch.Tensor]
+    snapshots: dict[str, torch.Tensor]
+    sentinels: list[int]
+    before: int = 0
+    after: int | None = None
+
+
+def _out_skipped(case: Case, impl: Any) -> Verdict | None:
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
         return Verdict("pass", "out", "skipped: impl has no .out method", case,
                        {"skipped": "out"})
-    spec = spec_of(case.op)
-    host = arguments(case, "cpu")  # the one materialisation; the device gets a copy
-    # One switch for all host references (each would otherwise switch the registration off
-    # and on again itself), and none on a GPU, where the registration serves no host tensor;
-    # the implementation then runs as the caller left it, and the device reference needs no
-    # switch (the spec's aten_kernel).
-    with registration_off(host.values()):
-        try:
-            expected, source = spec.reference(case, host)
-        except Exception:  # aten refuses a Case not marked invalid: parity decides
-            refused = True
-        else:
-            refused = False
-            found = _references_agree(case, host, expected, source)
-    if refused:
-        return check_error_parity(case, impl, device, strict=strict)
+    return None
+
+
+def plan_valid(case: Case, host: dict[str, Any]) -> ValidPlan | Verdict | None:
+    """The host side of a valid Case, on ``host`` (``arguments(case, "cpu")``): the
+    references and their agreement, input snapshots, the sentinel bytes. A Verdict when the
+    references disagree; None when aten refuses the Case (error parity decides). Runs
+    inside the caller's ``registration_off`` block."""
+    try:
+        expected, source = spec_of(case.op).reference(case, host)
+    except Exception:  # aten refuses a Case not marked invalid: parity decides
+        return None
+    found = _references_agree(case, host, expected, source)
     if found:
         return found
     tensors = read_tensors(case, host)
@@ -495,26 +578,56 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
     snapshots = {name: storage_bytes(t).clone() for name, t in tensors.items()}
     byte = choose_sentinel(expected)
     # All 256 byte values occur: two runs with different sentinels (see sentinel.py).
-    bytes_to_use = [byte] if byte is not None else list(PREFERRED[:2])
-    before = _launched(spec.launch_counters)
-    for n, sentinel in enumerate(bytes_to_use):
-        run = device_side(impl, case, host, expected.shape, sentinel, device,
-                          with_reference=n == 0)
+    sentinels = [byte] if byte is not None else list(PREFERRED[:2])
+    return ValidPlan(case, host, expected, source, tensors, snapshots, sentinels)
+
+
+def judge_runs(plan: ValidPlan, runs: Iterable[DeviceRun], impl: Any, device: str,
+               strict: bool) -> Verdict:
+    """The verdict of a valid Case from its runs, in order (the first with the device
+    reference), first failure wins: a single judgement makes each run only when the one
+    before passed (``runs`` a generator), a batch made them all before."""
+    case, expected, source = plan.case, plan.expected, plan.source
+    for n, run in enumerate(runs):
         if run.reference_raised is not None:
             return check_error_parity(case, impl, device, strict=strict)
         found = _device_reference_agrees(case, expected, source, run) if n == 0 else None
         if found:
-            return _reference_changed_by_impl(case, host, expected, source, device, found)
+            return _reference_changed_by_impl(case, plan.host, expected, source, device,
+                                              found)
         if run.raised is not None:
             return _raised(case, run.raised)
-        found = _judge(case, tensors, snapshots, expected, source, run)
+        found = _judge(case, plan.tensors, plan.snapshots, expected, source, run)
         if found:
             return found
-    found = dispatch_unproven(case, impl, expected, before)
+    found = dispatch_unproven(case, impl, expected, plan.before, plan.after)
     if found:
         return found
     return Verdict("pass", "all", "", case, {"reference": source,
-                                             "sentinel": f"0x{bytes_to_use[0]:02x}"})
+                                             "sentinel": f"0x{plan.sentinels[0]:02x}"})
+
+
+def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
+    """A valid Case: the full bitwise judgement (see the module docstring)."""
+    skipped = _out_skipped(case, impl)
+    if skipped:
+        return skipped
+    host = arguments(case, "cpu")  # the one materialisation; the device gets a copy
+    # One switch for all host references (each would otherwise switch the registration off
+    # and on again itself), and none on a GPU, where the registration serves no host tensor;
+    # the implementation then runs as the caller left it, and the device reference needs no
+    # switch (the spec's aten_kernel).
+    with registration_off(host.values()):
+        plan = plan_valid(case, host)
+    if plan is None:
+        return check_error_parity(case, impl, device, strict=strict)
+    if isinstance(plan, Verdict):
+        return plan
+    plan.before = _launched(spec_of(case.op).launch_counters)
+    shape = plan.expected.shape
+    runs = (device_side(impl, case, host, shape, sentinel, device, with_reference=n == 0)
+            for n, sentinel in enumerate(plan.sentinels))
+    return judge_runs(plan, runs, impl, device, strict)
 
 
 def check(case: Case, impl: Any, device: str = DEVICE, *, strict: bool = False) -> Verdict:
