@@ -58,7 +58,8 @@ def test_verdicts_equal_one_executors_in_submission_order() -> None:
 
 def test_a_crash_is_its_executors_case_and_the_other_executor_goes_on(tmp_path: Path) -> None:
     offsets = [0, 2, 3, 0, 1, -1, 0, 2]  # abort.py dies on offset 1: position 4, executor 0
-    with fanout("tests.faulty.abort:impl", tmp_path) as runner:
+    # Judged alone, so the attempts are counted exactly (test_batch_executor: in batches).
+    with fanout("tests.faulty.abort:impl", tmp_path, batch=False) as runner:
         tickets = [runner.submit(square(o)) for o in offsets]
         done = runner.drain()
         starts = [r.starts for r in runner.runners]

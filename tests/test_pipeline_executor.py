@@ -20,9 +20,10 @@ ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit 
 
 
 def test_crash_is_the_right_cases_and_the_queue_behind_it_still_runs(tmp_path: Path) -> None:
+    """Cases judged alone (no batches: ``tests/test_batch_executor.py`` has those)."""
     offsets = [0, 2, 1, 0, -1, 2]  # abort.py dies on offset 1, the third Case
     with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30,
-                       workdir=tmp_path) as runner:
+                       workdir=tmp_path, batch=False) as runner:
         tickets = [runner.submit(square(o)) for o in offsets]
         done = runner.drain()
         assert runner.in_flight == 0 and runner.drain() == []
@@ -125,8 +126,10 @@ def test_oracle_error_names_its_ticket_and_the_queue_goes_on(tmp_path: Path) -> 
 def test_a_crash_whose_replacement_cannot_start_keeps_its_verdict(tmp_path: Path) -> None:
     """The crashing Case's verdict is settled before the replacement executor is started
     for the Cases behind it; if that start fails, the verdict still reaches the caller and
-    the journal (else it would be lost, and the next Case blamed)."""
-    inner = ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=60, workdir=tmp_path)
+    the journal (else it would be lost, and the next Case blamed). Judged alone: a batch
+    that crashes is attributed only by judging its Cases again, which needs that start."""
+    inner = ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=60, workdir=tmp_path,
+                          batch=False)
     journal = tmp_path / "journal.jsonl"
     runner = JournaledRunner(inner, Journal(journal, env=ENV), "t")
     crashing = runner.submit(square(1))  # aborts, the first Case of its executor

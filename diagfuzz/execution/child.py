@@ -20,6 +20,7 @@ from typing import Any
 
 from diagfuzz.core.case import Case
 from diagfuzz.core.impl import ImplError
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.profiling import Profiler
 from diagfuzz.execution.timeline import mark, process_start
@@ -134,28 +135,67 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
             profiler: Profiler, strict: bool = False,
             timing: ExecutorTiming | None = None) -> None:
-    """Answer Run/Health requests until the runner closes the pipe or asks to close."""
+    """Answer Run/Health requests until the runner closes the pipe or asks to close.
+
+    A batchable ``Run`` (not ``single``, an oracle of ``oracles.BATCHED``) is judged
+    together with the batchable ``Run`` requests already queued behind it, up to
+    ``MAX_BATCH``: as many as the runner got ahead, so batches grow exactly when the
+    executor is the bottleneck.
+    """
+    from diagfuzz.oracles.batch import MAX_BATCH
+
     runs = 0
     markers = os.environ.get(msg.MARKERS_ENV) == "1"
+    ahead: list[msg.Message] = []  # read while filling a batch, not yet answered
+    closed = False
     while True:
-        try:
-            request = msg.decode(inbox.recv())
-        except EOFError:
+        if ahead:
+            request = ahead.pop(0)
+        elif closed:
             return
+        else:
+            try:
+                request = msg.decode(inbox.recv())
+            except EOFError:
+                return
         if isinstance(request, msg.Close):
             return
+        if markers and isinstance(request, msg.Run):
+            # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
+            # here (a size it took itself could be taken after the Case began).
+            os.write(2, msg.CASE_MARKER.format(runs).encode())
+        if (isinstance(request, msg.Run) and not request.single
+                and request.oracle in oracles.BATCHED):
+            batch = [request]
+            while len(batch) < MAX_BATCH and not ahead and not closed and inbox.poll(0):
+                try:
+                    queued = msg.decode(inbox.recv())
+                except EOFError:
+                    closed = True
+                    break
+                if (isinstance(queued, msg.Run) and not queued.single
+                        and queued.oracle == request.oracle):
+                    batch.append(queued)
+                else:
+                    ahead.append(queued)
+            runs += len(batch)
+            reply = _judge_batch(batch, impl, device, oracles, profiler, strict, timing)
+            _send(conn, reply)
+            if isinstance(reply, msg.Raised):
+                health = _health_reply(device)
+                _send(conn, health)
+                if not isinstance(health, msg.Healthy):
+                    return
+            elif isinstance(reply, msg.BatchJudged) and reply.health:
+                return
+            continue
         passed = True
-        reply: msg.Message
         try:
             if isinstance(request, msg.Health):
                 health_check(device)
                 reply = msg.Healthy()
             else:
                 assert isinstance(request, msg.Run), request
-                # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
-                # here (a size it took itself could be taken after the Case began).
-                if markers:
-                    os.write(2, msg.CASE_MARKER.format(runs).encode())
                 runs += 1
                 oracle = getattr(oracles, request.oracle)
                 profiler.enable()
@@ -183,6 +223,68 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
             _send(conn, health)
             if not isinstance(health, msg.Healthy):
                 return
+
+
+def _judge_batch(batch: list[msg.Run], impl: Any, device: str, oracles: Any,
+                 profiler: Profiler, strict: bool,
+                 timing: ExecutorTiming | None) -> msg.Message:
+    """One batch's answer: ``BatchJudged``, or ``Raised`` when the oracle raised.
+
+    A Case that fails in a batch of several is judged again alone, after a health check
+    (``_confirmed``): in a batch another Case's stray write could have caused the failure
+    (``diagfuzz.oracles.batch``). After failing verdicts the health check runs again; an
+    unhealthy executor reports it and exits, and the runner judges the whole batch again,
+    one Case at a time, in a fresh executor.
+    """
+    profiler.enable()
+    started = time.perf_counter()
+    try:
+        cases = [Case.from_json(request.case) for request in batch]
+        verdicts = oracles.BATCHED[batch[0].oracle](cases, impl, device, strict=strict)
+        failing = [i for i, verdict in enumerate(verdicts) if not verdict.ok]
+        health = _health_text(device) if failing else ""
+        if failing and not health and len(cases) > 1:
+            alone = getattr(oracles, batch[0].oracle)
+            for i in failing:
+                verdicts[i] = _confirmed(verdicts[i], alone(cases[i], impl, device,
+                                                            strict=strict))
+            health = _health_text(device)
+    except Exception as exc:
+        return msg.Raised(repr(exc), traceback.format_exc())
+    finally:
+        profiler.disable()
+    if timing is not None:
+        each = (time.perf_counter() - started) / len(cases)
+        for case in cases:
+            timing.case(case.op, case.dtype, each)
+    rows: dict[str, int] = {}
+    which = [rows.setdefault(verdict.to_json_without_case(), len(rows))
+             for verdict in verdicts]
+    return msg.BatchJudged(list(rows), which, health)
+
+
+def _confirmed(in_batch: Verdict, alone: Verdict) -> Verdict:
+    """A Case's verdict from its failing judgement in a batch and its judgement alone.
+
+    Failing alone too: the judgement alone, what judging Cases one at a time gives. Passing
+    alone: the batch's failure stands, saying so. A nondeterministic implementation fails
+    some calls and not others, and such a failure is a finding (classification tells how
+    often it comes back); dropping it would lose exactly the flaky bugs users cannot pin
+    down. (A failure caused by another Case of the batch also comes back 0 of r times.)
+    """
+    if not alone.ok:
+        return alone
+    return Verdict(in_batch.kind, in_batch.check, in_batch.message, in_batch.case,
+                   {**in_batch.details, "alone": "passed when judged again alone"})
+
+
+def _health_text(device: str) -> str:
+    """'' if the health check passes, else its traceback."""
+    try:
+        health_check(device)
+    except Exception:
+        return traceback.format_exc()
+    return ""
 
 
 def _health_reply(device: str) -> msg.Message:

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from diagfuzz.core.preselect import no_gpu_here
@@ -72,8 +73,9 @@ def enabled() -> bool:
 def _cuda_mapped() -> str:
     """The CUDA driver library's path if this process has it mapped, else ''.
 
-    Why: a child forked after the driver initialised cannot use CUDA. torch and Triton load
-    ``libcuda`` only on their first driver call, so a mapped one means something called it.
+    Why: a child forked after the driver initialised cannot use CUDA. A torch build may map
+    ``libcuda`` at import (torch 2.11+cu130 does) without calling it; mapped by a later
+    step, something called it (``_Watch`` compares with what torch's import left).
     """
     try:
         with open("/proc/self/maps") as maps:
@@ -103,16 +105,55 @@ class _Watch:
 
     def __init__(self) -> None:
         self.baseline = _threads()
+        self.mapped_before = _cuda_mapped()
         self.why = ""
 
     def after(self, step: str) -> None:
         if self.why:
             return
-        new, mapped = _threads()[len(self.baseline):], _cuda_mapped()
+        new = _threads()[len(self.baseline):]
+        mapped = "" if self.mapped_before else _cuda_mapped()
         found = [f"{len(new)} thread(s) ({', '.join(new)}) started by {step}"] if new else []
         if mapped:
             found.append(f"the CUDA driver ({mapped}) was loaded by {step}")
         self.why = "; ".join(found)
+
+
+@contextlib.contextmanager
+def _devices_counted_elsewhere(torch: Any) -> Iterator[None]:
+    """Within the block, torch.cuda's device count (and so ``is_available``) is the one a
+    forked probe process found: counting in the server would leave a thread in it.
+
+    Why: even through NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``) the count starts a driver
+    thread (``cuda0000...``) on an H200 host; a forked child would inherit its library's
+    state without the thread. The probe counts once and exits; the server asks nothing.
+    Afterwards torch's own functions are back, for the executors to call after the fork.
+    """
+    count = _count_devices_in_a_child(torch)
+    real = torch.cuda.device_count
+    torch.cuda.device_count = lambda: count
+    try:
+        yield
+    finally:
+        torch.cuda.device_count = real
+
+
+def _count_devices_in_a_child(torch: Any) -> int:
+    """torch.cuda.device_count() as a forked child of this process finds it (0 if it
+    cannot say)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the probe: count, say, exit without any teardown
+        try:
+            os.close(read)
+            os.write(write, str(torch.cuda.device_count()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        text = answer.read().decode() or "0"
+    os.waitpid(pid, 0)
+    return int(text) if text.isdigit() else 0
 
 
 def _preload() -> str:
@@ -126,25 +167,26 @@ def _preload() -> str:
     # after importing torch; any thread started after it is ours to answer for.
     watch = _Watch()
     torch.set_num_threads(1)  # as the executor does; no OpenMP pool for a child to inherit
-    import diagfuzz.execution.child
-    import diagfuzz.oracles
+    with _devices_counted_elsewhere(torch):
+        import diagfuzz.execution.child
+        import diagfuzz.oracles
 
-    watch.after("importing the oracle")
-    from diagfuzz.core.runtime import DEVICE
+        watch.after("importing the oracle")
+        from diagfuzz.core.runtime import DEVICE
 
-    watch.after("diagfuzz.core.runtime (torch.cuda.is_available)")
-    with contextlib.suppress(Exception):  # the child imports them itself if this fails
-        import diagfuzz.impl
-        import diagfuzz.ops  # noqa: F401
-    watch.after("importing diagfuzz.ops and Triton")
-    from diagfuzz.execution.runner import settle_heap
-    from diagfuzz.execution.warmup import warm_up
+        watch.after("diagfuzz.core.runtime (torch.cuda.is_available)")
+        with contextlib.suppress(Exception):  # the child imports them itself if this fails
+            import diagfuzz.impl
+            import diagfuzz.ops  # noqa: F401
+        watch.after("importing diagfuzz.ops and Triton")
+        from diagfuzz.execution.runner import settle_heap
+        from diagfuzz.execution.warmup import warm_up
 
-    # The reference side runs on the CPU on every device: its lazy imports and first
-    # autograd backward are paid once here, not in every executor.
-    with contextlib.suppress(Exception):
-        warm_up("cpu")
-    watch.after("the CPU warm-up")
+        # The reference side runs on the CPU on every device: its lazy imports and first
+        # autograd backward are paid once here, not in every executor.
+        with contextlib.suppress(Exception):
+            warm_up("cpu")
+        watch.after("the CPU warm-up")
     settle_heap()
     if os.environ.get(FORKSERVER_ENV) == "spawn":
         return f"{FORKSERVER_ENV}=spawn"

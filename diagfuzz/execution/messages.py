@@ -15,10 +15,16 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Run:
-    """Judge one Case (its JSON) with the oracle function of ``diagfuzz.oracles`` named."""
+    """Judge one Case (its JSON) with the oracle function of ``diagfuzz.oracles`` named.
+
+    Unless ``single``, the executor may judge it in a batch with the ``Run`` requests queued
+    right behind it (``BatchJudged`` answers them all); ``single`` Cases are judged alone,
+    each answered by its own ``Judged`` (how a failed batch is judged again).
+    """
 
     case: str
     oracle: str = "check"
+    single: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,19 @@ class Judged:
 
 
 @dataclass(frozen=True)
+class BatchJudged:
+    """The verdicts of the next ``len(which)`` Cases, judged as one batch: Case i's verdict
+    (JSON, without its Case) is ``verdicts[which[i]]``. Passing Cases share a few rows; a
+    failing Case's verdict is its judgement alone (the executor judged it again alone).
+    ``health``: '' when the health check after failing Cases passed (or none failed), else
+    its traceback: the batch must be judged again, one Case at a time, elsewhere."""
+
+    verdicts: list[str]
+    which: list[int]
+    health: str = ""
+
+
+@dataclass(frozen=True)
 class Raised:
     """The oracle (or the health check) raised: not a Case's verdict."""
 
@@ -69,9 +88,10 @@ class Healthy:
     """The health check passed."""
 
 
-Message = Run | Health | Close | Ready | StartFailed | Judged | Raised | Healthy
-_TYPES: dict[str, type] = {cls.__name__: cls for cls in
-                           (Run, Health, Close, Ready, StartFailed, Judged, Raised, Healthy)}
+Message = (Run | Health | Close | Ready | StartFailed | Judged | BatchJudged | Raised
+           | Healthy)
+_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
+    Run, Health, Close, Ready, StartFailed, Judged, BatchJudged, Raised, Healthy)}
 
 
 def encode(message: Message) -> str:

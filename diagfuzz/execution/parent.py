@@ -33,6 +33,7 @@ so a poisoned context never judges a Case.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -41,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -74,15 +75,28 @@ def default_timeout() -> float:
         return float(value) if value else DEFAULT_TIMEOUT
     except ValueError:
         raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
+#: "0" judges every Case alone, each answered and synchronised by itself (a benchmark's
+#: side-by-side, or a suspicion about batching); anything else lets executors batch.
+BATCH_ENV = "DIAGFUZZ_BATCH"
+
+
+def batching_default() -> bool:
+    """Whether a runner built without ``batch`` lets its executor batch: yes unless
+    ``BATCH_ENV`` is "0"."""
+    return os.environ.get(BATCH_ENV, "1") != "0"
+
+
 #: Seconds an executor may take to import torch, Triton and the impl, pass a health check and
 #: warm up (diagfuzz.execution.warmup).
 START_TIMEOUT = 300.0
-#: Cases ``submit`` keeps in flight at most: about two Case families of the average 7
-#: (families hold up to 12). Enough to keep the executor busy
-#: while the caller draws the next family; few enough that memory stays bounded, a failure is
-#: seen within about three families, and the requests (about 1 KB each) never fill the pipe
-#: (64 KB) while the executor is busy.
-MAX_IN_FLIGHT = 16
+#: Cases ``submit`` keeps in flight at most: one full batch (``oracles.batch.MAX_BATCH``),
+#: which the executor takes when the caller gets that far ahead of it, about nine Case
+#: families of the average 7. Few enough that memory stays bounded and a failure is seen
+#: within about ten families; the pipes are enlarged so that the requests (about 1 KB each)
+#: never fill them while the executor is busy (``_PIPE_BYTES``).
+MAX_IN_FLIGHT = 64
+#: Bytes each pipe to and from an executor holds (Linux; elsewhere the default).
+_PIPE_BYTES = 1 << 20
 
 
 class ExecutorError(RuntimeError):
@@ -139,6 +153,15 @@ def _tail(log: Path, start: int, index: int, limit: int = 4000) -> str:
 DUMP_WAIT = 3.0
 
 
+def _enlarge(*fds: int) -> None:
+    """Give each pipe ``_PIPE_BYTES`` of buffer where the system allows (Linux)."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    for fd in fds:
+        if setsize is not None:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, setsize, _PIPE_BYTES)
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -179,7 +202,8 @@ class ProcessRunner:
                  timeout: float | None = None, *, oracle: str = "check",
                  workdir: str | os.PathLike[str] | None = None,
                  start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
-                 window: int = MAX_IN_FLIGHT, strict: bool = False) -> None:
+                 window: int = MAX_IN_FLIGHT, strict: bool = False,
+                 batch: bool | None = None) -> None:
         timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
@@ -190,6 +214,8 @@ class ProcessRunner:
         self.impl_spec = impl_spec
         self.device = device
         self.strict = strict  #: the oracle's --diagfuzz-strict (diagfuzz.oracles.policy)
+        #: Whether the executor may judge Cases in batches (``batching_default``).
+        self.batch = batching_default() if batch is None else batch
         self.timeout = float(timeout)
         self.oracle = oracle
         self.start_timeout = start_timeout
@@ -212,6 +238,11 @@ class ProcessRunner:
         self._starting = False  # spawned by ``launch``, its "ready" not yet read
         self._closing = False  # asked to exit (``request_close``), not yet reaped
         self.warmed = 0  #: warm-up Cases the current executor judged before "ready"
+        #: Why each batch that failed as a whole was judged again alone (crash, hang,
+        #: the oracle raised, unhealthy after it), oldest first.
+        self.batch_failures: list[str] = []
+        #: Batches answered, by their number of Cases.
+        self.batch_sizes: Counter[int] = Counter()
 
     # -- lifecycle --
     def launch(self) -> None:
@@ -249,6 +280,7 @@ class ProcessRunner:
     def _spawn(self) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        _enlarge(to_child_w, from_child_w)
         args = [self.impl_spec, self.device, "strict" if self.strict else ""]
         argv = [sys.executable, "-c", msg.BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
                 str(from_child_w), str(os.getpid()), *args]
@@ -390,8 +422,8 @@ class ProcessRunner:
         arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
         self._ready.extend(arrived)
         request = _Request(next(self._tickets), case, oracle or self.oracle,
-                           timeout or self.timeout)
-        message = msg.encode(msg.Run(case.to_json(), request.oracle))
+                           timeout or self.timeout, single=not self.batch)
+        message = request.message()
         if not self._queue:
             self._send_to_idle(message)
             self._queue.append(request)
@@ -419,8 +451,7 @@ class ProcessRunner:
                 step = self._step(block=False)
                 if step is None:
                     break
-                if step is not _RETRYING:
-                    done.append(step)  # type: ignore[arg-type]
+                done += step
         except BaseException:
             self._ready[:0] = done
             raise
@@ -436,9 +467,7 @@ class ProcessRunner:
         done, self._ready = self._ready, []
         try:
             while len(self._queue) > in_flight:
-                step = self._step(block=True)
-                if step is not None and step is not _RETRYING:
-                    done.append(step)  # type: ignore[arg-type]
+                done += self._step(block=True) or []
         except BaseException:
             self._ready[:0] = done
             raise
@@ -461,22 +490,33 @@ class ProcessRunner:
         """The oldest Case in flight starts running now: its timeout and log start here."""
         self._head_started = time.monotonic()
 
-    def _step(self, block: bool) -> tuple[int, Verdict] | object | None:
-        """Settle the oldest Case in flight: its (ticket, Verdict), ``_RETRYING`` when it
-        is sent again to confirm a crash or hang, None if not settled (``block`` False)."""
+    def _step(self, block: bool) -> list[tuple[int, Verdict]] | None:
+        """Settle the oldest Case in flight, or the batch it heads: the (ticket, Verdict)
+        pairs settled, [] when they are sent again (to confirm a crash or hang, or a failed
+        batch's Cases one at a time), None if nothing settled (``block`` False)."""
         head = self._queue[0]
         assert self._conn is not None
+        # A batch of one Case, the only one in flight, failed as that Case itself would.
+        alone = head.single or len(self._queue) == 1
         deadline = self._head_started + head.timeout
         if not self._conn.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
             if time.monotonic() < deadline:
                 return None
+            if not alone:
+                return self._judge_alone("no answer within the timeout")
             verdict = self._hang(head)
         else:
             try:
                 reply = msg.decode(self._conn.recv())
             except EOFError:
+                if not alone:
+                    return self._judge_alone("the executor died")
                 verdict = self._died(head)
             else:
+                if isinstance(reply, msg.BatchJudged):
+                    return self._settle_batch(reply)
+                if isinstance(reply, msg.Raised) and not alone:
+                    return self._judge_alone("the oracle raised")
                 self._served += 1
                 try:
                     verdict = self._judge(head, reply)
@@ -485,25 +525,71 @@ class ProcessRunner:
                     self._next_head()
                     raise ExecutorError(str(exc), (head.ticket,)) from exc
         self._queue.popleft()
+        if not verdict.ok and head.batch_attempt:
+            verdict = _with_details(verdict, batch_attempt=head.batch_attempt)
         if head.first_attempt is not None:
-            details = {**verdict.details,
-                       "first_attempt": json.loads(head.first_attempt.to_json())}
-            verdict = _verdict()(verdict.kind, verdict.check, verdict.message, verdict.case,
-                              details)
+            verdict = _with_details(verdict,
+                                    first_attempt=json.loads(head.first_attempt.to_json()))
         elif verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0):
             # The executor was replaced: confirm in a fresh one, ahead of the queue.
-            self._queue.appendleft(replace(head, first_attempt=verdict))
+            self._queue.appendleft(replace(head, first_attempt=verdict, single=True))
             self._next_head()
-            return _RETRYING
-        settled = (head.ticket, verdict)
+            return []
+        return self._settled([(head.ticket, verdict)])
+
+    def _settled(self, settled: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
+        """``settled``, after the next Case in flight has started."""
         try:
             self._next_head()
         except BaseException:
-            # No replacement executor for the Cases behind it: this verdict is settled
+            # No replacement executor for the Cases behind: these verdicts are settled
             # all the same, and must reach the caller (``poll``/``wait`` keep ``_ready``).
-            self._ready.append(settled)
+            self._ready += settled
             raise
         return settled
+
+    def _settle_batch(self, reply: msg.BatchJudged) -> list[tuple[int, Verdict]]:
+        """The verdicts of a batch the executor judged: the first ``len(reply.which)``
+        Cases in flight. An unhealthy executor after it: all judged again, alone."""
+        count = len(reply.which)
+        if reply.health and count == 1:  # a batch of one: that Case spoiled the executor
+            head = self._queue.popleft()
+            self._served += 1
+            judged = _verdict().from_json(reply.verdicts[0], head.case)
+            base = {**self._base(head), "executor_cases": self._served - 1}
+            return self._settled([(head.ticket, self._poisoned(
+                head.case, reply.health, f"{judged.kind} [{judged.check}]: {judged.message}",
+                base, original=json.loads(judged.to_json())))])
+        if reply.health:
+            return self._judge_alone("the executor was unhealthy after it: "
+                                     + error_line(reply.health))
+        if count > len(self._queue) or any(r.single for r in itertools.islice(
+                self._queue, count)):
+            self._kill()
+            raise ExecutorError(f"executor answered a batch of {count} Case(s) that does not "
+                                "match the Cases in flight",
+                                tuple(r.ticket for r in self._queue))
+        self._served += count
+        self.batch_sizes[count] += 1
+        settled = []
+        for row in reply.which:
+            request = self._queue.popleft()
+            settled.append((request.ticket,
+                            _verdict().from_json(reply.verdicts[row], request.case)))
+        return self._settled(settled)
+
+    def _judge_alone(self, why: str) -> list[tuple[int, Verdict]]:
+        """A batch failed as a whole (``why``): its executor is replaced, and every Case in
+        flight is judged again alone, in order, in the fresh one, so a crash or hang is the
+        Case's that causes it, as if no batch had been. Which Cases the executor had taken
+        into the batch is unknown; those behind it lose only the batching."""
+        self._kill()
+        self.batch_failures.append(why)
+        attempt = f"{why} in a batch of up to {len(self._queue)} Cases in flight"
+        for i, request in enumerate(self._queue):
+            self._queue[i] = replace(request, single=True, batch_attempt=attempt)
+        self._next_head()
+        return []
 
     def _next_head(self) -> None:
         """After the oldest Case settled: the next one starts now, in this executor or (if
@@ -518,7 +604,7 @@ class ProcessRunner:
             self._start()
             assert self._out is not None
             for request in self._queue:
-                self._out.send(msg.encode(msg.Run(request.case.to_json(), request.oracle)))
+                self._out.send(request.message())
         except Exception as exc:
             self._kill()
             self._queue.clear()
@@ -600,6 +686,11 @@ class ProcessRunner:
         return ""
 
 
+def _with_details(verdict: Verdict, **more: Any) -> Verdict:
+    return _verdict()(verdict.kind, verdict.check, verdict.message, verdict.case,
+                      {**verdict.details, **more})
+
+
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")
 
 
@@ -612,16 +703,19 @@ def error_line(text: str) -> str:
     return (named or lines or ["?"])[-1]
 
 
-#: What ``_step`` returns when the oldest Case was sent again to confirm a crash or hang.
-_RETRYING = object()
-
-
 @dataclass(frozen=True)
 class _Request:
-    """A Case in flight: ``first_attempt`` is set when it runs again to confirm a crash."""
+    """A Case in flight: ``first_attempt`` is set when it runs again to confirm a crash;
+    ``single`` when it is judged alone, ``batch_attempt`` saying why when that is because
+    its batch failed as a whole (a failing verdict carries it)."""
 
     ticket: int
     case: Case
     oracle: str
     timeout: float
     first_attempt: Verdict | None = None
+    single: bool = False
+    batch_attempt: str = ""
+
+    def message(self) -> str:
+        return msg.encode(msg.Run(self.case.to_json(), self.oracle, self.single))
