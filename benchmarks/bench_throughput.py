@@ -16,6 +16,8 @@ Three modes (a benchmark, never a timed test; numbers go to BENCHMARKS.md):
             (``pipelined/s``): the same families drawn again while the executor checks
             earlier ones (``ProcessRunner.submit``/``poll``, as a pipelined shard does), so
             the rate is about min(draw, check) instead of 1/(1/draw + 1/check).
+            ``--batch N`` (in-process) judges the timed Cases N at a time with
+            ``oracles.check_batch``, as an executor judges what is queued for it.
             ``--executors N`` feeds N executors (``diagfuzz.execution.fanout``, as
             ``--diagfuzz-executors`` does): only ``pipelined/s`` can gain (``run/s`` checks
             one Case at a time), and only with a core per executor.
@@ -28,6 +30,7 @@ Three modes (a benchmark, never a timed test; numbers go to BENCHMARKS.md):
 
     python benchmarks/bench_throughput.py runner --cases 300 [--isolation process] [--profile]
                                                  [--no-families] [--executors N]
+                                                 [--isolation inprocess --batch 64]
     python benchmarks/bench_throughput.py suite --workers 1 2 --budget-per-worker 1500
     python benchmarks/bench_throughput.py compilations --cases 10000
 
@@ -165,8 +168,17 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
                 profiler.enable()
             launched = sum(ops.LAUNCHES.values())
             t0, c0 = time.perf_counter(), time.process_time()
-            for case in cases:
-                kinds[runner.run(case).kind] += 1
+            if args.batch > 1 and args.isolation == "inprocess":
+                from diagfuzz import oracles
+
+                for start in range(0, len(cases), args.batch):
+                    chunk = cases[start:start + args.batch]
+                    for verdict in oracles.check_batch(chunk, runner.impl, runner.device,
+                                                       strict=runner.strict):
+                        kinds[verdict.kind] += 1
+            else:
+                for case in cases:
+                    kinds[runner.run(case).kind] += 1
             run_s, run_cpu = time.perf_counter() - t0, time.process_time() - c0
             launched = sum(ops.LAUNCHES.values()) - launched
             inprocess = args.isolation == "inprocess"  # else the executor does the work
@@ -174,7 +186,7 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
                 profiler.disable()
             n = len(cases)
             piped = None
-            if hasattr(runner, "submit"):
+            if hasattr(runner, "submit"):  # (batches as the executor forms them)
                 t0 = time.perf_counter()
                 checked, piped_kinds = draw_and_submit(stream, args.cases, args.seed,
                                                        args.max_elements, args.families,
@@ -213,10 +225,12 @@ def bench_runner(args: argparse.Namespace) -> dict[str, Any]:
              if all(r["pipelined_per_s"] for r in rows.values()) else None)
     piped_text = f"; {piped:.1f} Cases/s pipelined" if piped else ""
     fan = f", {args.executors} executors" if args.executors > 1 else ""
+    fan += f", batches of {args.batch}" if args.batch > 1 else ""
     print(f"one worker ({args.isolation}{fan}, impl {args.impl}, {how}): {drawn:.1f} Cases/s "
           f"drawn; {both:.1f} Cases/s drawn and run{piped_text} ({per_cpu}load average "
           f"{_loadavg()})")
     result = {"mode": "runner", "isolation": args.isolation, "impl": args.impl,
+              "batch": args.batch,
               "executors": args.executors,
               "families": args.families, "draw_per_s": round(drawn, 1),
               "max_elements": args.max_elements, "streams": rows,
@@ -390,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="process isolation: executors one worker feeds (runner: a "
                              "FanoutRunner, pipelined/s is where they can gain; default 1; "
                              "suite: --diagfuzz-executors, default the plugin's, by CPUs)")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="runner, inprocess: judge the timed Cases in batches of this "
+                             "many (oracles.check_batch, as an executor does); 1: one by one")
     parser.add_argument("--max-elements", type=int, default=4096)
     parser.add_argument("--max-members", type=int, default=None,
                         help="suite: --diagfuzz-max-members (default the profile's)")
