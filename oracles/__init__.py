@@ -18,7 +18,8 @@ from diagfuzz.oracles.compile import check_compile
 from diagfuzz.oracles.huge import check_huge
 
 #: Oracles that judge a batch of Cases at once (``diagfuzz.execution.child``): name -> the
-#: batch function, whose verdicts equal the single one's.
+#: batch function, whose verdicts equal the single one's. Runners know the names as
+#: ``diagfuzz.execution.messages.BATCHED_ORACLES`` (they import no torch).
 BATCHED = {"check": check_batch}
 
 __all__ = ["BATCHED", "check", "check_batch", "check_compile", "check_error_parity",

@@ -102,3 +102,10 @@ def test_a_failure_that_passes_alone_is_kept(tmp_path: Path,
     assert [v.kind for v in verdicts] == ["mismatch", "pass", "pass", "pass"]
     assert verdicts[0].details["alone"] == "passed when judged again alone"
     assert sizes == {4: 1}, sizes
+
+
+def test_runners_know_which_oracles_batch() -> None:
+    from diagfuzz import oracles
+    from diagfuzz.execution import messages
+
+    assert tuple(oracles.BATCHED) == messages.BATCHED_ORACLES

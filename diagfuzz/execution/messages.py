@@ -110,6 +110,11 @@ def decode(text: str) -> Message:
 
 # --- the protocol's side channels ---------------------------------------------------------
 
+#: The oracles an executor judges in batches (``diagfuzz.oracles.BATCHED``'s names, kept
+#: here so that a runner knows them without importing torch): a Run for any other oracle is
+#: judged alone.
+BATCHED_ORACLES = ("check",)
+
 #: The executor's command line: the runner's sys.path first, then ``child.child_main``.
 BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
              "from diagfuzz.execution.child import child_main; "

@@ -421,8 +421,9 @@ class ProcessRunner:
         """
         arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
         self._ready.extend(arrived)
-        request = _Request(next(self._tickets), case, oracle or self.oracle,
-                           timeout or self.timeout, single=not self.batch)
+        oracle = oracle or self.oracle
+        request = _Request(next(self._tickets), case, oracle, timeout or self.timeout,
+                           single=not (self.batch and oracle in msg.BATCHED_ORACLES))
         message = request.message()
         if not self._queue:
             self._send_to_idle(message)

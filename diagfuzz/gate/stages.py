@@ -212,37 +212,56 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
               oracle: str, timeout: float | None = None,
               seen: Callable[[Verdict], None] | None = None) -> None:
     """Run ``cases`` through ``runner``; an oracle exception is an infrastructure error.
-    ``seen`` gets every verdict (the huge tier records each Case's memory)."""
+    ``seen`` gets every verdict (the huge tier records each Case's memory).
+
+    Cases are submitted ahead of their verdicts (``ProcessRunner.submit``), so the executor
+    judges what is queued in batches. A stop or ``--max-seconds`` ends submitting; the
+    verdicts already in hand are recorded, the Cases still in flight are dropped (their
+    executor is closed) and the stage's note says how many of them were judged.
+    """
     stage.planned = len(cases)
     ctx.progress.begin(stage.name, len(cases))
-    for case in cases:
-        if ctx.stopping():
-            stage.stopped = True
-            stage.note = f"stopped after {stage.ran} of {len(cases)} Cases"
-            return
-        if ctx.out_of_time():
-            stage.cut = True
-            stage.note = f"cut by --max-seconds after {stage.ran} of {len(cases)} Cases"
-            return
-        _count(stage.coverage, case)
-        try:
-            verdict = runner.run_with(case, oracle, timeout)
-        except ExecutorError as exc:
+
+    def record(done: list[tuple[int, Verdict]]) -> None:
+        for _, verdict in done:
+            stage.ran += 1
+            if seen is not None:
+                seen(verdict)
+            stage.unsupported += verdict.unsupported
+            signature = ""
+            if not verdict.ok:
+                finding = Finding(stage.name, verdict, oracle)
+                stage.failures.append(finding)
+                signature = finding.key.describe()
+            ctx.progress.advance(stage.name, 1, signature)
+
+    def end(why: str) -> None:
+        record(runner.poll())
+        if runner.in_flight:
+            runner.close()  # its queue is dropped: a later stage must not meet its verdicts
+        stage.note = f"{why} after {stage.ran} of {len(cases)} Cases"
+
+    try:
+        for case in cases:
             if ctx.stopping():
                 stage.stopped = True
+                end("stopped")
                 return
-            stage.error = f"{exc}"
+            if ctx.out_of_time():
+                stage.cut = True
+                end("cut by --max-seconds")
+                return
+            _count(stage.coverage, case)
+            runner.submit(case, oracle, timeout)
+            record(runner.poll())
+        record(runner.drain())
+    except ExecutorError as exc:
+        with contextlib.suppress(ExecutorError):
+            record(runner.poll())  # verdicts settled before the error
+        if ctx.stopping():
+            stage.stopped = True
             return
-        stage.ran += 1
-        if seen is not None:
-            seen(verdict)
-        stage.unsupported += verdict.unsupported
-        signature = ""
-        if not verdict.ok:
-            finding = Finding(stage.name, verdict, oracle)
-            stage.failures.append(finding)
-            signature = finding.key.describe()
-        ctx.progress.advance(stage.name, 1, signature)
+        stage.error = f"{exc}"
 
 
 def corpus_stage(ctx: Context, runner: ProcessRunner) -> Stage:
