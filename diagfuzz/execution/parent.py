@@ -75,6 +75,8 @@ def default_timeout() -> float:
         return float(value) if value else DEFAULT_TIMEOUT
     except ValueError:
         raise ValueError(f"DIAGFUZZ_TIMEOUT must be a number of seconds, got {value!r}") from None
+
+
 #: "0" judges every Case alone, each answered and synchronised by itself (a benchmark's
 #: side-by-side, or a suspicion about batching); anything else lets executors batch.
 BATCH_ENV = "DIAGFUZZ_BATCH"
