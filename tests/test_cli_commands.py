@@ -81,11 +81,15 @@ def test_plan_imports_an_impl_of_the_current_directory(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "over the streams diagonal, invalid" in proc.stdout
-    # The budget counts the two streams that run, not the seven of a full library.
+    # The suite splits the profile's budget over the two streams that run (what its
+    # planning does: examples_per_shard), as the run then reports it.
     from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import examples_per_shard
 
     gate = BUDGETS["gate"]
-    assert (f"~{gate.examples * gate.shards * 2:,} Cases (the gate profile: {gate.examples} "
+    per_shard = examples_per_shard(gate.total, gate.shards, 2)
+    assert per_shard > gate.examples  # more per stream than in a full library's run
+    assert (f"~{per_shard * gate.shards * 2:,} Cases (the gate profile: {per_shard} "
             f"Cases x {gate.shards} shards x 2 streams)") in proc.stdout, proc.stdout
     missing = subprocess.run([script, "gate", "--impl=no_such_impl", "--plan"], cwd=tmp_path,
                              capture_output=True, text=True, check=False)

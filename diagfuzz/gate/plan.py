@@ -61,7 +61,7 @@ def huge_plan(opts: Options, provided: tuple[str, ...]) -> str:
 def plan_lines(opts: Options) -> list[str]:
     """The plan of a gate run with ``opts``: one line per stage, then limits and outputs."""
     from diagfuzz.harness.profiles import BUDGETS
-    from diagfuzz.harness.sharding import STREAM_OPS, STREAMS
+    from diagfuzz.harness.sharding import STREAM_OPS, examples_per_shard
 
     gate = BUDGETS["gate"]
     provided = provided_ops(load_impl(opts.impl))  # ImplError: the caller's usage error
@@ -78,9 +78,10 @@ def plan_lines(opts: Options) -> list[str]:
     except ValueError as exc:
         lines.append(f"  corpus replay        unreadable: {exc}")
     if opts.suite:
-        if opts.budget is None:  # the streams of ops left out skip (harness.planning)
-            budget = gate.total * len(streams) // len(STREAMS)
-            how = (f"the gate profile: {gate.examples} Cases x {gate.shards} shards x "
+        if opts.budget is None:  # split over the streams that run (harness.planning)
+            per_shard = examples_per_shard(gate.total, gate.shards, len(streams))
+            budget = per_shard * gate.shards * len(streams)
+            how = (f"the gate profile: {per_shard} Cases x {gate.shards} shards x "
                    f"{len(streams)} streams")
         else:
             budget, how = opts.budget, "--budget"
@@ -104,11 +105,11 @@ def plan_lines(opts: Options) -> list[str]:
     lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "
                  f"{opts.max_classify} causes, all at once")
     if opts.max_seconds is None:
-        lines.append("  time cap             none (--max-seconds S: the suite draws for "
-                     f"{SUITE_SHARE:.0%} of the time left, all stops at 95 % of S)")
+        lines.append("  time cap             none (--max-seconds S: the fuzz suite's own cap "
+                     f"is {SUITE_SHARE:.0%} of the time left, all stops at 95 % of S)")
     else:
-        lines.append(f"  time cap             {opts.max_seconds:g} s (the suite draws for "
-                     f"{SUITE_SHARE:.0%} of the time left; everything stops at 95 %)")
+        lines.append(f"  time cap             {opts.max_seconds:g} s (the fuzz suite's own "
+                     f"cap is {SUITE_SHARE:.0%} of the time left; everything stops at 95 %)")
     lines.append(f"  per-Case timeout     {opts.timeout:g} s")
     lines.append(f"  run directory        {opts.out_dir}/run-<UTC time>-<pid>/ (reproducers "
                  "in repro/)")
