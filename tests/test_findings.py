@@ -174,3 +174,31 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
     text = "\n".join(block(invalid, 1, 1))
     assert "diagonal(input=1.5, offset=0, dim1=0, dim2=1)  [invalid: non_tensor]" in text
     assert "aten     TypeError: bad" in text
+
+
+def test_a_crash_shows_where_the_implementation_died() -> None:
+    """faulthandler's dump ends in torch's module list; the finding shows the error line
+    and the crashing thread's innermost frames instead (the implementation's first)."""
+    from diagfuzz.harness.findings import stderr_lines
+
+    tail = """Fatal Python error: Aborted
+
+Thread 0x00007fa93e3ff6c0 (most recent call first):
+  File "/x/diagfuzz/execution/child.py", line 55 in _watch_parent
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+
+Current thread 0x00007fa95ca59b80 (most recent call first):
+  File "/tmp/proj/mylib.py", line 15 in diagonal_backward
+  File "/x/diagfuzz/specs/diagonal_backward.py", line 28 in call
+  File "/x/oracles/reference.py", line 25 in call_op
+  File "/x/oracles/checks.py", line 373 in call_impl
+  File "/x/oracles/checks.py", line 347 in device_side
+  File "<string>", line 1 in <module>
+
+Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
+"""
+    lines = stderr_lines(tail)
+    assert lines[0] == "Fatal Python error: Aborted"
+    assert lines[1] == 'File "/tmp/proj/mylib.py", line 15 in diagonal_backward'
+    assert len(lines) == 5 and not any("Extension" in line for line in lines)
+    assert stderr_lines("a\nb\nRuntimeError: boom\n") == ["a", "b", "RuntimeError: boom"]

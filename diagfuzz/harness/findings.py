@@ -204,10 +204,33 @@ def evidence_lines(details: dict[str, Any]) -> list[str]:
     if details.get("field"):
         lines.append(f"  {details['field']:<8} expected {details.get('expected')}, actual "
                      f"{details.get('actual')}")
-    tail = str(details.get("stderr_tail") or "").strip().splitlines()
-    if tail:
-        lines += [f"  {'stderr':<8} {line}" for line in tail[-6:]]
+    tail = stderr_lines(str(details.get("stderr_tail") or ""))
+    lines += [f"  {'stderr':<8} {line}" for line in tail]
     return lines
+
+
+#: Frames of a dying executor's stack shown in a finding (innermost first).
+FRAMES_SHOWN = 4
+
+
+def stderr_lines(tail: str) -> list[str]:
+    """What a crash's stderr tail says, in a few lines: faulthandler's error line and the
+    innermost frames of the crashing thread (where the implementation died, which a plain
+    tail cut off under torch's module list); any other tail, its last lines."""
+    lines = [line.rstrip() for line in tail.strip().splitlines() if line.strip()]
+    fatal = [line for line in lines if line.startswith("Fatal Python error")]
+    crashing = [i for i, line in enumerate(lines)
+                if line.startswith(("Current thread", "Thread 0x"))
+                and "most recent call first" in line]
+    if not (fatal and crashing):
+        return lines[-6:]
+    start = next((i for i in crashing if lines[i].startswith("Current thread")), crashing[0])
+    frames = []
+    for line in lines[start + 1:]:
+        if not line.lstrip().startswith("File "):
+            break
+        frames.append(line.strip())
+    return [fatal[-1], *frames[:FRAMES_SHOWN]]
 
 
 def block(finding: Finding, number: int, total: int,
