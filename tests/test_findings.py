@@ -148,7 +148,7 @@ def test_one_raise_site_is_one_finding_that_counts_its_classes() -> None:
                            "aten raises": {"IndexError": 2, "RuntimeError": 3}}
     text = "\n".join(block(one, 1, 2))
     assert "covers   aten raises: RuntimeError 3, IndexError 2" in text
-    assert "covers   invalid class: valid 10, same_dims 3, dim_above_range 2" in text
+    assert "covers   Case class: valid 10, same_dims 3, dim_above_range 2" in text
 
 
 def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:

@@ -169,13 +169,15 @@ def _seen(finding: Finding) -> str:
 
 
 def covers_lines(classes: dict[str, dict[str, int]], indent: str = "  ") -> list[str]:
-    """``covers   invalid class: same_dims 12, valid 3`` for every axis with more than its
+    """``covers   Case class: same_dims 12, valid 3`` for every axis with more than its
     trivial value (a finding of valid Cases alone says nothing of invalid classes)."""
     lines = []
     for axis, values in sorted(classes.items()):
         if axis == "invalid class" and set(values) == {"valid"}:
             continue
-        lines.append(f"{indent}{'covers':<8} {axis}: {dtype_tally(values)}")
+        # The axis holds "valid" beside the invalid classes: "invalid class: valid" misread.
+        name = "Case class" if axis == "invalid class" else axis
+        lines.append(f"{indent}{'covers':<8} {name}: {dtype_tally(values)}")
     return lines
 
 
