@@ -312,7 +312,8 @@ def bench_suite(args: argparse.Namespace) -> dict[str, Any]:
                          "in_shards_per_worker": data.get("pace", {}).get(
                              "cases_per_s_per_worker"),
                          "outside_shards_s": data.get("pace", {}).get("outside_shards_s"),
-                         "failures": len(data["failures"]), "exit": proc.returncode})
+                         "findings": len(data.get("findings", [])),
+                         "exit": proc.returncode})
             if args.profile:
                 for role in ("worker", "executor"):
                     files = sorted(str(p) for p in profiles.glob(f"{role}-*.pstats"))

@@ -179,3 +179,26 @@ def test_a_status_reported_just_after_the_reaping_is_waited_for() -> None:
     forked = forkserver.Forked(Server())  # type: ignore[arg-type]
     forked._pid = pid
     assert forked.poll() == -signal.SIGABRT
+
+
+def test_a_thread_started_where_another_ended_is_seen() -> None:
+    """Threads are told apart by id: preloading ends pool threads (set_num_threads(1)), and
+    a new one in their place is still a new thread (a count missed the threads autograd's
+    first backward starts, which initialise CUDA)."""
+    import threading
+
+    done = threading.Event()
+    ending = threading.Thread(target=done.wait)
+    ending.start()
+    watch = forkserver._Watch()
+    done.set()
+    ending.join()
+    late = threading.Event()
+    started = threading.Thread(target=late.wait)
+    started.start()
+    try:
+        watch.after("a step")
+    finally:
+        late.set()
+        started.join()
+    assert watch.why.startswith("1 thread(s)") and "a step" in watch.why, watch.why

@@ -5,14 +5,15 @@ can judge anything: about 3 s alone, and most of a run's start-up when twelve ex
 four workers import at once. A process that needs executors (a pytest worker, the gate)
 starts one fork server instead: a fresh interpreter (fork+exec, never a fork of the caller,
 whose threads and CUDA state a child must not inherit) that imports torch, Triton, the
-oracle and diagfuzz's kernels once, runs the CPU half of the warm-up, and then forks one
-executor per request. Each child applies its runner's environment, loads the implementation
-under test and creates its CUDA context after the fork, exactly as a spawned executor does:
-the server never initialises CUDA (torch answers availability through NVML there). A server
-that finds, after a preloading step, a CUDA driver library mapped in itself (``_cuda_mapped``)
-or a thread started (``_threads``) spawns each executor as a fresh interpreter instead of
-forking it, and says which step did it. It runs by default where no GPU can exist
-(``enabled``).
+oracle and diagfuzz's kernels once, runs the CPU half of the warm-up (only where no GPU can
+exist: see ``_preload``), and then forks one executor per request. Each child applies its
+runner's environment, loads the implementation under test and creates its CUDA context
+after the fork, exactly as a spawned executor does: the server never initialises CUDA
+(torch's device count comes from a forked probe, ``_devices_counted_elsewhere``). A server
+that finds, after a preloading step, a CUDA driver library mapped in itself
+(``_cuda_mapped``) or a thread started (``_threads``) spawns each executor as a fresh
+interpreter instead of forking it, and says which step did it. It runs by default where no
+GPU can exist (``enabled``).
 
 The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
 ``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
@@ -57,10 +58,12 @@ EXIT_REPORT_WAIT = 5.0
 def enabled() -> bool:
     """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``).
 
-    By default only where no GPU can exist: on an H200 host the server found two threads
-    started while it preloaded (what the CUDA driver starts when something initialises it),
-    so it would spawn every executor after its own imports, later than a runner does.
-    ``DIAGFUZZ_FORKSERVER=1`` turns it on there; its "spawn: ..." reason names the step.
+    By default only where no GPU can exist. On an H200 host the server forked, and its
+    executors failed CUDA's initialisation: the CPU warm-up's first backward had started
+    autograd's device threads, which initialise CUDA. The server now skips that warm-up
+    where a GPU may be and watches threads by id, which is not yet measured on a GPU; until
+    it is, ``DIAGFUZZ_FORKSERVER=1`` turns it on there (its "spawn: ..." reason names the
+    step that made it spawn).
     """
     value = os.environ.get(FORKSERVER_ENV)
     if value is None:
@@ -87,16 +90,17 @@ def _cuda_mapped() -> str:
     return ""
 
 
-def _threads() -> list[str]:
-    """The names of this process's threads, native ones included ([] where /proc cannot
-    say)."""
-    names = []
+def _threads() -> dict[str, str]:
+    """This process's threads, native ones included: id -> name ({} where /proc cannot
+    say). By id: ``torch.set_num_threads(1)`` ends pool threads while preloading, and a
+    count would let a new thread hide in their place."""
+    names = {}
     try:
         for task in sorted(os.listdir("/proc/self/task")):
             with open(f"/proc/self/task/{task}/comm") as comm:
-                names.append(comm.read().strip())
+                names[task] = comm.read().strip()
     except OSError:
-        return []
+        return {}
     return names
 
 
@@ -111,7 +115,7 @@ class _Watch:
     def after(self, step: str) -> None:
         if self.why:
             return
-        new = _threads()[len(self.baseline):]
+        new = [name for tid, name in _threads().items() if tid not in self.baseline]
         mapped = "" if self.mapped_before else _cuda_mapped()
         found = [f"{len(new)} thread(s) ({', '.join(new)}) started by {step}"] if new else []
         if mapped:
@@ -183,9 +187,13 @@ def _preload() -> str:
         from diagfuzz.execution.warmup import warm_up
 
         # The reference side runs on the CPU on every device: its lazy imports and first
-        # autograd backward are paid once here, not in every executor.
-        with contextlib.suppress(Exception):
-            warm_up("cpu")
+        # autograd backward are paid once here, not in every executor. Not where a GPU may
+        # be: the first backward of a CUDA build starts autograd's device threads, which
+        # initialise CUDA, and a child forked after that cannot (on an H200 host: "CUDA
+        # error: initialization error" in every forked executor).
+        if no_gpu_here():
+            with contextlib.suppress(Exception):
+                warm_up("cpu")
         watch.after("the CPU warm-up")
     settle_heap()
     if os.environ.get(FORKSERVER_ENV) == "spawn":
