@@ -8,6 +8,8 @@ verdicts equal those of Cases judged alone, on a fixed seed.
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,15 @@ from tests.test_batch_oracle import mixed, outcome
 
 
 def submitted(runner: ProcessRunner, cases: list) -> list:
-    """Every Case submitted before any verdict is read (the executor finds them queued),
-    then the verdicts, in order."""
-    tickets = [runner.submit(case) for case in cases]
+    """Every Case submitted while the (started) executor is stopped, so it finds them all
+    queued and batches them whatever the machine's load; then the verdicts, in order.
+    (``runner.window`` must exceed ``len(cases)``: a full window waits for a verdict.)"""
+    assert runner.pid is not None and runner.window > len(cases)
+    os.kill(runner.pid, signal.SIGSTOP)
+    try:
+        tickets = [runner.submit(case) for case in cases]
+    finally:
+        os.kill(runner.pid, signal.SIGCONT)
     done = runner.drain()
     assert [t for t, _ in done] == tickets
     return [v for _, v in done]
@@ -35,7 +43,7 @@ def test_a_batch_of_64_with_one_crashing_case(tmp_path: Path) -> None:
     cases = [square(o, n=4) for o in offsets]
     assert len(cases) == MAX_BATCH
     with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30, workdir=tmp_path,
-                       window=MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH) as runner:
         runner.start()
         verdicts = submitted(runner, cases)
         failures = list(runner.batch_failures)
@@ -50,7 +58,7 @@ def test_a_batch_of_64_with_one_crashing_case(tmp_path: Path) -> None:
 def test_a_hang_in_a_batch_is_its_cases(tmp_path: Path) -> None:
     offsets = [0, 2, -1, 0, 3, 2]  # hang.py never returns on offset -1
     with ProcessRunner("tests.faulty.hang:impl", "cpu", timeout=3.0, workdir=tmp_path,
-                       window=MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH) as runner:
         runner.start()
         verdicts = submitted(runner, [square(o, n=4) for o in offsets])
     assert [v.kind for v in verdicts] == ["hang" if o == -1 else "pass" for o in offsets]
@@ -62,7 +70,7 @@ def test_a_poisoned_batch_blames_its_case() -> None:
     the executor is unhealthy after the batch, which is judged again alone."""
     offsets = [0, 2, 1, 0, 3]
     with ProcessRunner("tests.faulty.poison:impl", ops.DEVICE, timeout=30,
-                       window=MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH) as runner:
         runner.start()
         verdicts = submitted(runner, [square(o, n=4) for o in offsets])
         after = runner.run(square(0))
@@ -76,15 +84,17 @@ def test_batched_verdicts_equal_verdicts_alone() -> None:
     the same verdicts, and the batches really held several Cases."""
     cases = mixed(6, ("diagonal", "diagonal_backward", "diag_embed"))
     impl = "tests.mutants.unwritten_last:impl"
-    with ProcessRunner(impl, "cpu", timeout=60, window=MAX_BATCH) as batched:
+    with ProcessRunner(impl, "cpu", timeout=60, window=2 * MAX_BATCH) as batched:
         batched.start()
         together = [outcome(v) for v in submitted(batched, cases)]
         sizes = dict(batched.batch_sizes)
-    with ProcessRunner(impl, "cpu", timeout=60, batch=False) as alone_runner:
+    with ProcessRunner(impl, "cpu", timeout=60, batch=False,
+                       window=2 * MAX_BATCH) as alone_runner:
+        alone_runner.start()
         alone = [outcome(v) for v in submitted(alone_runner, cases)]
     assert together == alone
     assert any(kind != "pass" for kind, *_ in alone)
-    assert max(sizes) > 1, sizes
+    assert sizes == {len(cases): 1}, sizes  # one batch: all were queued
     assert sum(n * count for n, count in sizes.items()) == len(cases)
 
 
@@ -95,7 +105,7 @@ def test_a_failure_that_passes_alone_is_kept(tmp_path: Path,
     monkeypatch.setenv("DIAGFUZZ_FIRST_CALL_MARK", str(tmp_path / "called"))
     cases = [square(o, n=4) for o in (0, 2, 0, -1)]
     with ProcessRunner("tests.test_pipeline_suite:first_call_wrong", "cpu", timeout=60,
-                       window=MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH) as runner:
         runner.start()  # its warm-up judges aten, never the implementation
         verdicts = submitted(runner, cases)
         sizes = dict(runner.batch_sizes)
