@@ -49,8 +49,7 @@ def main() -> None:
     import diagfuzz.ops as ops
     from diagfuzz import oracles
     from diagfuzz.core.impl import load_impl
-    from diagfuzz.oracles import reference
-    from diagfuzz.specs import arguments, spec_of
+    from diagfuzz.specs import arguments
 
     if ops.DEVICE != "cuda":
         print("physical_limit: needs a CUDA GPU (kernels run interpreted here)")
@@ -60,11 +59,11 @@ def main() -> None:
              for c in draw(stream, args.cases, args.seed, args.max_elements, True)[0]]
     prepared = [(c, arguments(c, "cuda")) for c in cases]
     for c, a in prepared[:200]:  # compile what the mix reaches before timing
-        _kernels(c, a, impl, spec_of, reference)
+        _kernels(c, a, impl)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as kernels:
         for c, a in prepared:
-            _kernels(c, a, impl, spec_of, reference)
+            _kernels(c, a, impl)
         torch.cuda.synchronize()
     floor_us = gpu_us(kernels) / len(cases)
 
@@ -95,17 +94,18 @@ def main() -> None:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
 
-def _kernels(case: Any, args: dict[str, Any], impl: Any, spec_of: Any,
-             reference: Any) -> None:
+def _kernels(case: Any, args: dict[str, Any], impl: Any) -> None:
     """aten's device kernel and the implementation's call for one Case (refusals are
     fine: an invalid Case's kernels are whatever runs before the refusal)."""
+    from diagfuzz.oracles import reference
+    from diagfuzz.specs import spec_of
+
     with contextlib.suppress(Exception):
         spec_of(case.op).aten_kernel(case, args)
-    call = dict(args)
-    if "out" in call:
+    if "out" in args:
         return  # an .out Case's buffer is made by the oracle; its kernels match the plain call
     with contextlib.suppress(Exception):
-        reference.call_op(impl, case, call)
+        reference.call_op(impl, case, dict(args))
 
 
 if __name__ == "__main__":
