@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from diagfuzz.adapters.hypothesis import pin_constant_pool
-from diagfuzz.core import runtime
+# No torch at import: pytest imports this file early (``testpaths``) in every pytest run in
+# the repository root, the README's fuzz command included, before any plugin's configure, and
+# a fuzz worker launches its executors in its configure (torch's import cost 4 s there on an
+# H200 host).
 
 
 def pytest_configure(config) -> None:
+    from diagfuzz.adapters.hypothesis import pin_constant_pool
+
     # Derandomized tests must draw the same examples on every xdist worker, whatever test
     # modules it collected (diagfuzz/determinism.py).
     pin_constant_pool()
@@ -23,6 +27,8 @@ def _skip_dead_overflow_checks() -> None:
     half of a small-block kernel test's time (test_kernel_blocks.py: 68 s, 26 s without).
     Turned off only while debug is off, i.e. only where it checks nothing; with debug on it
     stays as Triton sets it (tests/test_interpreter_options.py checks both)."""
+    from diagfuzz.core import runtime
+
     if not runtime.INTERPRET or runtime.COMPILE_ONLY:
         return
     from triton.runtime import interpreter
