@@ -31,9 +31,11 @@ from diagfuzz.execution.timeline import TIMELINE_ENV, read
 
 #: Steps in the order a run takes them: (role kind, event).
 STEPS = [
-    ("controller", "process_start"), ("controller", "plugin_configure"),
+    ("controller", "process_start"), ("controller", "plugin_imported"),
+    ("controller", "plugin_configure"), ("controller", "torch_imported_before_configure"),
     ("controller", "planned"), ("controller", "session_start"),
-    ("worker", "process_start"), ("worker", "plugin_configure"), ("worker", "collected"),
+    ("worker", "process_start"), ("worker", "plugin_imported"), ("worker", "plugin_configure"),
+    ("worker", "torch_imported_before_configure"), ("worker", "collected"),
     ("worker", "executors_launched"),
     ("forkserver", "process_start"), ("forkserver", "preloaded"),
     ("executor", "process_start"), ("executor", "start"), ("executor", "torch_imported"),
@@ -127,9 +129,13 @@ def main() -> None:
         print_summary(index, summary, pace)
         tail = proc.stdout.strip().splitlines()[-3:]
         print(f"  exit {proc.returncode}: " + " | ".join(tail))
+        kept: dict[str, Any] = {}
+        if proc.returncode != 0:  # a finding or an error is evidence: keep all of it
+            print(proc.stdout)
+            kept = {"output": proc.stdout, "findings": data.get("findings")}
         results.append({"run": index, "argv": argv, "exit": proc.returncode, **summary,
                         "pace": pace, "gate_stages": data.get("stages"), "marks": marks,
-                        "t0": t0})
+                        "t0": t0, **kept})
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from diagfuzz.core.preselect import no_gpu_here
 from diagfuzz.execution import forkserver
 from diagfuzz.execution.parent import ProcessRunner
 from tests.faulty.cases import square
 
+ROOT = Path(__file__).resolve().parents[1]
 CASES = [square(0), square(1), square(-1, n=4), square(2, op="diagonal_backward")]
 
 
@@ -23,6 +28,7 @@ def _fresh_server(monkeypatch, mode: str = "1") -> None:
     turns it on on a GPU host too, where it is off by default)."""
     monkeypatch.setenv(forkserver.FORKSERVER_ENV, mode)
     monkeypatch.setattr(forkserver, "_SHARED", None)
+    monkeypatch.setattr(forkserver, "_RUN_ADDRESS", None)
 
 
 def test_forked_executors_give_the_spawned_ones_verdicts(monkeypatch, tmp_path) -> None:
@@ -74,6 +80,48 @@ def test_an_executor_gets_its_runners_environment_path_and_directory(
     forkserver._SHARED.close()
 
 
+#: A run's worker: its executors come from the run's server at argv[1]; prints what it saw.
+_WORKER = """
+import json, os, sys
+from diagfuzz.execution import forkserver
+from diagfuzz.execution.parent import ProcessRunner
+from tests.faulty.cases import square
+forkserver.use(sys.argv[1])
+with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30) as runner:
+    verdicts = [runner.run(square(0))]
+    parent = open(f"/proc/{runner.pid}/stat").read().rsplit(")", 1)[1].split()[1]
+    verdicts.append(runner.run(square(1)))
+    server = forkserver.shared()
+print(json.dumps({"kinds": [v.kind for v in verdicts], "crash": verdicts[1].message,
+                  "connected": server.proc is None, "executor_parent": int(parent)}))
+"""
+
+
+def test_a_runs_workers_fork_their_executors_from_its_controllers_server(
+        monkeypatch, tmp_path) -> None:
+    """Two workers at once: each gets its own executors' verdicts and exit statuses."""
+    _fresh_server(monkeypatch)
+    monkeypatch.setattr(forkserver, "_RUN_SERVER", None)
+    address = forkserver.start_for_run()
+    server = forkserver._RUN_SERVER
+    assert address and server.address == address and server.mode() == "fork"
+    workers = [subprocess.Popen([sys.executable, "-c", _WORKER, address], cwd=ROOT,
+                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    seen = [json.loads(w.communicate(timeout=120)[0]) for w in workers]
+    for worker in seen:
+        assert worker["kinds"] == ["pass", "crash"] and "SIGABRT" in worker["crash"]
+        assert worker["connected"] and worker["executor_parent"] == server.proc.pid
+    server.close()
+
+
+def test_a_worker_whose_runs_server_is_gone_starts_its_own(monkeypatch) -> None:
+    _fresh_server(monkeypatch)
+    forkserver.use("@diagfuzz-forkserver-that-never-was")
+    server = forkserver.shared()
+    assert server is not None and server.proc is not None  # its own
+    server.close()
+
+
 def test_a_server_that_must_not_fork_spawns_each_executor(monkeypatch, tmp_path) -> None:
     _fresh_server(monkeypatch, "spawn")
     verdicts = _verdicts("tests.faulty.abort:impl", tmp_path)
@@ -119,15 +167,16 @@ def test_executors_exit_when_their_server_goes(monkeypatch) -> None:
     runner.close()
 
 
-def test_on_by_default_only_where_no_gpu_can_exist(monkeypatch) -> None:
+def test_on_by_default_on_every_host_and_off_with_zero(monkeypatch) -> None:
     monkeypatch.delenv(forkserver.FORKSERVER_ENV, raising=False)
-    monkeypatch.setattr(forkserver, "no_gpu_here", lambda: True)
-    assert forkserver.enabled()
-    monkeypatch.setattr(forkserver, "no_gpu_here", lambda: False)
-    assert not forkserver.enabled()
+    for gpu_may_exist in (False, True):
+        monkeypatch.setattr(forkserver, "no_gpu_here", lambda g=gpu_may_exist: not g)
+        assert forkserver.enabled()
     monkeypatch.setenv(forkserver.FORKSERVER_ENV, "1")
     assert forkserver.enabled()
     monkeypatch.setenv(forkserver.FORKSERVER_ENV, "0")
+    assert not forkserver.enabled()
+    monkeypatch.setenv(forkserver.FORKSERVER_ENV, "")
     assert not forkserver.enabled()
 
 

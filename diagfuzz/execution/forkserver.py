@@ -12,8 +12,7 @@ after the fork, exactly as a spawned executor does: the server never initialises
 (torch's device count comes from a forked probe, ``_devices_counted_elsewhere``). A server
 that finds, after a preloading step, a CUDA driver library mapped in itself
 (``_cuda_mapped``) or a thread started (``_threads``) spawns each executor as a fresh
-interpreter instead of forking it, and says which step did it. It runs by default where no
-GPU can exist (``enabled``).
+interpreter instead of forking it, and says which step did it.
 
 The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
 ``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
@@ -28,6 +27,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import select
 import signal
 import socket
@@ -46,7 +46,8 @@ from diagfuzz.execution.messages import BOOTSTRAP as BOOTSTRAP_EXECUTOR
 FORKSERVER_ENV = "DIAGFUZZ_FORKSERVER"
 #: The server's command line: the caller's sys.path, then ``serve`` on the inherited socket.
 BOOTSTRAP = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-             "from diagfuzz.execution.forkserver import serve; serve(int(sys.argv[2]))")
+             "from diagfuzz.execution.forkserver import serve; "
+             "serve(*map(int, sys.argv[2:]))")
 #: Seconds a fork request may wait for the server (its imports and CPU warm-up included).
 READY_TIMEOUT = 300.0
 _MAX_MESSAGE = 1 << 20
@@ -56,19 +57,11 @@ EXIT_REPORT_WAIT = 5.0
 
 
 def enabled() -> bool:
-    """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``).
-
-    By default only where no GPU can exist. On an H200 host the server forked, and its
-    executors failed CUDA's initialisation: the CPU warm-up's first backward had started
-    autograd's device threads, which initialise CUDA. The server now skips that warm-up
-    where a GPU may be and watches threads by id, which is not yet measured on a GPU; until
-    it is, ``DIAGFUZZ_FORKSERVER=1`` turns it on there (its "spawn: ..." reason names the
-    step that made it spawn).
-    """
-    value = os.environ.get(FORKSERVER_ENV)
-    if value is None:
-        return no_gpu_here()
-    return value not in ("", "0")
+    """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``, default
+    on; ``0`` spawns them from each runner). On an H200 host forked executors pass the
+    isolation tests and cut a dev run's start-up by 3 s (``benchmarks/results/``); a server
+    that finds forking unsafe there spawns instead and says why."""
+    return os.environ.get(FORKSERVER_ENV) not in ("", "0")
 
 
 # --- the server ---------------------------------------------------------------------------
@@ -205,40 +198,66 @@ def _preload() -> str:
     return ""
 
 
-def serve(fd: int) -> None:
-    """The fork server's main loop: fork an executor per request until the client goes."""
+def serve(fd: int, listen_fd: int = -1) -> None:
+    """The fork server's main loop: fork an executor per request until its owner goes.
+
+    ``fd`` is the owner's connection; ``listen_fd``, if given, a listening socket through
+    which other processes of the run (a controller's xdist workers) connect as clients.
+    Each child's exit status goes to the client that asked for it.
+    """
     from diagfuzz.execution.timeline import mark
 
     mark("start", "forkserver")
-    sock = socket.socket(fileno=fd)
+    owner = socket.socket(fileno=fd)
+    listener = socket.socket(fileno=listen_fd) if listen_fd >= 0 else None
     try:
         refused = _preload()
     except Exception as exc:
         refused = f"preloading failed: {exc!r}"
     mark("preloaded", "forkserver")
     # A server that must not fork still serves: it spawns each executor instead.
-    _send(sock, {"ready": True, "forks": not refused, "why": refused})
+    ready = {"ready": True, "forks": not refused, "why": refused}
+    _send(owner, ready)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    clients = [owner]
+    asked: dict[int, socket.socket] = {}  # child pid -> the client that asked for it
     while True:
-        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
-        if wake_r in ready:
+        watched = [c.fileno() for c in clients] + [wake_r]
+        if listener is not None:
+            watched.append(listener.fileno())
+        ready_fds, _, _ = select.select(watched, [], [])
+        if wake_r in ready_fds:
             with contextlib.suppress(BlockingIOError):
                 os.read(wake_r, 512)
-        _reap(sock)
-        if sock.fileno() in ready:
+        _reap(asked)
+        if listener is not None and listener.fileno() in ready_fds:
+            with contextlib.suppress(OSError):
+                client, _ = listener.accept()
+                _send(client, ready)
+                clients.append(client)
+        for client in [c for c in clients if c.fileno() in ready_fds]:
             try:
-                request, fds = _receive(sock)
+                request, fds = _receive(client)
             except (EOFError, OSError):
-                os._exit(0)  # the client is gone; children exit when they see it
-            pid = _spawn(request, fds) if refused else _fork(request, fds, sock, (wake_r, wake_w))
-            _send(sock, {"forked": pid})
+                if client is owner:
+                    os._exit(0)  # the owner is gone; children exit when they see it
+                clients.remove(client)
+                client.close()
+                continue
+            inherited = [c.fileno() for c in clients] + [wake_r, wake_w] + (
+                [listener.fileno()] if listener is not None else [])
+            pid = _spawn(request, fds) if refused else _fork(request, fds, inherited)
+            asked[pid] = client
+            with contextlib.suppress(OSError):
+                _send(client, {"forked": pid})
 
 
-def _reap(sock: socket.socket) -> None:
-    """Report every exited child's status (as Popen's returncode) to the client."""
+def _reap(asked: dict[int, socket.socket]) -> None:
+    """Report every exited child's status (as Popen's returncode) to the client that asked
+    for it."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -247,10 +266,12 @@ def _reap(sock: socket.socket) -> None:
         if pid == 0:
             return
         _SPAWNED.pop(pid, None)
+        client = asked.pop(pid, None)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(
             status)
-        with contextlib.suppress(OSError):
-            _send(sock, {"exited": pid, "code": code})
+        if client is not None:
+            with contextlib.suppress(OSError):
+                _send(client, {"exited": pid, "code": code})
 
 
 def _spawn(request: dict[str, Any], fds: list[int]) -> int:
@@ -271,9 +292,9 @@ def _spawn(request: dict[str, Any], fds: list[int]) -> int:
 _SPAWNED: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def _fork(request: dict[str, Any], fds: list[int], sock: socket.socket,
-          wake: tuple[int, int]) -> int:
-    """Fork one executor: the child runs ``child_main`` on the request's pipes."""
+def _fork(request: dict[str, Any], fds: list[int], inherited: list[int]) -> int:
+    """Fork one executor: the child runs ``child_main`` on the request's pipes, with the
+    server's own descriptors (``inherited``: its sockets and wake-up pipe) closed."""
     pid = os.fork()
     if pid:
         for fd in fds:
@@ -283,9 +304,9 @@ def _fork(request: dict[str, Any], fds: list[int], sock: socket.socket,
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sock.close()
-        for fd in wake:
-            os.close(fd)
+        for fd in inherited:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         read_fd, write_fd = fds[0], fds[1]
         if len(fds) > 2:  # the runner's executor.log
             os.dup2(fds[2], 2)
@@ -327,21 +348,57 @@ def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 # --- the client ----------------------------------------------------------------------------
 
+def _abstract(address: str) -> str:
+    """"@name" as the socket address it names ("\\0name": printable, and safe in argv)."""
+    return "\0" + address.removeprefix("@")
+
+
 class ForkServer:
-    """One process's fork server (``shared``): started at once, ready in the background.
+    """A fork server's client: this process's own server (``shared``), or a connection to
+    the server a run's controller started for its workers (``connect``).
 
     Requests never wait for the server: they queue in its socket while it imports, and a
     ``Forked`` learns its pid when the server answers.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, listen: bool = False) -> None:
+        """Start a server; with ``listen``, one that other processes can ``connect`` to at
+        ``address`` ("@name": a Linux abstract socket, nothing to clean up on disk)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path),
-                                      str(child.fileno())], pass_fds=(child.fileno(),),
-                                     stdin=subprocess.DEVNULL)
-        child.close()
-        self.sock = parent
+        passed = [child]
+        self.address = ""
+        if listen:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.address = f"@diagfuzz-forkserver-{os.getpid()}-{secrets.token_hex(8)}"
+            listener.bind(_abstract(self.address))
+            listener.listen(64)
+            passed.append(listener)
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-c", BOOTSTRAP, json.dumps(sys.path),
+             *(str(s.fileno()) for s in passed)],
+            pass_fds=tuple(s.fileno() for s in passed), stdin=subprocess.DEVNULL)
+        for end in passed:
+            end.close()
+        self._attach(parent)
+
+    @classmethod
+    def connect(cls, address: str) -> ForkServer:
+        """A client of the server listening at ``address`` (raises OSError if none)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(_abstract(address))
+        except OSError:
+            sock.close()
+            raise
+        client = cls.__new__(cls)
+        client.proc, client.address = None, address
+        client._attach(sock)
+        return client
+
+    def _attach(self, sock: socket.socket) -> None:
+        self.sock = sock
         self._buffer = b""
+        self._gone = False  # the connection ended (a server this process does not own)
         self.forks: bool | None = None  #: True: it forks; False: it spawns (``why``)
         self.why = ""
         self._awaiting: list[Forked] = []  # requests sent, pid not yet answered
@@ -350,7 +407,9 @@ class ForkServer:
         self.exits: dict[int, int] = {}  #: pid -> exit code, as the server reported them
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return not self._gone
 
     def mode(self, timeout: float = READY_TIMEOUT) -> str:
         """"fork", or "spawn: <why>" (waiting for the server's start if need be)."""
@@ -385,6 +444,7 @@ class ForkServer:
                 return None
             chunk = self.sock.recv(65536)
             if not chunk:
+                self._gone = True
                 raise EOFError("the fork server exited")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
@@ -407,9 +467,13 @@ class ForkServer:
             return True
 
     def close(self) -> None:
-        """Stop the server; its children see it go and exit (``child._watch_parent``)."""
+        """Stop the server (its children see it go and exit: ``child._watch_parent``), or
+        leave a server this process does not own."""
         with contextlib.suppress(OSError):
             self.sock.close()
+        self._gone = True
+        if self.proc is None:
+            return
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.wait(2)
         if self.proc.poll() is None:
@@ -489,17 +553,24 @@ def _exists(pid: int) -> bool:
 _SHARED: ForkServer | None = None
 _SHARED_PID = 0
 _SHARED_LOCK = threading.Lock()
+#: The run's server to connect to (``use``), instead of starting one of this process's own.
+_RUN_ADDRESS: str | None = None
 
 
 def shared() -> ForkServer | None:
-    """This process's fork server, started on first use; None where executors are spawned
-    by the runner itself (``DIAGFUZZ_FORKSERVER=0``, or the server died)."""
+    """This process's fork server: a connection to the run's server (``use``), else its
+    own, started on first use; None where executors are spawned by the runner itself
+    (``DIAGFUZZ_FORKSERVER=0``, or the server died)."""
     global _SHARED, _SHARED_PID
     if not enabled():
         return None
     with _SHARED_LOCK:
         if _SHARED is None or os.getpid() != _SHARED_PID:
-            _SHARED, _SHARED_PID = ForkServer(), os.getpid()
+            server = None
+            if _RUN_ADDRESS:
+                with contextlib.suppress(OSError):  # gone: a server of this process's own
+                    server = ForkServer.connect(_RUN_ADDRESS)
+            _SHARED, _SHARED_PID = server or ForkServer(), os.getpid()
         server = _SHARED
     return server if server.alive() else None
 
@@ -509,5 +580,33 @@ def start_early() -> None:
     shared()
 
 
+_RUN_SERVER: ForkServer | None = None
+
+
+def start_for_run() -> str:
+    """Start a server that this run's other processes can ``use`` (a pytest controller's,
+    for its xdist workers), once per process; its address, or '' where there is none.
+
+    Why: a worker's own server starts when the worker is configured, and its imports (torch,
+    Triton) then stand between the worker's start and its first Case; the controller's
+    starts seconds earlier and serves every worker.
+    """
+    global _RUN_SERVER
+    if not enabled():
+        return ""
+    with _SHARED_LOCK:
+        if _RUN_SERVER is None or not _RUN_SERVER.alive():
+            with contextlib.suppress(OSError):
+                _RUN_SERVER = ForkServer(listen=True)
+        return _RUN_SERVER.address if _RUN_SERVER is not None and _RUN_SERVER.alive() else ""
+
+
+def use(address: str | None) -> None:
+    """Fork this process's executors from the run's server at ``address`` (from its
+    controller's ``start_for_run``; None or '': a server of this process's own)."""
+    global _RUN_ADDRESS
+    _RUN_ADDRESS = address or None
+
+
 __all__ = ["FORKSERVER_ENV", "ForkServer", "Forked", "enabled", "serve", "shared",
-           "start_early"]
+           "start_early", "start_for_run", "use"]

@@ -18,8 +18,10 @@ Without xdist one process plays both sides.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sys
 
 import pytest
 
@@ -30,6 +32,9 @@ from diagfuzz.harness import planning, workers
 from diagfuzz.harness.controller import PLAN_KEY, Reporter, RunController, distributed
 from diagfuzz.harness.sharding import RunPlan
 from diagfuzz.harness.worker import SHARD_FIXTURE, ShardSession
+
+# Where a process's start-up goes before diagfuzz's hooks: interpreter, pytest, other plugins.
+mark("plugin_imported")
 
 _PLUGIN_NAMES = ("diagfuzz", "diagfuzz.harness.plugin")
 
@@ -130,6 +135,23 @@ def _cuda_device_count() -> int:
     return torch.cuda.device_count()
 
 
+def _start_fork_server(config: pytest.Config, distributed_run: bool = False) -> str:
+    """The fork server this run's workers fork their executors from, started now by the
+    controller; its address, or '' (a worker starts its own, or spawns its executors).
+
+    Why here: a worker's own server would start only when the worker is configured, after
+    the controller's planning and the worker's own start-up; this one imports torch and
+    Triton beside them, and one is enough for every worker.
+    """
+    if (_is_worker(config) or not (distributed_run or distributed(config))
+            or config.getoption("collectonly")
+            or config.getoption("diagfuzz_isolation") == "inprocess"):
+        return ""
+    from diagfuzz.execution import forkserver
+
+    return forkserver.start_for_run()
+
+
 def _gpus() -> list[str]:
     return workers.visible_gpus(os.environ, 0 if "CUDA_VISIBLE_DEVICES" in os.environ
                                 else _cuda_device_count())
@@ -140,6 +162,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a GPU machine: a few workers per GPU; elsewhere xdist decides."""
     if not active(config) or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
+    _start_fork_server(config, distributed_run=True)  # before _gpus(), which may import torch
     gpus = _gpus()
     if not gpus:
         return None
@@ -154,12 +177,17 @@ def pytest_configure(config: pytest.Config) -> None:
     from diagfuzz.harness import profiles
 
     mark("plugin_configure")
+    if "torch" in sys.modules:  # imported before diagfuzz's hooks: by another plugin
+        mark("torch_imported_before_configure")
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
         plan = RunPlan.from_dict(json.loads(config.workerinput[PLAN_KEY]))  # type: ignore[attr-defined]
         from diagfuzz.core.roots import use_roots
 
         use_roots(plan.impl_path)  # before the executors start: they inherit sys.path
+        from diagfuzz.execution import forkserver
+
+        forkserver.use(plan.fork_server)
         # Next: the session launches the executors, which then start beside this worker.
         session = ShardSession(config, plan)
         profiles.register()
@@ -168,7 +196,8 @@ def pytest_configure(config: pytest.Config) -> None:
     profiles.register()
     n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
                  if distributed(config) else 1)
-    plan = planning.resolve_plan(config, n_workers)
+    server = _start_fork_server(config)  # its imports run beside the planning's
+    plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
     report = planning.check_output_path("--diagfuzz-report",
                                         config.getoption("diagfuzz_report"))
     planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))

@@ -114,6 +114,9 @@ class RunPlan:
     run_id: str = ""
     #: Whether the suite's ``test_huge`` runs (the profile's ``huge``, or --diagfuzz-huge).
     huge: bool = False
+    #: The controller's fork server, which every worker's executors are forked from
+    #: (``diagfuzz.execution.forkserver.start_for_run``); '': each worker starts its own.
+    fork_server: str = ""
 
     @property
     def pipelines(self) -> bool:
