@@ -27,6 +27,7 @@ Importing ``torch.testing._internal`` needs ``expecttest`` (the ``opinfo`` extra
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,10 @@ class Samples:
 
 def op_db_entries() -> list[Any]:
     """The OpInfo entries of ``PARAMETERS`` (ImportError where op_db cannot be imported)."""
+    if importlib.util.find_spec("expecttest") is None:
+        # What torch's test code needs first: refused at once, not after seconds of its
+        # imports (6 s on an H200 host, whose failed import then ran again for the reason).
+        raise ImportError("No module named 'expecttest'")
     from torch.testing._internal.common_methods_invocations import op_db
 
     return [op for op in op_db if op.name in PARAMETERS and not op.variant_test_name]
@@ -91,10 +96,14 @@ def unavailable() -> str:
     try:
         op_db_entries()
     except Exception as exc:  # ImportError (expecttest), or anything torch's test code raises
-        hint = (" (pip install expecttest, or pip install 'diagfuzz[opinfo]')"
-                if "expecttest" in str(exc) else "")
-        return f"torch.testing._internal does not import: {type(exc).__name__}: {exc}{hint}"
+        return _why(exc)
     return ""
+
+
+def _why(exc: Exception) -> str:
+    hint = (" (pip install expecttest, or pip install 'diagfuzz[opinfo]')"
+            if "expecttest" in str(exc) else "")
+    return f"torch.testing._internal does not import: {type(exc).__name__}: {exc}{hint}"
 
 
 def load(device_type: str = "cpu", ops: set[str] | None = None) -> Samples:
@@ -103,8 +112,8 @@ def load(device_type: str = "cpu", ops: set[str] | None = None) -> Samples:
     found = Samples()
     try:
         entries = op_db_entries()
-    except Exception:
-        found.skipped = unavailable()
+    except Exception as exc:
+        found.skipped = _why(exc)
         return found
     seen: set[Case] = set()
 

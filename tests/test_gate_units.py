@@ -147,3 +147,34 @@ def test_markdown_names_a_stage_the_cap_cut_before_its_first_case() -> None:
     ran = [Stage("fuzz suite", ran=12, cut=True)]
     assert "Not run" not in gate_report.markdown(
         Result(ExitCode.CUT, ran, [], "m:a", "cpu", 25.0, cut=True))
+
+
+def test_opinfo_without_expecttest_is_skipped_at_once_with_the_fix(monkeypatch) -> None:
+    """Refused before torch's test code is imported (seconds), and the reason says what to
+    install."""
+    import importlib.util
+
+    from diagfuzz.strategies import opinfo
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "expecttest" else real(name, *a))
+    imported = []
+    monkeypatch.setitem(__import__("sys").modules,
+                        "torch.testing._internal.common_methods_invocations",
+                        _Refused(imported))
+    samples = opinfo.load("cpu")
+    assert not samples.cases and "pip install expecttest" in samples.skipped
+    assert "pip install expecttest" in opinfo.unavailable()
+    assert not imported
+
+
+class _Refused:
+    """A module that records any use (op_db must not be reached)."""
+
+    def __init__(self, uses: list[str]) -> None:
+        self._uses = uses
+
+    def __getattr__(self, name: str) -> object:
+        self._uses.append(name)
+        raise AttributeError(name)
