@@ -4,7 +4,8 @@ Replaces the launchers with no-ops and times aten's own op, ``torch.empty``, our
 called directly, and our wrapper reached through aten's dispatcher (registration on). On a
 GPU, ours minus aten is then the dispatcher's call into Python, our wrapper, and Triton's
 launcher (BENCHMARKS.md, "Host time per call"). On a GPU it also times diagonal_copy with
-its launch: the Launcher alone, ours through aten, and aten's. Runs on any device; on CPU it
+its launch: Triton's compiled launcher alone, the Launcher alone, ours through aten, and
+aten's. Runs on any device; on CPU it
 needs no GPU at all.
 
     python benchmarks/probes/host_breakdown.py
@@ -49,6 +50,14 @@ def main() -> None:
         out = torch.empty(64, device=ops.DEVICE)
         launched.append(("diagonal_copy's Launcher alone (plan and result given)",
                          per_call_us(lambda: launch(plan, (out, x)))))
+        from diagfuzz.adapters.triton import launch_direct
+
+        direct = next(iter(launch._direct.values()))
+        stream = torch._C._cuda_getCurrentRawStream(x.device.index)
+        args = (out.data_ptr(), x.data_ptr(), *plan.trailing_args)
+        launched.append(("Triton's compiled launcher alone (its arguments given)",
+                         per_call_us(lambda: launch_direct(direct, plan.n_programs, stream,
+                                                           args))))
         with ops.use_triton(True):
             launched.append(("ours diagonal_copy through aten, with its launch",
                              per_call_us(lambda: aten.diagonal_copy(x, 0, 0, 1))))
