@@ -2,23 +2,26 @@
 
 A spawned executor is a fresh interpreter that imports torch, Triton and the oracle before it
 can judge anything: about 3 s alone, and most of a run's start-up when twelve executors of
-four workers import at once. A process that needs executors (a pytest worker, the gate)
-starts one fork server instead: a fresh interpreter (fork+exec, never a fork of the caller,
-whose threads and CUDA state a child must not inherit) that imports torch, Triton, the
-oracle and diagfuzz's kernels once, runs the CPU half of the warm-up (only where no GPU can
-exist: see ``_preload``), and then forks one executor per request. Each child applies its
-runner's environment, loads the implementation under test and creates its CUDA context
-after the fork, exactly as a spawned executor does: the server never initialises CUDA
-(torch's device count comes from a forked probe, ``_devices_counted_elsewhere``). A server
+four workers import at once. A fuzz run's pytest controller starts one fork server for all
+its workers (``start_for_run``; they connect to it, ``use``), and any other process that
+needs executors (the gate, a single pytest process) starts its own: a fresh interpreter
+(fork+exec, never a fork of the caller, whose threads and CUDA state a child must not
+inherit) that imports torch, Triton, the oracle and diagfuzz's kernels once, runs the CPU
+half of the warm-up (only where no GPU can exist: see ``_preload``), and then forks one
+executor per request. Each child applies its runner's environment, loads the implementation
+under test and creates its CUDA context after the fork, exactly as a spawned executor does:
+the server never initialises CUDA (torch's device count comes from a forked probe,
+``_devices_counted_elsewhere``). A server
 that finds, after a preloading step, a CUDA driver library mapped in itself
 (``_cuda_mapped``) or a thread started (``_threads``) spawns each executor as a fresh
 interpreter instead of forking it, and says which step did it.
 
 The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
 ``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
-each exit status, so a crash verdict still names the signal that killed the executor.
-Requests never wait for the server's imports: they queue in its socket. A runner whose
-server died spawns its executors itself, as ``DIAGFUZZ_FORKSERVER=0`` makes every runner do.
+each exit status to the client that asked, so a crash verdict still names the signal that
+killed the executor. Requests never wait for the server's imports: they queue in its
+socket. A runner whose server died spawns its executors itself, as ``DIAGFUZZ_FORKSERVER=0``
+makes every runner do.
 """
 
 from __future__ import annotations

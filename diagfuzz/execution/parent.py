@@ -8,8 +8,9 @@ on. A Case that gives no answer within ``timeout`` seconds is killed and reporte
 ``diagfuzz.ops.diagonal_copy`` of a known 2x2) decides whether the executor is still fit;
 if not, the Case that spoiled it is reported as ``crash``.
 
-Executors are forked from this process's fork server (``forkserver``: an interpreter of its
-own that imported torch, Triton and the oracle once and never initialised CUDA), or, where
+Executors are forked from the run's or this process's fork server (``forkserver``: an
+interpreter of its own that imported torch, Triton and the oracle once and never initialised
+CUDA), or, where
 there is none, spawned: a fresh interpreter (fork+exec, as multiprocessing's spawn context
 does, because forking a process that has initialised CUDA is undefined). Either way the
 executor gets the runner's ``sys.path``, environment and directory but, unlike
