@@ -7,6 +7,8 @@ time. ``diagfuzz.execution.warmup`` pays it before "ready", judging aten against
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 import diagfuzz.ops as ops
@@ -64,3 +66,17 @@ def test_a_kernel_bug_is_a_failing_case_not_an_executor_that_cannot_start(tmp_pa
     assert float32_verdict.ok
     assert int16_verdict.kind == "error-parity"
     assert "simulated kernel bug" in int16_verdict.details["actual"]["message"]
+
+
+def test_an_executor_killed_by_a_crash_leaves_the_time_of_what_it_judged(tmp_path) -> None:
+    """The gate's time breakdown counts the Cases of executors that crashing Cases killed."""
+    from diagfuzz.execution import timing
+
+    with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=60,
+                       workdir=tmp_path) as runner:
+        assert runner.run(square(0)).kind == "pass"
+        time.sleep(1.1)  # past the once-a-second rewrite
+        assert runner.run(square(-1, n=4)).kind == "pass"
+        assert runner.run(square(1)).kind == "crash"  # SIGABRT: no clean exit
+    total = timing.read(tmp_path)
+    assert total is not None and total.first_calls + total.judged == 2

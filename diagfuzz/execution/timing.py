@@ -1,11 +1,12 @@
 """Where an executor's time goes: start-up, imports, the impl's first calls, judging.
 
 A maintainer whose gate is slow needs to see whether their library's compile time
-dominates. Each executor whose runner asked for it (``TIMING_ENV``, a directory) writes one
-``timing-<pid>.json`` there when it exits: interpreter and torch start-up, the impl's
-import, the health check and warm-up, then the Cases it judged, split into the first Case
-of each (op, dtype) (where a JIT library compiles) and every later one. ``read`` sums the
-files of a directory tree, per stage.
+dominates. Each executor whose runner asked for it (``TIMING_ENV``, a directory) keeps one
+``timing-<pid>.json`` there, rewritten at most once a second while it judges (an executor
+killed by a crashing Case never exits cleanly) and when it exits: interpreter and torch
+start-up, the impl's import, the health check and warm-up, then the Cases it judged, split
+into the first Case of each (op, dtype) (where a JIT library compiles) and every later one.
+``read`` sums the files of a directory tree, per stage.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class ExecutorTiming:
     judged: int = 0
     executors: int = 1
     _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    _dumped_at: float = field(default=float("-inf"), repr=False)
 
     def case(self, op: str, dtype: str, seconds: float) -> None:
         """Count one judged Case: a first call for its (op, dtype) or a later one."""
@@ -50,14 +52,21 @@ class ExecutorTiming:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("_seen")
+        data.pop("_dumped_at")
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in data.items()}
 
     def add(self, other: dict[str, Any]) -> None:
         for key in (*PARTS, "first_calls", "judged", "executors"):
             setattr(self, key, getattr(self, key) + type(getattr(self, key))(other.get(key, 0)))
 
+    def checkpoint(self, every: float = 1.0) -> None:
+        """``dump`` if the last was ``every`` seconds ago or more."""
+        if time.monotonic() - self._dumped_at >= every:
+            self.dump()
+
     def dump(self) -> None:
         """Write ``timing-<pid>.json`` where ``TIMING_ENV`` says (nowhere when unset)."""
+        self._dumped_at = time.monotonic()
         directory = os.environ.get(TIMING_ENV)
         if not directory:
             return
