@@ -11,10 +11,9 @@ half of the warm-up (only where no GPU can exist: see ``_preload``), and then fo
 executor per request. Each child applies its runner's environment, loads the implementation
 under test and creates its CUDA context after the fork, exactly as a spawned executor does:
 the server never initialises CUDA (torch's device count comes from a forked probe,
-``_devices_counted_elsewhere``). A server
-that finds, after a preloading step, a CUDA driver library mapped in itself
-(``_cuda_mapped``) or a thread started (``_threads``) spawns each executor as a fresh
-interpreter instead of forking it, and says which step did it.
+``_devices_counted_elsewhere``). A server that finds, after a preloading step, a CUDA driver
+library mapped in itself (``_cuda_mapped``) or a thread started (``_threads``) spawns each
+executor as a fresh interpreter instead of forking it, and says which step did it.
 
 The runner keeps the interface of ``subprocess.Popen`` it uses (``pid``, ``poll``, ``wait``,
 ``kill``, ``send_signal``) through ``Forked``: the server reaps its children and reports
@@ -62,8 +61,8 @@ EXIT_REPORT_WAIT = 5.0
 def enabled() -> bool:
     """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``, default
     on; ``0`` spawns them from each runner). On an H200 host forked executors pass the
-    isolation tests and cut a dev run's start-up by 3 s (``benchmarks/results/``); a server
-    that finds forking unsafe there spawns instead and says why."""
+    isolation tests and were ready 4.3 s sooner in a dev run (BENCHMARKS.md); a server that
+    finds forking unsafe spawns instead and says why."""
     return os.environ.get(FORKSERVER_ENV) not in ("", "0")
 
 
