@@ -38,6 +38,15 @@ def test_the_pytest_plugin_and_the_executor_runners_import_no_torch() -> None:
     assert "diagfuzz.harness.plugin" in loaded
 
 
+def test_the_repositorys_conftest_and_the_command_entry_import_no_torch() -> None:
+    # pytest imports the conftest of testpaths before any plugin's configure, in every run
+    # from the repository root (the README's fuzz command among them); the console script's
+    # entry starts the gate's fork server before the command's own imports.
+    loaded = _modules_after("import tests.conftest, diagfuzz.__main__")
+    assert "torch" not in loaded and "triton" not in loaded
+    assert "tests.conftest" in loaded
+
+
 def test_op_names_from_the_sources_are_the_loaded_specs() -> None:
     from diagfuzz.specs import SPECS, spec_of
 
