@@ -178,3 +178,20 @@ class _Refused:
     def __getattr__(self, name: str) -> object:
         self._uses.append(name)
         raise AttributeError(name)
+
+
+def test_a_stage_stopped_while_it_loaded_its_cases_never_says_it_started() -> None:
+    """SIGTERM during a stage's loading (OpInfo's takes seconds): no "started" line after
+    "stopping", and the stage is reported as stopped with nothing run."""
+    import io
+
+    from diagfuzz.gate.progress import GateProgress
+    from diagfuzz.gate.stages import Context, run_cases
+
+    out = io.StringIO()
+    ctx = Context(opts=None, progress=GateProgress(stream=out),  # type: ignore[arg-type]
+                  stopping=lambda: True)
+    stage = ctx.stage("opinfo samples")
+    run_cases(ctx, stage, [square(0)], runner=None, oracle="check")  # type: ignore[arg-type]
+    assert stage.stopped and stage.ran == 0
+    assert "started" not in out.getvalue()

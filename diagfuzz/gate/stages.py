@@ -220,6 +220,9 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
     executor is closed) and the stage's note says how many of them were judged.
     """
     stage.planned = len(cases)
+    if ctx.stopping():  # stopped while the stage loaded its Cases: it never started
+        stage.stopped = True
+        return
     ctx.progress.begin(stage.name, len(cases))
 
     def record(done: list[tuple[int, Verdict]]) -> None:
