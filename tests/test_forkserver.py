@@ -251,3 +251,12 @@ def test_a_thread_started_where_another_ended_is_seen() -> None:
         late.set()
         started.join()
     assert watch.why.startswith("1 thread(s)") and "a step" in watch.why, watch.why
+
+
+def test_a_server_whose_owner_left_while_it_imported_exits_quietly(monkeypatch, capfd) -> None:
+    """A run that ends early (a usage error) leaves no traceback from its server."""
+    _fresh_server(monkeypatch)
+    server = forkserver.ForkServer()
+    server.sock.close()
+    assert server.proc.wait(120) == 0
+    assert "Traceback" not in capfd.readouterr().err

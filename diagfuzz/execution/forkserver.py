@@ -219,7 +219,10 @@ def serve(fd: int, listen_fd: int = -1) -> None:
     mark("preloaded", "forkserver")
     # A server that must not fork still serves: it spawns each executor instead.
     ready = {"ready": True, "forks": not refused, "why": refused}
-    _send(owner, ready)
+    try:
+        _send(owner, ready)
+    except OSError:
+        os._exit(0)  # the owner left while this server imported (a run that ended early)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
