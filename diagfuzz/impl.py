@@ -20,6 +20,7 @@ from diagfuzz.core.impl import (
     declared_dtypes,
     import_roots,
     load_impl,
+    locate_impl,
     provided_ops,
     provides,
     unsupported,
@@ -76,5 +77,6 @@ triton_aten = TritonViaAten()
 
 __all__ = ["DEFAULT_IMPL", "AtenReference", "AtenWithOut", "Impl", "ImplError",
            "TritonViaAten", "aten", "aten_with_out",
-           "declared_dtypes", "import_roots", "load_impl", "provided_ops", "provides",
+           "declared_dtypes", "import_roots", "load_impl", "locate_impl", "provided_ops",
+           "provides",
            "triton_aten", "unsupported", "use_roots"]

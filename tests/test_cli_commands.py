@@ -104,3 +104,13 @@ def test_version_is_the_projects(capsys) -> None:
         parser().parse_args(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"diagfuzz {project['project']['version']}"
+
+
+def test_gate_refuses_an_impl_module_that_is_not_there_before_starting_anything(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["gate", "--impl", "no_such_module_here:impl", "--out", str(tmp_path / "g"),
+                 "--no-save"])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "cannot import 'no_such_module_here': no such module" in err
+    assert "started" not in err  # no stage began, the suite's pytest least of all

@@ -100,6 +100,27 @@ def unsupported(impl: Any, case: Case) -> str:
     return ""
 
 
+def locate_impl(spec: str) -> None:
+    """Refuse an ``--impl`` whose module cannot be found, without importing it (ImplError,
+    as ``load_impl`` words it): a caller can say so before it starts anything slow."""
+    module_name = spec.partition(":")[0]
+    if not module_name:
+        raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
+    if module_name.endswith(".py"):
+        if not Path(module_name).is_file():
+            raise ImplError(f"--impl {spec!r}: no module file {Path(module_name).resolve()}")
+        return
+    top = module_name.split(".")[0]
+    if top not in sys.modules and importlib.util.find_spec(top) is None:
+        raise ImplError(_not_found(spec, top))
+
+
+def _not_found(spec: str, module_name: str) -> str:
+    searched = "\n  ".join(p or "." for p in sys.path)
+    return (f"--impl {spec!r}: cannot import {module_name!r}: no such module on the path "
+            f"searched:\n  {searched}")
+
+
 def _import(module_name: str, spec: str) -> Any:
     """Import ``module_name``, or a module file ``path/to/mod.py``."""
     if module_name.endswith(".py"):
@@ -112,9 +133,7 @@ def _import(module_name: str, spec: str) -> Any:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
-            searched = "\n  ".join(p or "." for p in sys.path)
-            raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: no such module "
-                            f"on the path searched:\n  {searched}") from exc
+            raise ImplError(_not_found(spec, module_name)) from exc
         raise ImplError(f"--impl {spec!r}: importing {module_name!r} failed: {exc!r}") from exc
     except Exception as exc:  # any import failure is a usage error naming the module
         raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc

@@ -79,7 +79,8 @@ def markdown(result: Result) -> str:
             f.classification and f.classification.deterministic for f in result.findings):
         title = "FAILED (unclassified failure)"
     lines = [f"## diagfuzz gate: {title} (exit {result.code})", "",
-             f"impl `{result.impl}` on {result.device} · {env_line()} · "
+             f"impl `{result.impl}`{f' on {result.device}' if result.device else ''} · "
+             f"{env_line()} · "
              f"{result.seconds:.1f} s", ""]
     if result.error:
         lines += [f"**The gate could not run:** {result.error}", ""]

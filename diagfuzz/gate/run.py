@@ -58,7 +58,14 @@ from diagfuzz.gate.stages import (
 from diagfuzz.gate.usage import check_ops_provided
 from diagfuzz.harness.reproducers import write_reproducer
 from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
-from diagfuzz.impl import ImplError, import_roots, load_impl, provided_ops, use_roots
+from diagfuzz.impl import (
+    ImplError,
+    import_roots,
+    load_impl,
+    locate_impl,
+    provided_ops,
+    use_roots,
+)
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
@@ -210,6 +217,12 @@ class Gate:
                                      ExitCode.ERROR)
             ctx.progress.say(f"nothing run: {self.error}")
             self.stop("a required stage cannot run here")
+            return
+        try:  # a module that is not there: said before the suite starts, not after
+            locate_impl(opts.impl)
+        except ImplError as exc:
+            self.error, self.code = str(exc), ExitCode.USAGE
+            self.stop("the impl does not import")
             return
         with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
             suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
