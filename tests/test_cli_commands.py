@@ -114,3 +114,12 @@ def test_gate_refuses_an_impl_module_that_is_not_there_before_starting_anything(
     assert code == 4
     assert "cannot import 'no_such_module_here': no such module" in err
     assert "started" not in err  # no stage began, the suite's pytest least of all
+
+
+def test_an_unknown_option_shows_the_subcommands_usage(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["gate", "--bogus"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 4
+    assert err.startswith("usage: diagfuzz gate") and "unrecognized arguments: --bogus" in err

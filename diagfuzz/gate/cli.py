@@ -380,9 +380,22 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _command_parser(top: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (``top`` itself if there is none)."""
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name, top)
+    return top
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``diagfuzz`` console script; returns the exit code."""
-    args: Any = parser().parse_args(argv)
+    top = parser()
+    args: Any
+    args, extra = top.parse_known_args(argv)
+    if extra:  # refused by the subcommand's parser, so its usage line is the one shown
+        _command_parser(top, args.command).error(
+            f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args))
     except BrokenPipeError:  # stdout closed early (`| head`): not an error of the command
