@@ -354,7 +354,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--impl", help="MODULE:ATTR to run it against instead of the recorded one")
     r.add_argument("--timeout", type=_seconds)
     r.add_argument("--in-process", action="store_true",
-                   help="run in this process (for a debugger)")
+                   help="run in this process (for a debugger; a crash kills it)")
     r.set_defaults(func=_repro)
 
     p = sub.add_parser("replay", formatter_class=formatter, epilog=EXIT_CODES,
