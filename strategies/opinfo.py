@@ -84,7 +84,7 @@ def op_db_entries() -> list[Any]:
     """The OpInfo entries of ``PARAMETERS`` (ImportError where op_db cannot be imported)."""
     if importlib.util.find_spec("expecttest") is None:
         # What torch's test code needs first: refused at once, not after seconds of its
-        # imports (6 s on an H200 host, whose failed import then ran again for the reason).
+        # imports (6 s on an H200 host).
         raise ImportError("No module named 'expecttest'")
     from torch.testing._internal.common_methods_invocations import op_db
 

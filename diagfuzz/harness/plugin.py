@@ -177,7 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from diagfuzz.harness import profiles
 
     mark("plugin_configure")
-    if "torch" in sys.modules:  # imported before diagfuzz's hooks: by another plugin
+    if "torch" in sys.modules:  # by -n auto's GPU count, a conftest or another plugin
         mark("torch_imported_before_configure")
     config.addinivalue_line("markers", "fuzz: Hypothesis fuzz shards of the diagfuzz suite")
     if _is_worker(config):
