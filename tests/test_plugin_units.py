@@ -308,3 +308,10 @@ def test_the_coverage_table_counts_each_shards_cases_under_its_gpu() -> None:
     assert run.coverage()["gpu"] == {"0": 3, "1": 1}
     rows = [line.split() for line in format_table(run)]
     assert ["gpu", "0", "3"] in rows and ["1", "1"] in rows
+
+
+def test_only_local_workers_under_this_python_share_the_runs_fork_server() -> None:
+    assert workers.share_this_interpreter(["popen", "popen"])
+    assert workers.share_this_interpreter(["3*popen//env:CUDA_VISIBLE_DEVICES=1"])
+    assert not workers.share_this_interpreter(["popen", "popen//python=/opt/py312/bin/python"])
+    assert not workers.share_this_interpreter(["ssh=gpu-box//python=python3"])

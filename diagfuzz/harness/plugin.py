@@ -197,6 +197,8 @@ def pytest_configure(config: pytest.Config) -> None:
     n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
                  if distributed(config) else 1)
     server = _start_fork_server(config)  # its imports run beside the planning's
+    if not workers.share_this_interpreter(config.getoption("tx") or []):
+        server = ""  # workers elsewhere, or under another Python: each starts its own
     plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
     report = planning.check_output_path("--diagfuzz-report",
                                         config.getoption("diagfuzz_report"))

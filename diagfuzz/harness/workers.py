@@ -68,6 +68,14 @@ def pin_specs(specs: Sequence[str], gpus: Sequence[str]) -> list[str]:
     return pinned
 
 
+def share_this_interpreter(specs: Sequence[str]) -> bool:
+    """Whether every worker of ``specs`` runs on this host under this interpreter (local
+    popen, no ``python=``): only then can its executors fork from this process's server."""
+    return all(_is_popen(spec) and not any(part.startswith("python=")
+                                           for part in spec.split("//"))
+               for spec in pin_specs(specs, []))
+
+
 def _is_popen(spec: str) -> bool:
     return any(part == "popen" for part in spec.split("//"))
 
