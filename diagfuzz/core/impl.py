@@ -107,8 +107,7 @@ def locate_impl(spec: str) -> None:
     if not module_name:
         raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
     if module_name.endswith(".py"):
-        if not Path(module_name).is_file():
-            raise ImplError(f"--impl {spec!r}: no module file {Path(module_name).resolve()}")
+        _module_file(module_name, spec)
         return
     top = module_name.split(".")[0]
     if top not in sys.modules and importlib.util.find_spec(top) is None:
@@ -121,12 +120,18 @@ def _not_found(spec: str, module_name: str) -> str:
             f"searched:\n  {searched}")
 
 
+def _module_file(module_name: str, spec: str) -> Path:
+    """The module file ``path/to/mod.py`` an ``--impl`` names (ImplError if there is none)."""
+    path = Path(module_name)
+    if not path.is_file():
+        raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
+    return path
+
+
 def _import(module_name: str, spec: str) -> Any:
     """Import ``module_name``, or a module file ``path/to/mod.py``."""
     if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
+        path = _module_file(module_name, spec)
         use_roots([str(path.resolve().parent)])
         module_name = path.stem
     try:

@@ -149,6 +149,8 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
     ahead: list[msg.Message] = []  # read while filling a batch, not yet answered
     closed = False
     while True:
+        if timing is not None:  # what was judged so far, for an executor a crash may kill
+            timing.checkpoint()
         if ahead:
             request = ahead.pop(0)
         elif closed:
@@ -181,8 +183,6 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
             runs += len(batch)
             reply = _judge_batch(batch, impl, device, oracles, profiler, strict, timing)
             _send(conn, reply)
-            if timing is not None:
-                timing.checkpoint()
             if isinstance(reply, msg.Raised):
                 health = _health_reply(device)
                 _send(conn, health)
@@ -218,8 +218,6 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
             reply = msg.Raised(repr(exc), traceback.format_exc())
             passed = False
         _send(conn, reply)
-        if timing is not None:
-            timing.checkpoint()
         if isinstance(request, msg.Run) and not passed:
             # Health right after the failing Case, before any queued one runs: a Case that
             # poisoned the context is found, and no later Case is judged in that context.

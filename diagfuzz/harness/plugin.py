@@ -145,7 +145,9 @@ def _start_fork_server(config: pytest.Config, distributed_run: bool = False) -> 
     """
     if (_is_worker(config) or not (distributed_run or distributed(config))
             or config.getoption("collectonly")
-            or config.getoption("diagfuzz_isolation") == "inprocess"):
+            or config.getoption("diagfuzz_isolation") == "inprocess"
+            # workers elsewhere, or under another Python: each starts its own
+            or not workers.share_this_interpreter(config.getoption("tx") or [])):
         return ""
     from diagfuzz.execution import forkserver
 
@@ -197,8 +199,6 @@ def pytest_configure(config: pytest.Config) -> None:
     n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
                  if distributed(config) else 1)
     server = _start_fork_server(config)  # its imports run beside the planning's
-    if not workers.share_this_interpreter(config.getoption("tx") or []):
-        server = ""  # workers elsewhere, or under another Python: each starts its own
     plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
     report = planning.check_output_path("--diagfuzz-report",
                                         config.getoption("diagfuzz_report"))
