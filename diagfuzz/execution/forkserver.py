@@ -61,7 +61,7 @@ EXIT_REPORT_WAIT = 5.0
 def enabled() -> bool:
     """Whether runners start executors through a server (``DIAGFUZZ_FORKSERVER``, default
     on; ``0`` spawns them from each runner). On an H200 host forked executors pass the
-    isolation tests and were ready 4.3 s sooner in a dev run (BENCHMARKS.md); a server that
+    isolation tests and were ready 12.8 s into a dev run (BENCHMARKS.md); a server that
     finds forking unsafe spawns instead and says why."""
     return os.environ.get(FORKSERVER_ENV) not in ("", "0")
 
