@@ -1,4 +1,4 @@
-"""aten itself as an implementation, with diagfuzz's registration off: the reference of
+"""aten itself as an implementation, aten's own kernels: the reference of
 error parity (``aten_with_out``) and ``diagfuzz.impl:aten``, a sanity target.
 
 Each method calls the op's aten overload (``OpSpec.aten``), so a new spec needs nothing
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.specs import all_specs
 
 #: The functional and the ``.out`` method of one op, from its two aten overload names.
@@ -27,17 +27,17 @@ def overload(name: str) -> Any:
     return getattr(found, variant) if variant else found
 
 
-def registration_off_calls(functional: str, out_overload: str
+def aten_only_calls(functional: str, out_overload: str
                            ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The functional and ``.out`` methods of one op: aten's overloads with diagfuzz's
     kernels switched off."""
 
     def call(self: Any, *args: Any) -> Any:
-        with registration_off(args):
+        with aten_only():
             return overload(functional)(*args)
 
     def call_out(self: Any, *args: Any, out: torch.Tensor) -> Any:
-        with registration_off((*args, out)):
+        with aten_only():
             return overload(out_overload)(*args, out=out)
 
     return call, call_out
@@ -57,7 +57,7 @@ def with_every_op(cls: type, calls: Calls, out: bool) -> type:
 
 
 class AtenReference:
-    """aten itself, with diagfuzz's registration off: the reference, and a sanity impl
+    """aten itself, aten's own kernels: the reference, and a sanity impl
     (without ``.out`` methods: the oracle skips ``.out`` Cases for it)."""
 
     uses_triton_registration = False
@@ -67,7 +67,7 @@ class AtenWithOut(AtenReference):
     """aten with the ``.out`` overloads too: the reference of error parity."""
 
 
-with_every_op(AtenReference, registration_off_calls, out=False)
-with_every_op(AtenWithOut, registration_off_calls, out=True)
+with_every_op(AtenReference, aten_only_calls, out=False)
+with_every_op(AtenWithOut, aten_only_calls, out=True)
 aten = AtenReference()
 aten_with_out = AtenWithOut()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.dispatch import aten_only, judged
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles.checks import (
@@ -46,6 +46,7 @@ from diagfuzz.specs import arguments, spec_of
 MAX_BATCH = 64
 
 
+@judged
 def check_batch(cases: list[Case], impl: Any, device: str = DEVICE, *,
                 strict: bool = False) -> list[Verdict]:
     """``checks.check`` of every Case of ``cases``, in order (see the module docstring)."""
@@ -62,7 +63,7 @@ def check_batch(cases: list[Case], impl: Any, device: str = DEVICE, *,
         else:
             hosts.append((i, arguments(case, "cpu")))  # the one materialisation
     plans: list[tuple[int, ValidPlan]] = []
-    with registration_off(t for _, host in hosts for t in host.values()):
+    with aten_only():
         for i, host in hosts:
             plan = plan_valid(cases[i], host)
             if plan is None:

@@ -37,7 +37,7 @@ import torch
 from diagfuzz.core import counters
 from diagfuzz.core.bits import diff, differing, same_bits, storages_overlap
 from diagfuzz.core.case import Case, dtype_of
-from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.dispatch import aten_only, judged
 from diagfuzz.core.impl import provides, unsupported
 from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
@@ -81,6 +81,7 @@ def _has_out(impl: Any, case: Case) -> bool:
 
 # --- error parity -----------------------------------------------------------------------
 
+@judged
 def check_error_parity(case: Case, impl: Any, device: str, *,
                        strict: bool = False) -> Verdict:
     """An invalid Case: the implementation must refuse it as the layer users call would.
@@ -89,7 +90,7 @@ def check_error_parity(case: Case, impl: Any, device: str, *,
     raised exception's chain, see ``policy.exception_chain``); binding-level classes
     (``policy.BINDING_CLASSES``) demand only an exception, or with ``strict`` one of the
     public bindings' types. Returning a result where aten raises is "error-parity". If
-    aten (registration off) accepts the Case after all, the implementation must return
+    aten accepts the Case after all, the implementation must return
     the same result bit for bit.
     """
     return error_parity_batch([case], impl, device, strict=strict)[0]
@@ -108,12 +109,8 @@ class _ParityCall:
 
 def error_parity_batch(cases: list[Case], impl: Any, device: str, *,
                        strict: bool = False) -> list[Verdict]:
-    """``check_error_parity`` of each Case, aten's calls under one registration switch.
-
-    Why together: aten's calls run with diagfuzz's registration off; where it serves the
-    device (CUDA on a GPU, the CPU under the interpreter) each switch re-registers every
-    kernel, ~0.25 ms on an H200 host, and every invalid Case needed two.
-    """
+    """``check_error_parity`` of each Case: aten's calls first, then the
+    implementation's."""
     verdicts: list[Verdict | None] = [None] * len(cases)
     calls: list[tuple[int, _ParityCall]] = []
     for i, case in enumerate(cases):
@@ -124,7 +121,7 @@ def error_parity_batch(cases: list[Case], impl: Any, device: str, *,
         ref_args = arguments(case, device)
         # The twin is made before aten sees ref_args.
         calls.append((i, _ParityCall(case, ref_args, _twin_arguments(case, ref_args))))
-    with registration_off(t for _, c in calls for t in c.ref_args.values()):
+    with aten_only():
         for _, call in calls:
             try:
                 call.ref_result = reference.call_op(reference.ATEN, call.case, call.ref_args)
@@ -565,7 +562,7 @@ def plan_valid(case: Case, host: dict[str, Any]) -> ValidPlan | Verdict | None:
     """The host side of a valid Case, on ``host`` (``arguments(case, "cpu")``): the
     references and their agreement, input snapshots, the sentinel bytes. A Verdict when the
     references disagree; None when aten refuses the Case (error parity decides). Runs
-    inside the caller's ``registration_off`` block."""
+    inside the caller's ``aten_only`` block."""
     try:
         expected, source = spec_of(case.op).reference(case, host)
     except Exception:  # aten refuses a Case not marked invalid: parity decides
@@ -607,17 +604,14 @@ def judge_runs(plan: ValidPlan, runs: Iterable[DeviceRun], impl: Any, device: st
                                              "sentinel": f"0x{plan.sentinels[0]:02x}"})
 
 
+@judged
 def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> Verdict:
     """A valid Case: the full bitwise judgement (see the module docstring)."""
     skipped = _out_skipped(case, impl)
     if skipped:
         return skipped
     host = arguments(case, "cpu")  # the one materialisation; the device gets a copy
-    # One switch for all host references (each would otherwise switch the registration off
-    # and on again itself), and none on a GPU, where the registration serves no host tensor;
-    # the implementation then runs as the caller left it, and the device reference needs no
-    # switch (the spec's aten_kernel).
-    with registration_off(host.values()):
+    with aten_only():
         plan = plan_valid(case, host)
     if plan is None:
         return check_error_parity(case, impl, device, strict=strict)
@@ -630,6 +624,7 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
     return judge_runs(plan, runs, impl, device, strict)
 
 
+@judged
 def check(case: Case, impl: Any, device: str = DEVICE, *, strict: bool = False) -> Verdict:
     """Judge ``impl`` on ``case``: error parity for invalid Cases, the full check otherwise.
 

@@ -2,9 +2,10 @@
 
 For a valid, differentiable Case, the op's differentiable function (its spec's
 ``compile_function``: for ``diagonal`` and ``diagonal_backward``, ``torch.diagonal(x, ...)
-.clone()``) is computed and back-propagated once eagerly (registration off: the reference)
+.clone()``) is computed and back-propagated once eagerly (aten's own kernels: the reference)
 and once through ``torch.compile(fullgraph=True)`` with the implementation's registration as
-it runs in the suite (on when ``impl.uses_triton_registration``). The forward values and
+it runs in the suite (on when ``impl.uses_triton_registration``; a library's registrations
+serve the compiled run, ``diagfuzz.core.dispatch.under_test``). The forward values and
 ``x.grad`` must match bit for bit, dtype and shape; strides are not compared, since inductor
 may lay out a tensor it produces differently from eager. Slow: each call compiles (dynamo is
 reset first, so a recompile limit can never make the compiled path silently fall back to
@@ -13,12 +14,13 @@ eager). Has its own pytest marker, ``compile``.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from diagfuzz.core.case import Case
-from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.dispatch import judged, under_test
 from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
@@ -36,6 +38,7 @@ def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[tor
     return y.detach(), leaf.grad
 
 
+@judged
 def check_compile(case: Case, impl: Any, device: str = DEVICE,
                   backend: str = "inductor", *, strict: bool = False) -> Verdict:
     """Compiled forward + backward vs eager, bitwise. Non-differentiable Cases pass as skipped.
@@ -51,14 +54,13 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
         return Verdict("pass", "compile", "skipped: dtype not differentiable", case,
                        {"skipped": "dtype"})
     fn, x, grad = spec.compile_function(case, args)
-    with registration_off():
-        eager_y, eager_grad = _forward_backward(fn, x, grad)
+    eager_y, eager_grad = _forward_backward(fn, x, grad)  # aten's own kernels
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
     # An impl that runs diagfuzz's kernels through aten says how to register them.
     registration = getattr(impl, "registration", None)
     try:
-        with registration() if callable(registration) else registration_off():
+        with under_test(), registration() if callable(registration) else nullcontext():
             y, x_grad = _forward_backward(compiled, x, grad)
     except Exception as exc:
         return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",

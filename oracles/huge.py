@@ -3,7 +3,7 @@
 ``check`` copies every storage to the host and judges there: at 2**31 elements and more
 that is gigabytes of host memory and minutes per Case. ``check_huge`` keeps everything on
 the device and lean: each input storage is made there chunk by chunk from its
-``index_hash`` values (``diagfuzz.core.huge``), aten's own kernel (registration off) is the
+``index_hash`` values (``diagfuzz.core.huge``), aten's own kernel is the
 reference, the implementation runs on the same inputs after it, and the judgement reads
 device memory in chunks: the inputs regenerated chunk by chunk and compared (no copy kept),
 no aliasing, metadata (``checks._metadata``: device, dtype, shape, addressing strides,
@@ -31,7 +31,7 @@ import torch
 from diagfuzz.core import huge
 from diagfuzz.core.bits import diff, storages_overlap, unravel
 from diagfuzz.core.case import Case, Layout, Values, dtype_of
-from diagfuzz.core.dispatch import registration_off
+from diagfuzz.core.dispatch import aten_only, judged
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
@@ -186,7 +186,7 @@ def _judge(case: Case, impl: Any, device: str) -> Verdict:
     tensors, storages = _build(case, device)
     args = arguments(case, device, tensors)
     try:
-        with registration_off(tensors.values()):
+        with aten_only():
             expected = spec.aten_kernel(case, args)
         refused: BaseException | None = None
     except Exception as exc:  # aten refuses a Case not marked invalid: parity decides
@@ -228,6 +228,7 @@ def _gib(n: float) -> float:
     return round(n / 2**30, 3)
 
 
+@judged
 def check_huge(case: Case, impl: Any, device: str = DEVICE, *,
                strict: bool = False) -> Verdict:
     """Judge ``impl`` on a huge Case on ``device`` (module docstring): capability first,

@@ -149,26 +149,25 @@ def test_a_switch_is_skipped_only_when_the_registration_serves_none_of_the_tenso
 
 
 
-def test_the_references_switch_for_an_out_on_the_kernels_device() -> None:
-    """A reference whose input the registration cannot serve still switches it off when its
-    ``out`` is on the kernels' device: ``out`` is among the tensors it names."""
+def test_the_references_run_aten_own_kernels_while_the_registration_is_on() -> None:
+    """With diagfuzz's kernels registered, aten as the reference (functional and ``.out``)
+    launches none of them, and the same call under test does: the switch is the judging
+    mode (``diagfuzz.core.dispatch``), not a re-registration."""
+    from diagfuzz.core import counters
+    from diagfuzz.core.dispatch import under_test
     from diagfuzz.oracles import reference
+    from diagfuzz.specs import spec_of
 
-    switched = []
-    real = ops.registration.disable
-
-    def watching_disable() -> None:
-        switched.append(ops.enabled())
-        real()
-
-    x = torch.empty(3, 3, device="meta")
-    out = torch.empty(0, device=ops.DEVICE)
+    kernels = spec_of("diagonal").launch_counters
+    x = torch.arange(12.0, device=ops.DEVICE).reshape(3, 4)
     with ops.use_triton(True):
-        ops.registration.disable = watching_disable
-        try:
-            with pytest.raises(RuntimeError):  # meta input, device out: aten refuses
-                reference.ATEN.diagonal_out(x, out=out)
-        finally:
-            ops.registration.disable = real
+        before = sum(counters.launches(k) for k in kernels)
+        expected = reference.ATEN.diagonal(x, 1, 0, 1)
+        out = torch.empty(3, device=ops.DEVICE)
+        reference.ATEN.diagonal_out(x, 1, 0, 1, out=out)
+        assert sum(counters.launches(k) for k in kernels) == before
+        with under_test():
+            actual = torch.ops.aten.diagonal_copy(x, 1, 0, 1)
+        assert sum(counters.launches(k) for k in kernels) == before + 1
         assert ops.enabled()
-    assert switched == [True]
+    assert torch.equal(expected, actual) and torch.equal(out, actual)

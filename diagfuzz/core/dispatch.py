@@ -1,25 +1,300 @@
-"""Switching diagfuzz's aten registration off for a reference, without importing a kernel.
+"""References the library under test cannot replace: aten's own kernels while diagfuzz
+judges, the library's registrations only while the implementation runs.
 
-The references and the relations must run aten's own kernels. Only ``diagfuzz.ops``
-registers anything; when it was never imported, or registered nothing, there is nothing to
-switch, so the oracle and the specs never need to import it.
+A library that registers kernels into aten (``torch.library.Library("aten", "IMPL")``, as
+FlagGems' ``enable()`` and ``diagfuzz.ops.enable()`` do) replaces what every later aten
+call runs, the oracle's references and its own tensor work (copies, comparisons, fills)
+included. So diagfuzz watches registrations: ``watch()`` (done on import of this module,
+before any implementation loads) wraps ``torch.library.Library.impl``. Each kernel a
+library registers into ``aten`` is registered through a wrapper that holds the kernel the
+dispatcher computed for that op and key just before (``torch.library.get_kernel``'s
+``SafeKernelFunction``: aten's own, or an earlier library's wrapper, which defers further).
+Inside ``aten_only()`` (every oracle judges inside it) a wrapper calls that earlier
+kernel; inside ``under_test()`` (the oracle's call of the implementation) it calls the
+library's kernel and counts the call, which proves the library served it. Switching is a
+flag, not a re-registration.
+
+Not wrapped: torch's own Python registrations (meta kernels, decompositions) and the
+oracle's (sentinel allocations); kernels registered before ``watch()`` or from C++
+(``TORCH_LIBRARY_IMPL``), which ``unisolated()`` finds by their dispatcher entries and the
+run reports: those could stand in for a reference.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+#: The runtime keys a registration at an alias key covers, whose earlier kernels are kept.
+_ALIAS_RUNTIME_KEYS = ("CPU", "CUDA", "Meta", "AutogradCPU", "AutogradCUDA")
+_ALIAS_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
+               "CompositeExplicitAutogradNonFunctional", "Autograd")
+
+
+@dataclass
+class Registration:
+    """One kernel a library registered into aten through ``torch.library``."""
+
+    op: str  # "aten::diag_embed", "aten::diagonal_copy.out"
+    key: str  # the dispatch key it was registered for ("CUDA", "AutogradCPU", ...)
+    where: str  # the registering call, "flag_gems/runtime/register.py:132"
+    module: str  # the registering module's top-level package ("flag_gems")
+    calls: int = 0  # calls that ran the library's kernel (under_test)
+    earlier: dict[str, Any] = field(default_factory=dict, repr=False)
+    library: Any = field(default=None, repr=False)
+
+    @property
+    def active(self) -> bool:
+        """Whether the registering ``Library`` still holds it (``_destroy`` ends it)."""
+        return self.library is None or getattr(self.library, "m", None) is not None
+
+    def describe(self) -> str:
+        return f"{self.op} at {self.key} by {self.module} ({self.where})"
+
+
+#: Every wrapped registration, in order.
+REGISTRATIONS: list[Registration] = []
+#: Depth of ``aten_only`` blocks minus ``under_test`` blocks decides: the innermost wins.
+_mode: list[bool] = []
+
+
+def judging_with_aten() -> bool:
+    """True inside ``aten_only()`` (and not inside a nested ``under_test()``)."""
+    return bool(_mode) and _mode[-1]
 
 
 @contextmanager
-def registration_off(tensors: Iterable[object] | None = None) -> Iterator[None]:
-    """diagfuzz's kernels off inside the block, for ops on ``tensors`` (see
-    ``diagfuzz.ops.registration.use_triton``: nothing is switched when the registration
-    serves none of them)."""
-    registration = sys.modules.get("diagfuzz.ops.registration")
-    if registration is None or not registration.enabled():
+def _in_mode(aten: bool) -> Iterator[None]:
+    _mode.append(aten)
+    try:
         yield
+    finally:
+        _mode.pop()
+
+
+def aten_only() -> Any:
+    """A block in which every library's aten registration defers to the kernel it
+    replaced: references, sentinels, copies and comparisons are aten's own."""
+    return _in_mode(True)
+
+
+def under_test() -> Any:
+    """A block in which the libraries' registrations serve aten's ops (the call of the
+    implementation under test), inside an ``aten_only`` block or not."""
+    return _in_mode(False)
+
+
+def judged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an oracle entry point) run inside ``aten_only()``."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with aten_only():
+            return fn(*args, **kwargs)
+
+    return run
+
+
+def calls_into_library() -> int:
+    """Calls of every library kernel so far (the proof that a library served a call)."""
+    return sum(r.calls for r in REGISTRATIONS)
+
+
+def overrides(module: str | None = None) -> list[Registration]:
+    """The active registrations (of ``module``'s package, when given)."""
+    return [r for r in REGISTRATIONS if r.active and (module is None or r.module == module)]
+
+
+# --- who registers ----------------------------------------------------------------------
+
+@cache
+def _torch_dir() -> str:
+    return str(Path(torch.__file__).resolve().parent) + os.sep
+
+
+@cache
+def _harness_dirs() -> tuple[str, ...]:
+    """diagfuzz's own directories except its kernels (``diagfuzz.ops`` is a library)."""
+    here = Path(__file__).resolve().parent.parent  # diagfuzz/
+    oracles = Path(here.parent, "oracles")
+    return tuple(str(d) + os.sep for d in (here, oracles))
+
+
+def _caller() -> tuple[str, str] | None:
+    """(file:line, package) of the code that asked ``torch.library`` to register; None
+    when that is torch itself or diagfuzz's oracle (never wrapped)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename == __file__ or filename.startswith(_torch_dir()):
+            frame = frame.f_back  # torch.library's own layers, or this hook
+            continue
+        break
+    if frame is None:
+        return None
+    filename = frame.f_code.co_filename
+    path = os.path.abspath(filename)
+    if path.startswith(_harness_dirs()):
+        return None
+    module = str(frame.f_globals.get("__name__", "")).split(".")[0] or Path(path).stem
+    if module == "diagfuzz":  # diagfuzz.ops, installed under diagfuzz/
+        module = "diagfuzz.ops"
+    return f"{_short(path)}:{frame.f_lineno}", module
+
+
+def _short(path: str) -> str:
+    parts = Path(path).parts
+    return str(Path(*parts[-3:])) if len(parts) > 3 else path
+
+
+def _earlier_kernels(op: str, key: str) -> dict[str, Any]:
+    """The kernels the dispatcher computes now for ``op`` at ``key`` (each runtime key an
+    alias key covers): what a wrapper defers to inside ``aten_only()``."""
+    keys = _ALIAS_RUNTIME_KEYS if key in _ALIAS_KEYS else (key,)
+    earlier = {}
+    for runtime in keys:
+        try:
+            if torch._C._dispatch_has_computed_kernel_for_dispatch_key(op, runtime):
+                earlier[runtime] = torch._C._dispatch_get_computed_kernel_for_dispatch_key(
+                    op, runtime)
+        except RuntimeError:  # a key this build does not know
+            continue
+    return earlier
+
+
+def _wrapper(registration: Registration, fn: Callable[..., Any],
+             with_keyset: bool) -> Callable[..., Any]:
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if _mode and _mode[-1]:
+            key = keyset.highestPriorityTypeId().name
+            earlier = registration.earlier.get(key)
+            if earlier is None:
+                raise RuntimeError(
+                    f"diagfuzz cannot reach aten's own kernel of {registration.op} for "
+                    f"{key}: {registration.describe()} replaced the only one")
+            args, kwargs = _as_tensors(registration, args, kwargs)
+            return earlier.call_boxed(keyset, *args, **kwargs)
+        registration.calls += 1
+        return fn(keyset, *args, **kwargs) if with_keyset else fn(*args, **kwargs)
+
+    kernel.__name__ = getattr(fn, "__name__", "kernel")
+    kernel.__qualname__ = getattr(fn, "__qualname__", kernel.__name__)
+    return kernel
+
+
+@cache
+def _tensor_arguments(op: str) -> tuple[tuple[int, str], ...]:
+    """(position, name) of ``op``'s Tensor arguments (its schema)."""
+    name, _, overload = op.removeprefix("aten::").partition(".")
+    schema = getattr(getattr(torch.ops.aten, name), overload or "default")._schema
+    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                 if isinstance(a.type, torch._C.TensorType))
+
+
+def _scalar_tensor(value: Any) -> Any:
+    """A number torch handed a Python kernel for a Tensor argument (a wrapped number), as
+    the 0-dim tensor of the dtype torch wraps it in."""
+    if isinstance(value, bool):
+        return torch.tensor(value)
+    if isinstance(value, int):
+        return torch.tensor(value, dtype=torch.int64)
+    if isinstance(value, float):
+        return torch.tensor(value, dtype=torch.get_default_dtype())
+    if isinstance(value, complex):
+        return torch.tensor(value)
+    return value
+
+
+def _as_tensors(registration: Registration, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with numbers in Tensor places made tensors: torch unwraps
+    wrapped numbers for a Python kernel, and ``call_boxed`` takes only tensors there."""
+    positions = _tensor_arguments(registration.op)
+    if not any(isinstance(a, (int, float, complex)) for a in (*args, *kwargs.values())):
+        return args, kwargs
+    args = list(args)
+    for i, name in positions:
+        if i < len(args):
+            args[i] = _scalar_tensor(args[i])
+        elif name in kwargs:
+            kwargs = {**kwargs, name: _scalar_tensor(kwargs[name])}
+    return tuple(args), kwargs
+
+
+_original_impl: Callable[..., Any] | None = None
+
+
+def _watched_impl(self: Any, op_name: Any, fn: Any, dispatch_key: str = "", *,
+                  with_keyset: bool = False, **kwargs: Any) -> Any:
+    assert _original_impl is not None
+    caller = _caller() if getattr(self, "ns", "") == "aten" else None
+    if (caller is None or not callable(fn)
+            or fn is getattr(torch.library, "fallthrough_kernel", None)):
+        return _original_impl(self, op_name, fn, dispatch_key, with_keyset=with_keyset,
+                              **kwargs)
+    key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
+    name = self._resolve_op_name(op_name, "impl")
+    op = name if "::" in name else f"aten::{name}"
+    registration = Registration(op, key, caller[0], caller[1],
+                                earlier=_earlier_kernels(op, key), library=self)
+    result = _original_impl(self, op_name, _wrapper(registration, fn, with_keyset), key,
+                            with_keyset=True, **kwargs)
+    REGISTRATIONS.append(registration)
+    return result
+
+
+def watch() -> None:
+    """Wrap every later aten registration made through ``torch.library`` (idempotent)."""
+    global _original_impl
+    if _original_impl is not None:
         return
-    with registration.use_triton(False, tensors=tensors):
-        yield
+    _original_impl = torch.library.Library.impl
+    torch.library.Library.impl = _watched_impl  # type: ignore[method-assign]
+
+
+# --- what could still stand in for a reference ------------------------------------------
+
+#: Dispatcher entries of torch's own kernels name files of torch's build or package.
+_TORCH_SOURCES = ("/pytorch/", "torch/csrc", "aten/src", "build/aten", "torch/_")
+
+
+def _entries(op: str) -> list[tuple[str, str]]:
+    """(key, where) of every kernel registered for ``op`` (``_dispatch_dump``)."""
+    entries = []
+    for line in torch._C._dispatch_dump(op).splitlines():
+        key, sep, rest = line.partition(": registered at ")
+        if sep:
+            entries.append((key.strip(), rest.split(" :: ")[0].strip()))
+    return entries
+
+
+def unisolated(ops: Iterable[str]) -> list[str]:
+    """Kernels of ``ops`` ("aten::diag_embed") registered outside torch and outside the
+    watched ``torch.library`` path (C++ extensions, or before ``watch()``): diagfuzz
+    cannot switch them off, so they may stand in for a reference."""
+    watched = {(r.op, r.key) for r in overrides()}
+    found = []
+    for op in ops:
+        for key, where in _entries(op):
+            if "[alias]" in key or any(s in where for s in _TORCH_SOURCES):
+                continue
+            if (op, key) in watched:  # deferred inside aten_only()
+                continue
+            found.append(f"{op} at {key} ({where})")
+    return found
+
+
+watch()
+
+__all__ = ["REGISTRATIONS", "Registration", "aten_only", "calls_into_library", "judged",
+           "judging_with_aten", "overrides", "under_test",
+           "unisolated", "watch"]

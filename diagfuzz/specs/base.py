@@ -108,7 +108,7 @@ class OpSpec:
     #: arguments (``args``: by schema name, ``out`` present for a ``.out`` Case).
     call: Callable[..., Any] = field(default=None)  # type: ignore[assignment]
     #: ``reference(case, args) -> (tensor, source)``: the expected result on the host,
-    #: from torch with diagfuzz's registration off (autograd where the op is a gradient).
+    #: from torch with aten's own kernels (autograd where the op is a gradient).
     reference: Callable[..., tuple[Any, str]] = field(default=None)  # type: ignore[assignment]
     #: ``others(case, args, source) -> [(name, tensor)]``: references that must agree with
     #: ``reference`` (index arithmetic alone; aten directly).

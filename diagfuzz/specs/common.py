@@ -1,22 +1,19 @@
 """What the specs of the diagonal family share: the diagonal's geometry and view, relations
-on raw bits, the warm-up Cases' shapes, and switching diagfuzz's registration off.
+on raw bits and the warm-up Cases' shapes.
 
-Specs import torch and diagfuzz's building blocks, never a kernel: the registration is
-switched off through ``diagfuzz.core.dispatch``, which does nothing unless
-``diagfuzz.ops`` registered something.
+Specs import torch and diagfuzz's building blocks, never a kernel: their references run
+inside ``diagfuzz.core.dispatch.aten_only``, where no library's registration serves aten.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from diagfuzz.core import bits
 from diagfuzz.core.case import DTYPE_NAMES, Case, Layout, Values, contiguous_strides
-from diagfuzz.core.dispatch import registration_off as _registration_off
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.core.geometry import Diagonal, diagonal_of
 from diagfuzz.specs import index_reference
 
@@ -30,14 +27,6 @@ def diagonal(sizes: tuple[int, ...], offset: int, dim1: int, dim2: int) -> Diago
     return diagonal_of(sizes, offset, dim1, dim2)
 
 
-@contextmanager
-def registration_off(*tensors: Any) -> Iterator[None]:
-    """diagfuzz's registration off for ops on ``tensors`` (nothing to do on a GPU for host
-    tensors, nor when ``diagfuzz.ops`` registered nothing)."""
-    with _registration_off(tensors):
-        yield
-
-
 def differentiable(dtype: torch.dtype) -> bool:
     """Whether autograd can differentiate a tensor of ``dtype``."""
     return dtype.is_floating_point or dtype.is_complex
@@ -46,14 +35,14 @@ def differentiable(dtype: torch.dtype) -> bool:
 def diagonal_view(case: Case, t: torch.Tensor) -> torch.Tensor:
     """``torch.diagonal(t, ...)`` as a view of ``t``'s storage: no kernel computed it.
 
-    A view cannot come from a kernel of diagfuzz's (they return new tensors); were
-    ``diagonal`` ever served by something that copies, it is taken again with the
-    registration off.
+    A view cannot come from a library's kernel (they return new tensors); were
+    ``diagonal`` ever served by something that copies, it is taken again with aten's own
+    kernels.
     """
     view = torch.diagonal(t, case.offset, case.dim1, case.dim2)
     if view._is_view() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
         return view
-    with registration_off(t):
+    with aten_only():
         return torch.diagonal(t, case.offset, case.dim1, case.dim2)
 
 

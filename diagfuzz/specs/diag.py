@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
@@ -38,8 +39,8 @@ def call(impl: Any, case: Case, args: dict[str, Any]) -> Any:
 
 
 def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
-    """aten's diag with diagfuzz's registration off."""
-    with common.registration_off(args["input"]):
+    """aten's diag with aten's own kernels."""
+    with aten_only():
         return _aten.diag(args["input"], case.offset), "aten"
 
 
@@ -70,7 +71,7 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
         return torch.diag(x, offset)
 
     x = args["input"]
-    with common.registration_off(x):
+    with aten_only():
         grad = torch.ones_like(torch.diagonal(x, offset, 0, 1))
     return fn, x, grad
 

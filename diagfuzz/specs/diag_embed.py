@@ -8,7 +8,7 @@ against its rank, and input is shaped like its diagonal. Note the default dims, 
 not diagonal's (0, 1): a Case always passes both.
 
 The reference is what a user gets from autograd: ``torch.diagonal(z).backward(input)``'s
-``z.grad`` for zeros ``z`` of the result's shape (registration off); aten's op itself where
+``z.grad`` for zeros ``z`` of the result's shape (aten's own kernels); aten's op itself where
 autograd refuses the dtype. Index arithmetic (``index``, in this module) and aten's op must
 agree with it. Every input element is read, so specials go anywhere in it.
 """
@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout, contiguous_strides
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.specs import common
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
@@ -39,16 +40,16 @@ def call(impl: Any, case: Case, args: dict[str, Any]) -> Any:
 
 
 def _aten_op(x: torch.Tensor, case: Case) -> torch.Tensor:
-    with common.registration_off(x):
+    with aten_only():
         return _aten.diag_embed(x, case.offset, case.dim1, case.dim2)
 
 
 def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
     """``z.grad`` after ``torch.diagonal(z, ...).backward(input)`` for zeros ``z`` of the
-    result's shape (registration off); aten's op where autograd refuses the dtype."""
+    result's shape (aten's own kernels); aten's op where autograd refuses the dtype."""
     x = args["input"]
     if common.differentiable(x.dtype):
-        with common.registration_off(x), torch.enable_grad():
+        with aten_only(), torch.enable_grad():
             try:
                 z = torch.zeros(case.sizes, dtype=x.dtype, device=x.device,
                                 requires_grad=True)

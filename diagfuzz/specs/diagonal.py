@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
@@ -26,8 +27,8 @@ def call(impl: Any, case: Case, args: dict[str, Any]) -> Any:
 
 
 def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
-    """aten's diagonal_copy with diagfuzz's registration off."""
-    with common.registration_off(args["input"]):
+    """aten's diagonal_copy with aten's own kernels."""
+    with aten_only():
         return _aten.diagonal_copy(args["input"], case.offset, case.dim1, case.dim2), "aten"
 
 
@@ -54,7 +55,7 @@ def compile_function(case: Case, args: dict[str, Any]) -> tuple[Any, torch.Tenso
     """``torch.diagonal(x).clone()`` of the input, back-propagated with ones."""
     x = args["input"]
     fn = common.diagonal_clone(case)
-    with common.registration_off(x):
+    with aten_only():
         grad = torch.ones_like(torch.diagonal(x, case.offset, case.dim1, case.dim2))
     return fn, x, grad
 

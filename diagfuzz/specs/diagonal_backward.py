@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from diagfuzz.core.case import Case, Layout
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
@@ -29,7 +30,7 @@ def call(impl: Any, case: Case, args: dict[str, Any]) -> Any:
 
 
 def _aten_op(grad: torch.Tensor, case: Case) -> torch.Tensor:
-    with common.registration_off(grad):
+    with aten_only():
         return _aten.diagonal_backward(grad, list(case.sizes), case.offset, case.dim1,
                                        case.dim2)
 
@@ -40,7 +41,7 @@ def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
     refuses the dtype (integers, bool, float8)."""
     grad = args["grad_output"]
     if common.differentiable(grad.dtype):
-        with common.registration_off(grad), torch.enable_grad():
+        with aten_only(), torch.enable_grad():
             try:
                 x = torch.zeros(case.sizes, dtype=grad.dtype, device=grad.device,
                                 requires_grad=True)

@@ -11,7 +11,7 @@ strides (where they address anything) and storage offset (past where the allocat
 starts); for an expanded input it is ``input.clone()``, dense in the stride order aten
 infers. Either way src's bits then sit on the diagonal and input's everywhere else.
 
-The reference is aten's op with diagfuzz's registration off; index arithmetic (``index``,
+The reference is aten's op with aten's own kernels; index arithmetic (``index``,
 in this module) must agree with it, layout and all. Both tensors are read anywhere: input
 off the diagonal, src whole.
 """
@@ -24,6 +24,7 @@ import torch
 
 from diagfuzz.core.bits import _words, diff
 from diagfuzz.core.case import Case, Layout, Values
+from diagfuzz.core.dispatch import aten_only
 from diagfuzz.core.geometry import diagonal_of
 from diagfuzz.specs import common, index_reference
 from diagfuzz.specs.base import Operand, OpSpec, Relation
@@ -39,9 +40,9 @@ def call(impl: Any, case: Case, args: dict[str, Any]) -> Any:
 
 
 def reference(case: Case, args: dict[str, Any]) -> tuple[torch.Tensor, str]:
-    """aten's diagonal_scatter with diagfuzz's registration off."""
+    """aten's diagonal_scatter with aten's own kernels."""
     x, src = args["input"], args["src"]
-    with common.registration_off(x, src):
+    with aten_only():
         return _aten.diagonal_scatter(x, src, case.offset, case.dim1, case.dim2), "aten"
 
 
