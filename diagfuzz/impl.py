@@ -1,10 +1,15 @@
 """diagfuzz's built-in implementations, and where ``--impl`` is loaded from.
 
 ``diagfuzz.impl:triton_aten`` (the default) reaches diagfuzz's Triton kernels through aten
-with the registration on; ``diagfuzz.impl:aten`` is aten itself with the registration off
-(a reference and a sanity target; ``diagfuzz.oracles.aten``, which the oracle's references
-use). Both provide every op of ``diagfuzz.specs``: each method calls the op's aten
-overloads, so a new spec needs nothing here.
+with the registration on; ``diagfuzz.impl:aten`` is aten's own kernels (a reference and a
+sanity target; ``diagfuzz.oracles.aten``, which the oracle's references use). Both provide
+every op of ``diagfuzz.specs``: each method calls the op's aten overloads, so a new spec
+needs nothing here.
+
+``--impl registered:MODULE[:CALLABLE]`` tests a library the way its users call it: MODULE
+is imported (and CALLABLE, such as ``enable``, called) so that it registers its kernels
+into aten, and every Case calls aten's public op (``RegisteredLibrary``); the oracle
+proves per Case that one of the library's kernels served the call.
 """
 
 from __future__ import annotations
@@ -14,18 +19,20 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core import dispatch
 from diagfuzz.core.impl import (
     Impl,
     ImplError,
     declared_dtypes,
     import_roots,
-    load_impl,
-    locate_impl,
     provided_ops,
     provides,
     unsupported,
     use_roots,
 )
+from diagfuzz.core.impl import load_impl as _load_module_impl
+from diagfuzz.core.impl import locate_impl as _locate_module_impl
+from diagfuzz.core.runtime import DISPATCH_KEY
 from diagfuzz.oracles.aten import (
     AtenReference,
     AtenWithOut,
@@ -75,8 +82,181 @@ class TritonViaAten:
 with_every_op(TritonViaAten, _registered_calls, out=True)
 triton_aten = TritonViaAten()
 
-__all__ = ["DEFAULT_IMPL", "AtenReference", "AtenWithOut", "Impl", "ImplError",
-           "TritonViaAten", "aten", "aten_with_out",
-           "declared_dtypes", "import_roots", "load_impl", "locate_impl", "provided_ops",
-           "provides",
-           "triton_aten", "unsupported", "use_roots"]
+#: ``--impl`` prefix of a library tested through its aten registrations.
+REGISTERED = "registered:"
+
+
+def _public_calls(functional: str, out_overload: str
+                  ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The functional and ``.out`` methods of one op: aten's public overloads, served by
+    whatever is registered."""
+
+    def call(self: Any, *args: Any) -> Any:
+        return overload(functional)(*args)
+
+    def call_out(self: Any, *args: Any, out: torch.Tensor) -> Any:
+        return overload(out_overload)(*args, out=out)
+
+    return call, call_out
+
+
+class _PublicAten:
+    """Every op through aten's public overloads (``RegisteredLibrary`` keeps those its
+    library serves)."""
+
+
+with_every_op(_PublicAten, _public_calls, out=True)
+
+#: Ops whose aten kernel is a composition of other ops of the family: a library serves
+#: them when it registers a kernel they decompose into (``aten::diag`` is
+#: CompositeImplicitAutograd: ``diag_embed`` for a vector, ``diagonal_copy`` for a matrix).
+_DECOMPOSES_INTO = {"diag": ("diagonal_copy",), "diag_1d": ("diag_embed",)}
+
+
+def _serving_keys(key: str = DISPATCH_KEY) -> tuple[str, ...]:
+    """The dispatch keys whose registration serves a call on ``key``'s device."""
+    return (key, f"Autograd{key}", "Autograd", "CompositeImplicitAutograd",
+            "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+class RegisteredLibrary:
+    """A library under test through its aten registrations: each method calls aten's
+    public op, served by the library's kernel where it registered one.
+
+    It provides the ops for which the library registered a kernel that serves this
+    device (the op's own overload, or one it decomposes into); ``.out`` methods where the
+    ``.out`` overload is registered. ``registered_package`` tells the oracle whose kernels
+    must have run (``diagfuzz.core.dispatch.overrides``).
+    """
+
+    def __init__(self, package: str, spec: str) -> None:
+        from diagfuzz.specs import all_specs
+
+        self.registered_package = package
+        self.spec = spec
+        registered = {r.op.removeprefix("aten::"): r for r in dispatch.overrides(package)
+                      if r.key in _serving_keys()}
+        self.served: dict[str, list[dispatch.Registration]] = {}
+        for op_spec in all_specs():
+            functional, out = op_spec.aten
+            names = (functional, f"{functional}.default",
+                     *_DECOMPOSES_INTO.get(op_spec.name, ()))
+            found = [registered[n] for n in names if n in registered]
+            if found:
+                self.served[op_spec.name] = found
+                setattr(self, op_spec.method_name,
+                        getattr(_PublicAten(), op_spec.method_name))
+            out_found = [registered[n] for n in (out,) if n in registered]
+            if out_found:
+                setattr(self, op_spec.out_method, getattr(_PublicAten(), op_spec.out_method))
+
+    def calls(self) -> int:
+        """Calls of the library's kernels so far (the oracle's proof that one ran)."""
+        return sum(r.calls for r in dispatch.overrides(self.registered_package))
+
+    def describe(self) -> list[str]:
+        """One line per op: what a Case calls and which kernel serves it."""
+        lines = []
+        for op, found in self.served.items():
+            kernels = "; ".join(f"{r.op} at {r.key} ({r.where})" for r in found)
+            lines.append(f"{op}: aten's public op, served by {self.registered_package}'s "
+                         f"{kernels}")
+        return lines
+
+    def __repr__(self) -> str:
+        return f"RegisteredLibrary({self.spec!r})"
+
+
+def _load_registered(spec: str) -> RegisteredLibrary:
+    """``registered:MODULE[:CALLABLE]``: import MODULE (its import may register), call
+    CALLABLE (``enable``, ``use_gems().__enter__`` ...), and keep what it registered."""
+    target = spec.removeprefix(REGISTERED)
+    module_name, _, attr = target.partition(":")
+    dispatch.watch()
+    module: Any = _load_module_impl(f"{module_name}:", allow_no_ops=True)
+    if attr:
+        enable: Any = module
+        for part in attr.split("."):
+            enable = getattr(enable, part, None)
+        if not callable(enable):
+            raise ImplError(f"--impl {spec!r}: {module_name!r} has no callable {attr!r}")
+        try:
+            enable()
+        except Exception as exc:
+            raise ImplError(f"--impl {spec!r}: {module_name}.{attr}() failed: "
+                            f"{exc!r}") from exc
+    package = module_name.split(".")[0]
+    library = RegisteredLibrary(package, spec)
+    if not library.served:
+        registered = dispatch.overrides(package)
+        found = "; ".join(r.describe() for r in registered[:6]) or "nothing"
+        raise ImplError(
+            f"--impl {spec!r}: {package} registered no kernel of the diagonal family "
+            f"that serves {DISPATCH_KEY} tensors (registered: {found}); a registration "
+            "through torch.library.Library('aten', 'IMPL').impl is what this mode tests")
+    return library
+
+
+def load_impl(spec: str) -> Any:
+    """The implementation ``--impl`` names: ``MODULE:ATTR`` (an object of functions),
+    or ``registered:MODULE[:CALLABLE]`` (a library through its aten registrations)."""
+    if spec.startswith(REGISTERED):
+        return _load_registered(spec)
+    return _load_module_impl(spec)
+
+
+def locate_impl(spec: str) -> None:
+    """``diagfuzz.core.impl.locate_impl`` for either form of ``--impl``."""
+    if spec.startswith(REGISTERED):
+        target = spec.removeprefix(REGISTERED)
+        _locate_module_impl(f"{target.partition(':')[0]}:")
+        return
+    _locate_module_impl(spec)
+
+
+def registration_lines(impl: Any) -> list[str]:
+    """What a run says at its start about the libraries registered into aten: the calls a
+    ``RegisteredLibrary`` makes, and for any impl the registrations its loading left
+    (which diagfuzz's references defer) and those it cannot defer."""
+    lines = [f"calls: {line}" for line in getattr(impl, "describe", lambda: [])()]
+    package = getattr(impl, "registered_package", None)
+    others = [r for r in dispatch.overrides() if r.module != package
+              and r.module != "diagfuzz.ops"]
+    if others:
+        packages = sorted({r.module for r in others})
+        lines.append(f"warning: {', '.join(packages)} registered {len(others)} aten "
+                     f"kernel(s) (e.g. {others[0].describe()}): they replace aten's own for "
+                     "every caller; diagfuzz's references defer them (aten's own kernels)")
+    from diagfuzz.specs import all_specs
+
+    stuck = dispatch.unisolated(sorted({f"aten::{n}" for s in all_specs()
+                                        for n in s.aten}))
+    if stuck:
+        lines.append(f"warning: {len(stuck)} registration(s) diagfuzz cannot defer (C++ or "
+                     f"made before diagfuzz loaded), so a reference may be the library's: "
+                     f"{'; '.join(stuck[:4])}")
+    return lines
+
+
+__all__ = [
+    "DEFAULT_IMPL",
+    "REGISTERED",
+    "AtenReference",
+    "AtenWithOut",
+    "Impl",
+    "ImplError",
+    "RegisteredLibrary",
+    "TritonViaAten",
+    "aten",
+    "aten_with_out",
+    "declared_dtypes",
+    "import_roots",
+    "load_impl",
+    "locate_impl",
+    "provided_ops",
+    "provides",
+    "registration_lines",
+    "triton_aten",
+    "unsupported",
+    "use_roots",
+]

@@ -21,6 +21,7 @@ from diagfuzz.oracles.batch import check_batch
 from diagfuzz.oracles.checks import check, check_error_parity, check_valid
 from diagfuzz.oracles.compile import check_compile
 from diagfuzz.oracles.huge import check_huge
+from diagfuzz.oracles.registration import check_registration
 
 #: Oracles that judge a batch of Cases at once (``diagfuzz.execution.child``): name -> the
 #: batch function, whose verdicts equal the single one's. Runners know the names as
@@ -28,4 +29,4 @@ from diagfuzz.oracles.huge import check_huge
 BATCHED = {"check": check_batch}
 
 __all__ = ["BATCHED", "check", "check_batch", "check_compile", "check_error_parity",
-           "check_huge", "check_valid"]
+           "check_huge", "check_registration", "check_valid"]

@@ -29,7 +29,6 @@ from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles.checks import (
     DeviceRun,
     ValidPlan,
-    _launched,
     _out_skipped,
     bring_back,
     call_impl,
@@ -37,10 +36,11 @@ from diagfuzz.oracles.checks import (
     error_parity_batch,
     judge_runs,
     plan_valid,
+    served,
     upload,
 )
 from diagfuzz.oracles.sentinel import PREFERRED, SentinelAllocations
-from diagfuzz.specs import arguments, spec_of
+from diagfuzz.specs import arguments
 
 #: The most Cases one batch takes: the executor's batches (``diagfuzz.execution.child``).
 MAX_BATCH = 64
@@ -101,13 +101,12 @@ def _run_on_device(plans: list[tuple[int, ValidPlan]], impl: Any,
         for (_, plan), plan_runs in zip(plans, runs, strict=True):
             if plan_runs[0].reference_raised is not None:
                 continue
-            counters = spec_of(plan.case.op).launch_counters
-            plan.before = _launched(counters)
+            plan.before = served(plan.case, impl)
             for run in plan_runs:
                 alloc.record_into(run.alloc)
                 call_impl(impl, plan.case, run, plan.expected.shape)
                 called.append(run)
-            plan.after = _launched(counters)
+            plan.after = served(plan.case, impl)
     if called:
         bring_back(called)
     return runs

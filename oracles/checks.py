@@ -509,26 +509,37 @@ def _raised(case: Case, exc: BaseException) -> Verdict:
                  case, {"actual": _exception(exc)})
 
 
-def _launched(kernels: tuple[str, ...]) -> int:
-    """Launches of ``kernels`` so far, together (the dispatch proof's counter)."""
-    return sum(counters.launches(kernel) for kernel in kernels)
+def served(case: Case, impl: Any) -> int:
+    """The dispatch proof's counter so far: calls of the kernels a ``registered:`` library
+    registered, else launches of the op's Triton kernels (diagfuzz's own registration)."""
+    calls = getattr(impl, "calls", None)
+    if getattr(impl, "registered_package", None) and callable(calls):
+        return int(calls())
+    return sum(counters.launches(kernel) for kernel in spec_of(case.op).launch_counters)
 
 
 def dispatch_unproven(case: Case, impl: Any, expected: torch.Tensor,
                       before: int, after: int | None = None) -> Verdict | None:
-    """The dispatch proof: an impl that calls through diagfuzz's aten registration must
-    have launched its op's Triton kernel between ``before`` and ``after`` (``_launched``;
-    ``after`` None: now), unless the result is empty."""
-    counters = spec_of(case.op).launch_counters
-    if not (getattr(impl, "uses_triton_registration", False) and counters
-            and expected.numel() > 0):
+    """The dispatch proof: an impl that calls through a registration (diagfuzz's own, or a
+    ``registered:`` library's) must have run a kernel of it between ``before`` and
+    ``after`` (``served``; ``after`` None: now), unless the result is empty. A call aten
+    served is "not reached": never a pass."""
+    if expected.numel() == 0:
         return None
-    if (_launched(counters) if after is None else after) == before:
-        kernels = " or ".join(counters)
-        return _fail("dispatch", "dispatch",
-                     f"the Triton {kernels} kernel did not run: aten served the call",
-                     case, {"kernel": kernels, "launches": before})
-    return None
+    package = getattr(impl, "registered_package", None)
+    counters = spec_of(case.op).launch_counters
+    if not package and not (getattr(impl, "uses_triton_registration", False) and counters):
+        return None
+    if (served(case, impl) if after is None else after) != before:
+        return None
+    if package:
+        return _fail("dispatch", "not-reached",
+                     f"not reached: no kernel {package} registered ran, aten served the "
+                     f"{case.op} call", case, {"library": package, "calls": before})
+    kernels = " or ".join(counters)
+    return _fail("dispatch", "dispatch",
+                 f"the Triton {kernels} kernel did not run: aten served the call",
+                 case, {"kernel": kernels, "launches": before})
 
 
 @dataclass
@@ -617,7 +628,7 @@ def check_valid(case: Case, impl: Any, device: str, *, strict: bool = False) -> 
         return check_error_parity(case, impl, device, strict=strict)
     if isinstance(plan, Verdict):
         return plan
-    plan.before = _launched(spec_of(case.op).launch_counters)
+    plan.before = served(case, impl)
     shape = plan.expected.shape
     runs = (device_side(impl, case, host, shape, sentinel, device, with_reference=n == 0)
             for n, sentinel in enumerate(plan.sentinels))

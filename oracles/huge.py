@@ -39,11 +39,11 @@ from diagfuzz.core.words import as_words
 from diagfuzz.oracles import reference
 from diagfuzz.oracles.checks import (
     _exception,
-    _launched,
     _metadata,
     capability_refusal,
     check_error_parity,
     dispatch_unproven,
+    served,
 )
 from diagfuzz.specs import arguments, spec_of
 
@@ -192,7 +192,7 @@ def _judge(case: Case, impl: Any, device: str) -> Verdict:
     except Exception as exc:  # aten refuses a Case not marked invalid: parity decides
         refused = exc
     _poison(result_elements(case) * dtype_of(case.dtype).itemsize, device)
-    before = _launched(spec.launch_counters)
+    before = served(case, impl)
     try:
         actual = reference.call_op(impl, case, args)
     except Exception as exc:

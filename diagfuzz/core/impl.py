@@ -144,13 +144,17 @@ def _import(module_name: str, spec: str) -> Any:
         raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc
 
 
-def load_impl(spec: str) -> Any:
+def load_impl(spec: str, allow_no_ops: bool = False) -> Any:
     """Import ``MODULE:ATTR`` (or ``MODULE``, or ``path/to/file.py:ATTR``) and check it
-    provides at least one op (with a valid declaration, if it makes one)."""
+    provides at least one op (with a valid declaration, if it makes one); with
+    ``allow_no_ops``, the module as imported (a library tested through its
+    registrations)."""
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
     obj: Any = _import(module_name, spec)
+    if allow_no_ops:
+        return obj
     for part in filter(None, attr.split(".")):
         try:
             obj = getattr(obj, part)

@@ -102,9 +102,9 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     try:
         from diagfuzz import oracles
-        from diagfuzz.core.impl import load_impl
         from diagfuzz.execution.runner import settle_heap
         from diagfuzz.execution.warmup import warm_up
+        from diagfuzz.impl import load_impl
 
         impl = load_impl(impl_spec)
         mark("impl_loaded", "executor")

@@ -1,0 +1,183 @@
+"""The registration audit: how a library's aten registration of an op behaves for its
+users, beyond the op's bits.
+
+Per Case (``check_registration``), through the op's public differentiable function (its
+spec's ``compile_function``: ``torch.diag(x)``, ``torch.diag_embed(x)``,
+``torch.diagonal(x).clone()`` whose backward is ``diagonal_backward`` ...) under the
+library's registrations (``under_test``), against the same function with aten's own
+kernels (``aten_only``):
+
+- **gradient**: the output has a ``grad_fn`` and ``backward`` reaches the input with
+  aten's gradient bits. A backend kernel registered for a CompositeImplicitAutograd op
+  (``aten::diag``) takes the op out of its decomposition, so autograd falls to its
+  not-implemented fallback and the input silently gets no gradient;
+- **autograd.Function at an autograd key** (the output's ``grad_fn`` a Python
+  ``BackwardCFunction``, or a registration at ``Autograd*``): forward and backward must
+  be registered separately at the backend key, or torch.compile and aten's own
+  derivative formulas are bypassed;
+- **torch.compile**: ``torch.compile(fullgraph=True, backend="aot_eager")`` traces the
+  function with the library active (no graph break; fake tensors reach a Meta kernel) and
+  gives eager's bits.
+
+``audit_table`` is the per-op summary a run prints: the keys the library registered,
+forward and backward separately or not, whether a Meta kernel exists.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+
+from diagfuzz.core import dispatch
+from diagfuzz.core.case import Case
+from diagfuzz.core.origin import raise_origin
+from diagfuzz.core.runtime import DEVICE
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.oracles import reference
+from diagfuzz.oracles.checks import _compare
+from diagfuzz.specs import all_specs, arguments, spec_of
+
+#: The backend keys' autograd keys: a kernel registered there replaces autograd's formula.
+AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA")
+
+
+def audited_package(impl: Any) -> str | None:
+    """The package whose aten registrations ``impl`` runs: a ``registered:`` library's, or
+    ``diagfuzz.ops`` for diagfuzz's own kernels through aten; None for an adapter."""
+    package = getattr(impl, "registered_package", None)
+    if package:
+        return str(package)
+    return "diagfuzz.ops" if getattr(impl, "uses_triton_registration", False) else None
+
+
+def _op_names(op: str) -> set[str]:
+    spec = spec_of(op)
+    return {f"aten::{name}" for name in spec.aten} | {f"aten::{spec.aten[0]}.default"}
+
+
+def _fail(kind: str, check: str, message: str, case: Case, **details: Any) -> Verdict:
+    return Verdict(kind, f"registration:{check}", message, case, details)
+
+
+def _autograd_registrations(package: str, op: str) -> list[dispatch.Registration]:
+    names = _op_names(op)
+    return [r for r in dispatch.overrides(package) if r.op in names and r.key in AUTOGRAD_KEYS]
+
+
+def _run(fn: Any, x: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, Any, Any]:
+    """(output, its grad_fn, the input's gradient or None) of ``fn`` at ``x``."""
+    leaf = x.detach().clone().requires_grad_(True)
+    y = fn(leaf)
+    grad_fn = y.grad_fn
+    if grad_fn is not None:
+        y.backward(grad)
+    return y.detach(), grad_fn, leaf.grad
+
+
+@dispatch.judged
+def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
+                       strict: bool = False) -> Verdict:
+    """The audit of ``case.op``'s registration (module docstring). Cases that are not
+    plain valid differentiable ones, and impls that register nothing, pass as skipped.
+    (``strict`` is accepted for the executor's one calling convention.)"""
+    package = audited_package(impl)
+    spec = spec_of(case.op)
+    if package is None:
+        return Verdict("pass", "registration", "skipped: the impl registers nothing", case,
+                       {"skipped": "impl"})
+    if case.invalid or case.out_dtype or case.out_device or spec.compile_function is None:
+        return Verdict("pass", "registration", "skipped: not a plain valid Case", case,
+                       {"skipped": "case"})
+    args = arguments(case, device)
+    if not reference.differentiable(args[spec.first.name].dtype):
+        return Verdict("pass", "registration", "skipped: dtype not differentiable", case,
+                       {"skipped": "dtype"})
+    fn, x, grad = spec.compile_function(case, args)
+    want_y, _, want_grad = _run(fn, x, grad)  # aten's own kernels
+    registration = getattr(impl, "registration", None)
+    active = registration if callable(registration) else nullcontext
+    try:
+        with dispatch.under_test(), active():
+            y, grad_fn, x_grad = _run(fn, x, grad)
+    except Exception as exc:
+        return _fail("crash", "autograd", f"the op's forward or backward raised "
+                     f"{type(exc).__name__} under {package}'s registration", case,
+                     type=type(exc).__name__, message=str(exc)[:500],
+                     origin=raise_origin(exc))
+    wrapped = _autograd_registrations(package, case.op)
+    if wrapped or type(grad_fn).__name__ == "BackwardCFunction":
+        where = "; ".join(r.describe() for r in wrapped) or type(grad_fn).__name__
+        return _fail("dispatch", "autograd-function",
+                     f"{case.op}'s derivative is a Python autograd.Function at an autograd "
+                     f"key ({where}): register forward and backward as separate kernels at "
+                     "the backend key, so that aten's formula and torch.compile reach them",
+                     case, library=package)
+    if grad_fn is None or x_grad is None:
+        return _fail("mismatch", "gradient",
+                     f"{case.op} under {package}'s registration drops the input's gradient "
+                     f"(grad_fn {type(grad_fn).__name__}, input.grad None): a backend "
+                     "kernel registered for a CompositeImplicitAutograd op takes it out of "
+                     "its decomposition, and autograd falls to its not-implemented fallback",
+                     case, library=package, grad_fn=type(grad_fn).__name__)
+    for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
+        found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
+        if found:
+            return _fail(found.kind, f"autograd:{what}:{found.check}", found.message, case,
+                         **found.details)
+    return _compiled(case, fn, x, grad, want_y, want_grad, package, active)
+
+
+def _compiled(case: Case, fn: Any, x: torch.Tensor, grad: torch.Tensor,
+              want_y: torch.Tensor, want_grad: torch.Tensor, package: str,
+              active: Any) -> Verdict:
+    """torch.compile(fullgraph=True, backend="aot_eager") with the library active."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
+    try:
+        with dispatch.under_test(), active():
+            y, _, x_grad = _run(compiled, x, grad)
+    except Exception as exc:
+        return _fail("crash", "compile",
+                     f"torch.compile(fullgraph=True) of {case.op} raised "
+                     f"{type(exc).__name__} under {package}'s registration", case,
+                     type=type(exc).__name__, message=str(exc)[:500],
+                     origin=raise_origin(exc))
+    if x_grad is None:
+        return _fail("mismatch", "compile:gradient",
+                     f"compiled {case.op} drops the input's gradient", case)
+    for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
+        found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
+        if found:
+            return _fail(found.kind, f"compile:{what}:{found.check}", found.message, case,
+                         **found.details)
+    return Verdict("pass", "registration", "", case, {"library": package})
+
+
+def audit_table(impl: Any, device: str = DEVICE) -> list[dict[str, Any]]:
+    """Per op of the family: the keys ``impl``'s library registered for its overloads,
+    whether its derivative is left to aten (forward and backward registered separately at
+    the backend key) or replaced at an autograd key, and whether a Meta kernel exists (so
+    torch.compile's fake tensors can trace it). Empty for an impl that registers nothing."""
+    package = audited_package(impl)
+    if package is None:
+        return []
+    rows = []
+    for spec in all_specs():
+        names = _op_names(spec.name)
+        found = [r for r in dispatch.overrides(package) if r.op in names]
+        autograd = [r for r in found if r.key in AUTOGRAD_KEYS]
+        meta = any(torch._C._dispatch_has_computed_kernel_for_dispatch_key(n, "Meta")
+                   for n in sorted(names) if not n.endswith(".default"))
+        rows.append({
+            "op": spec.name,
+            "keys": sorted({f"{r.op.removeprefix('aten::')}@{r.key}" for r in found}),
+            "derivative": ("autograd.Function at " + ", ".join(sorted({r.key for r in autograd}))
+                           if autograd else "aten's formula" if found else "-"),
+            "meta": meta,
+        })
+    return rows
+
+
+__all__ = ["audit_table", "audited_package", "check_registration"]
