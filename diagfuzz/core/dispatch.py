@@ -121,14 +121,6 @@ def _torch_dir() -> str:
     return str(Path(torch.__file__).resolve().parent) + os.sep
 
 
-@cache
-def _harness_dirs() -> tuple[str, ...]:
-    """diagfuzz's own directories except its kernels (``diagfuzz.ops`` is a library)."""
-    here = Path(__file__).resolve().parent.parent  # diagfuzz/
-    oracles = Path(here.parent, "oracles")
-    return tuple(str(d) + os.sep for d in (here, oracles))
-
-
 def _caller() -> tuple[str, str] | None:
     """(file:line, package) of the code that asked ``torch.library`` to register; None
     when that is torch itself or diagfuzz's oracle (never wrapped)."""
@@ -141,13 +133,14 @@ def _caller() -> tuple[str, str] | None:
         break
     if frame is None:
         return None
-    filename = frame.f_code.co_filename
-    path = os.path.abspath(filename)
-    if path.startswith(_harness_dirs()):
-        return None
-    module = str(frame.f_globals.get("__name__", "")).split(".")[0] or Path(path).stem
-    if module == "diagfuzz":  # diagfuzz.ops, installed under diagfuzz/
-        module = "diagfuzz.ops"
+    path = os.path.abspath(frame.f_code.co_filename)
+    name = str(frame.f_globals.get("__name__", ""))
+    if name.startswith("diagfuzz.ops"):
+        module = "diagfuzz.ops"  # diagfuzz's kernels: a library like any other
+    elif name == "diagfuzz" or name.startswith("diagfuzz."):
+        return None  # the oracle's own (sentinel allocations)
+    else:
+        module = name.split(".")[0] or Path(path).stem
     return f"{_short(path)}:{frame.f_lineno}", module
 
 

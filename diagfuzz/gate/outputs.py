@@ -92,6 +92,7 @@ def markdown(result: Result) -> str:
               for s in cut_before_running(result.stages)]
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
+    lines += registration_lines(result.registrations)
     if result.stages:
         lines += ["| stage | cases | failed | unsupported | time | note |",
                   "|---|---:|---:|---:|---:|---|"]
@@ -129,6 +130,23 @@ def markdown(result: Result) -> str:
             lines.append(f"- {cls}: {parts}")
         lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+def registration_lines(data: dict[str, Any]) -> list[str]:
+    """What the impl registered into aten, and the registration audit's table."""
+    if not data or not (data.get("lines") or data.get("audit")):
+        return []
+    lines = [f"- {line}" for line in data.get("lines", [])]
+    rows = [r for r in data.get("audit", []) if r["keys"]]
+    if rows:
+        lines += ["", f"**Registration audit** of `{data.get('package')}` (the audit "
+                  "stage's findings, below, say whether autograd and torch.compile reach "
+                  "each kernel)", "",
+                  "| op | registered (overload@key) | derivative | Meta kernel |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r['op']} | {', '.join(r['keys'])} | {r['derivative']} | "
+                  f"{'yes' if r['meta'] else 'no'} |" for r in rows]
+    return [*lines, ""]
 
 
 def time_lines(data: dict[str, Any]) -> list[str]:
@@ -190,6 +208,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},
         "findings": [_finding_dict(f) for f in result.findings],
         "unclassified": result.unclassified,
+        "registrations": result.registrations,
     }
 
 

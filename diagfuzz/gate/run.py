@@ -40,17 +40,20 @@ from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.stages import (
+    AUDIT_STAGE,
     COMPILE_TIMEOUT,
     OPINFO_STAGE,
     Context,
     Finding,
     Stage,
+    audit_stage,
     compile_stage,
     corpus_stage,
     error_parity_stage,
     huge_stage,
     not_run,
     opinfo_stage,
+    registration_report,
     stop_children,
     suite_root,
     suite_stage,
@@ -69,7 +72,7 @@ from diagfuzz.impl import (
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
-               "torch.compile parity", "huge tier", "classification")
+               "torch.compile parity", AUDIT_STAGE, "huge tier", "classification")
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
 
@@ -96,6 +99,9 @@ class Result:
     #: Where the wall time went: the gate's own start-up, and executor seconds per part
     #: per group of stages (``diagfuzz.execution.timing``).
     timing: dict[str, Any] = field(default_factory=dict)
+    #: What the impl registered into aten: calls, warnings, the audit table
+    #: (``diagfuzz.gate.stages.registration_report``).
+    registrations: dict[str, Any] = field(default_factory=dict)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:
@@ -235,8 +241,12 @@ class Gate:
             with _environment(env_cache):
                 self.runner.launch()  # it starts while this process loads the impl
             try:
-                ctx.provided = provided_ops(load_impl(opts.impl))
+                impl = load_impl(opts.impl)
+                ctx.provided = provided_ops(impl)
                 check_ops_provided(opts.ops, ctx.provided, opts.impl)
+                ctx.registrations = registration_report(impl)
+                for line in ctx.registrations["lines"]:
+                    ctx.progress.say(line)
             except ImplError as exc:
                 self.error, self.code = str(exc), ExitCode.USAGE
                 self.stop("the impl does not import" if "--ops" not in str(exc)
@@ -246,7 +256,7 @@ class Gate:
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), ("error parity", error_parity_stage),
                 (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage),
-                ("huge tier", huge_stage)]
+                (AUDIT_STAGE, audit_stage), ("huge tier", huge_stage)]
             for name, step in steps:
                 if self._stop.is_set():
                     break
@@ -336,7 +346,8 @@ class Gate:
                       repro_dir=opts.repro_dir, saved=saved,
                       corpus_dir=opts.corpus_dir if opts.save_corpus else None,
                       cut=any(s.cut for s in stages) or stopped == "--max-seconds",
-                      stopped=stopped, run_dir=opts.run_dir, timing=self._timing(stages))
+                      stopped=stopped, run_dir=opts.run_dir, timing=self._timing(stages),
+                      registrations=self.ctx.registrations)
 
     def _write_findings(self, findings: list[Finding]) -> list[Path]:
         opts = self.opts

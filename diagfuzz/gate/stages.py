@@ -198,6 +198,8 @@ class Context:
     stages: dict[str, Stage] = field(default_factory=dict)
     #: The ops the impl provides (known once the gate has loaded it).
     provided: tuple[str, ...] | None = None
+    #: ``registration_report`` of the impl (known once the gate has loaded it).
+    registrations: dict[str, Any] = field(default_factory=dict)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
@@ -551,6 +553,35 @@ def huge_memory_note(records: list[dict[str, Any]], path: Path) -> str:
         parts.append(f"{skipped} skipped (memory cap or device)")
     parts.append(f"per Case: {path}")
     return "; ".join(parts)
+
+
+#: The registration audit's name (reports, progress lines, JUnit).
+AUDIT_STAGE = "registration audit"
+
+
+def audit_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+    """The registration audit (``diagfuzz.oracles.check_registration``) on the
+    torch.compile sample, for an impl that runs a library's aten registrations."""
+    stage = ctx.stage(AUDIT_STAGE)
+    if not ctx.registrations.get("audit"):
+        stage.skipped = "no aten registration to audit (an adapter of functions)"
+        return stage
+    run_cases(ctx, stage, fixed(ctx.opts, compile_cases(), ctx.provided), runner,
+              "check_registration", max(ctx.opts.timeout, COMPILE_TIMEOUT))
+    return stage
+
+
+def registration_report(impl: Any) -> dict[str, Any]:
+    """What the run says of aten registrations: the calls and warnings
+    (``diagfuzz.impl.registration_lines``) and the per-op audit table."""
+    from diagfuzz.impl import registration_lines
+    from diagfuzz.oracles.registration import audit_table, audited_package
+
+    registration = getattr(impl, "registration", None)
+    with registration() if callable(registration) else contextlib.nullcontext():
+        rows = audit_table(impl)
+    return {"package": audited_package(impl), "lines": registration_lines(impl),
+            "audit": rows}
 
 
 def huge_stage(ctx: Context, runner: ProcessRunner) -> Stage:

@@ -97,7 +97,8 @@ class Reporter:
         self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
 
     def pytest_report_header(self) -> list[str]:
-        return [line for line in (self.plan.describe(), planning.root_warning(self.config))
+        return [line for line in (self.plan.describe(), planning.root_warning(self.config),
+                                  *(f"diagfuzz: {r}" for r in self.plan.registrations))
                 if line]
 
     def pytest_sessionstart(self) -> None:
@@ -292,6 +293,8 @@ class Reporter:
                  f"({self.tally.failing} failing Cases of {self.tally.total}; {merged}"
                  f"seed {self.plan.seed}, impl {self.plan.impl})")
         terminalreporter.write_sep("=", title)
+        for line in self.plan.registrations:
+            write(f"diagfuzz: {line}")
         for i, finding in enumerate(self.findings, 1):
             command = f"python {finding.reproducer}" if finding.reproducer else None
             for line in block(finding, i, n, command):

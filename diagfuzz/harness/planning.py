@@ -107,11 +107,18 @@ def _float32_first(dtypes: tuple[str, ...] | None) -> tuple[str, ...] | None:
 
 def _impl_capabilities(config: pytest.Config, spec: str,
                        strict: bool) -> tuple[tuple[str, ...], dict[str, str],
-                                              dict[str, tuple[str, ...]] | None]:
-    """(ops fuzzed, streams skipped with why, dtypes per op) from the options and the
-    impl's declarations."""
+                                              dict[str, tuple[str, ...]] | None,
+                                              tuple[str, ...]]:
+    """(ops fuzzed, streams skipped with why, dtypes per op, what the impl registered into
+    aten) from the options and the impl's declarations."""
     from diagfuzz.core.case import available_dtypes
-    from diagfuzz.impl import ImplError, declared_dtypes, load_impl, provided_ops
+    from diagfuzz.impl import (
+        ImplError,
+        declared_dtypes,
+        load_impl,
+        provided_ops,
+        registration_lines,
+    )
     from diagfuzz.specs import SPECS as OPS
 
     try:
@@ -157,7 +164,7 @@ def _impl_capabilities(config: pytest.Config, spec: str,
     if dtypes:  # an op without a narrowing draws every dtype, float32 first (its shrink goal)
         every = ("float32", *(d for d in available_dtypes() if d != "float32"))
         narrowed = {op: dtypes.get(op, every) for op in ops}
-    return tuple(ops), skipped, narrowed
+    return tuple(ops), skipped, narrowed, tuple(registration_lines(impl))
 
 
 def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
@@ -174,7 +181,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
     use_roots(roots)
     spec = config.getoption("diagfuzz_impl") or DEFAULT_IMPL
     strict = bool(config.getoption("diagfuzz_strict"))
-    ops, skipped, dtypes = _impl_capabilities(config, spec, strict)
+    ops, skipped, dtypes, registrations = _impl_capabilities(config, spec, strict)
     profile = config.getoption("hypothesis_profile", None) or profiles.DEFAULT_PROFILE
     try:
         budget = profiles.budget_for(profile)
@@ -226,6 +233,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         device=device(),
         run_id=secrets.token_hex(8),
         huge=budget.huge or bool(config.getoption("diagfuzz_huge", False)),
+        registrations=registrations,
     )
 
 

@@ -117,6 +117,9 @@ class RunPlan:
     #: The controller's fork server, which every worker's executors are forked from
     #: (``diagfuzz.execution.forkserver.start_for_run``); '': each worker starts its own.
     fork_server: str = ""
+    #: What the impl's loading registered into aten and what a Case calls
+    #: (``diagfuzz.impl.registration_lines``): said at the run's start and end.
+    registrations: tuple[str, ...] = ()
 
     @property
     def pipelines(self) -> bool:
@@ -165,7 +168,7 @@ class RunPlan:
     def from_dict(data: dict[str, Any]) -> RunPlan:
         """The inverse of ``to_dict`` (JSON lists back to tuples)."""
         data = dict(data)
-        for name in ("ops", "streams", "layouts", "ranks", "impl_path"):
+        for name in ("ops", "streams", "layouts", "ranks", "impl_path", "registrations"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         if data.get("dtypes") is not None:
