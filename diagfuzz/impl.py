@@ -137,6 +137,7 @@ class RegisteredLibrary:
         registered = {r.op.removeprefix("aten::"): r for r in dispatch.overrides(package)
                       if r.key in _serving_keys()}
         self.served: dict[str, list[dispatch.Registration]] = {}
+        self.calls_of: dict[str, str] = {}
         for op_spec in all_specs():
             functional, out = op_spec.aten
             names = (functional, f"{functional}.default",
@@ -144,11 +145,17 @@ class RegisteredLibrary:
             found = [registered[n] for n in names if n in registered]
             if found:
                 self.served[op_spec.name] = found
+                self.calls_of[op_spec.name] = functional
                 setattr(self, op_spec.method_name,
                         getattr(_PublicAten(), op_spec.method_name))
             out_found = [registered[n] for n in (out,) if n in registered]
             if out_found:
                 setattr(self, op_spec.out_method, getattr(_PublicAten(), op_spec.out_method))
+
+    def supports(self, case: Any) -> bool:
+        """Cases of an op the library registered nothing for are unsupported (counted, not
+        judged): ``diag`` of a matrix where it registered only ``diag_embed``, say."""
+        return case.op in self.served
 
     def calls(self) -> int:
         """Calls of the library's kernels so far (the oracle's proof that one ran)."""
@@ -156,12 +163,10 @@ class RegisteredLibrary:
 
     def describe(self) -> list[str]:
         """One line per op: what a Case calls and which kernel serves it."""
-        lines = []
-        for op, found in self.served.items():
-            kernels = "; ".join(f"{r.op} at {r.key} ({r.where})" for r in found)
-            lines.append(f"{op}: aten's public op, served by {self.registered_package}'s "
-                         f"{kernels}")
-        return lines
+        return [f"{op}: torch.ops.aten.{self.calls_of[op]} → " + "; ".join(
+                    f"{r.op.removeprefix('aten::')} {r.key} kernel registered by "
+                    f"{self.registered_package} ({r.where})" for r in found)
+                for op, found in self.served.items()]
 
     def __repr__(self) -> str:
         return f"RegisteredLibrary({self.spec!r})"
@@ -214,11 +219,50 @@ def locate_impl(spec: str) -> None:
     _locate_module_impl(spec)
 
 
-def registration_lines(impl: Any) -> list[str]:
+class ReferenceReplaced(RuntimeError):
+    """Loading the implementation changed a reference: diagfuzz cannot judge it."""
+
+
+def load_proven(spec: str, device: str) -> tuple[Any, str]:
+    """``load_impl(spec)``, and the proof that its loading changed no reference: the canary
+    references (``diagfuzz.oracles.reference.fingerprint``) before and after it, bit for
+    bit. Returns the impl and a line saying what was proven; raises ReferenceReplaced
+    naming the Cases whose references changed."""
+    from diagfuzz.oracles.reference import fingerprint
+
+    before = fingerprint(device)
+    impl = load_impl(spec)
+    deferred = len(dispatch.overrides())
+    if not deferred:
+        return impl, f"references: aten's own ({len(before)} canary references; nothing " \
+                     "registered into aten)"
+    after = fingerprint(device)
+    changed = [case for (case, a), (_, b) in zip(before, after, strict=True) if a != b]
+    if changed:
+        raise ReferenceReplaced(
+            f"loading --impl {spec} changed {len(changed)} of {len(before)} canary "
+            f"references (e.g. {changed[0]}): a registration diagfuzz cannot defer "
+            f"replaced aten's own kernel ({'; '.join(dispatch.unisolated(_family())[:3])})")
+    return impl, (f"references: aten's own: {len(before)} canary references bit-identical "
+                  f"before and after loading the impl, {deferred} aten registration(s) "
+                  "deferred while diagfuzz judges")
+
+
+def _family() -> list[str]:
+    from diagfuzz.specs import all_specs
+
+    return sorted({f"aten::{n}" for s in all_specs() for n in s.aten})
+
+
+def registration_lines(impl: Any, proof: str = "") -> list[str]:
     """What a run says at its start about the libraries registered into aten: the calls a
     ``RegisteredLibrary`` makes, and for any impl the registrations its loading left
-    (which diagfuzz's references defer) and those it cannot defer."""
+    (which diagfuzz's references defer, ``proof`` saying how that was proven) and those it
+    cannot defer."""
     lines = [f"calls: {line}" for line in getattr(impl, "describe", lambda: [])()]
+    if proof and dispatch.overrides():
+        lines.append(f"{proof} (each executor proves the same on its device before it "
+                     "judges)")
     package = getattr(impl, "registered_package", None)
     others = [r for r in dispatch.overrides() if r.module != package
               and r.module != "diagfuzz.ops"]
@@ -227,10 +271,7 @@ def registration_lines(impl: Any) -> list[str]:
         lines.append(f"warning: {', '.join(packages)} registered {len(others)} aten "
                      f"kernel(s) (e.g. {others[0].describe()}): they replace aten's own for "
                      "every caller; diagfuzz's references defer them (aten's own kernels)")
-    from diagfuzz.specs import all_specs
-
-    stuck = dispatch.unisolated(sorted({f"aten::{n}" for s in all_specs()
-                                        for n in s.aten}))
+    stuck = dispatch.unisolated(_family())
     if stuck:
         lines.append(f"warning: {len(stuck)} registration(s) diagfuzz cannot defer (C++ or "
                      f"made before diagfuzz loaded), so a reference may be the library's: "

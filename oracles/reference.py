@@ -37,3 +37,43 @@ def expected(case: Case, args: dict[str, Any]) -> tuple[Any, str]:
 def differentiable(dtype: Any) -> bool:
     """Whether autograd can differentiate a tensor of ``dtype``."""
     return bool(dtype.is_floating_point or dtype.is_complex)
+
+
+#: The canary Cases' dtypes: a float, a half, an integer and bool words.
+CANARY_DTYPES = ("float32", "float16", "int64", "bool")
+
+
+def canary_cases() -> list[Case]:
+    """A few warm-up Cases per op (``CANARY_DTYPES``, both warm-up layouts): the Cases whose
+    references ``fingerprint`` takes."""
+    from diagfuzz.specs import all_specs
+
+    return [case for spec in all_specs() for case in spec.warm_up_cases()
+            if case.dtype in CANARY_DTYPES]
+
+
+def fingerprint(device: str) -> list[tuple[str, bytes]]:
+    """(Case, bytes) of every canary Case's references, host and device: dtype, shape,
+    strides and raw bytes of each, computed with aten's own kernels. Taken before and after
+    an implementation loads, equal lists prove that what it registered changes no
+    reference."""
+    import torch
+
+    from diagfuzz.core.dispatch import aten_only
+    from diagfuzz.specs import arguments
+
+    def raw(t: torch.Tensor) -> bytes:
+        head = f"{t.dtype}{tuple(t.shape)}{tuple(t.stride())}".encode()
+        return head + t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()
+
+    found = []
+    with aten_only():
+        for case in canary_cases():
+            spec = spec_of(case.op)
+            try:
+                expected, _ = spec.reference(case, arguments(case, "cpu"))
+                on_device = spec.aten_kernel(case, arguments(case, device))
+                found.append((case.describe(), raw(expected) + raw(on_device)))
+            except Exception as exc:  # a reference that raises is a reference too
+                found.append((case.describe(), f"{type(exc).__name__}: {exc}".encode()))
+    return found

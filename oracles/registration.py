@@ -57,8 +57,14 @@ def _op_names(op: str) -> set[str]:
     return {f"aten::{name}" for name in spec.aten} | {f"aten::{spec.aten[0]}.default"}
 
 
-def _fail(kind: str, check: str, message: str, case: Case, **details: Any) -> Verdict:
-    return Verdict(kind, f"registration:{check}", message, case, details)
+def _fail(kind: str, check: str, message: str, case: Case,
+          details: dict[str, Any] | None = None) -> Verdict:
+    return Verdict(kind, f"registration:{check}", message, case, details or {})
+
+
+def _raised(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)[:500],
+            "origin": raise_origin(exc)}
 
 
 def _autograd_registrations(package: str, op: str) -> list[dispatch.Registration]:
@@ -104,8 +110,7 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
     except Exception as exc:
         return _fail("crash", "autograd", f"the op's forward or backward raised "
                      f"{type(exc).__name__} under {package}'s registration", case,
-                     type=type(exc).__name__, message=str(exc)[:500],
-                     origin=raise_origin(exc))
+                     _raised(exc))
     wrapped = _autograd_registrations(package, case.op)
     if wrapped or type(grad_fn).__name__ == "BackwardCFunction":
         where = "; ".join(r.describe() for r in wrapped) or type(grad_fn).__name__
@@ -113,19 +118,19 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
                      f"{case.op}'s derivative is a Python autograd.Function at an autograd "
                      f"key ({where}): register forward and backward as separate kernels at "
                      "the backend key, so that aten's formula and torch.compile reach them",
-                     case, library=package)
+                     case, {"library": package})
     if grad_fn is None or x_grad is None:
         return _fail("mismatch", "gradient",
                      f"{case.op} under {package}'s registration drops the input's gradient "
                      f"(grad_fn {type(grad_fn).__name__}, input.grad None): a backend "
                      "kernel registered for a CompositeImplicitAutograd op takes it out of "
                      "its decomposition, and autograd falls to its not-implemented fallback",
-                     case, library=package, grad_fn=type(grad_fn).__name__)
+                     case, {"library": package, "grad_fn": type(grad_fn).__name__})
     for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
         if found:
             return _fail(found.kind, f"autograd:{what}:{found.check}", found.message, case,
-                         **found.details)
+                         found.details)
     return _compiled(case, fn, x, grad, want_y, want_grad, package, active)
 
 
@@ -142,8 +147,7 @@ def _compiled(case: Case, fn: Any, x: torch.Tensor, grad: torch.Tensor,
         return _fail("crash", "compile",
                      f"torch.compile(fullgraph=True) of {case.op} raised "
                      f"{type(exc).__name__} under {package}'s registration", case,
-                     type=type(exc).__name__, message=str(exc)[:500],
-                     origin=raise_origin(exc))
+                     _raised(exc))
     if x_grad is None:
         return _fail("mismatch", "compile:gradient",
                      f"compiled {case.op} drops the input's gradient", case)
@@ -151,7 +155,7 @@ def _compiled(case: Case, fn: Any, x: torch.Tensor, grad: torch.Tensor,
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
         if found:
             return _fail(found.kind, f"compile:{what}:{found.check}", found.message, case,
-                         **found.details)
+                         found.details)
     return Verdict("pass", "registration", "", case, {"library": package})
 
 

@@ -121,8 +121,9 @@ def test_a_registered_library_is_blamed_not_the_reference(library: Any) -> None:
     parity = oracles.check(_huge_offset(), impl)
     assert parity.kind == "error-parity" and "TypeError" in parity.message, parity
     assert oracles.check(_embed(1, "float16"), impl).ok
-    assert any("served by tests's aten::diag_embed at CPU" in line
-               for line in registration_lines(impl))
+    assert ("calls: diag_embed: torch.ops.aten.diag_embed → diag_embed CPU kernel registered "
+            "by tests (tests/registered/planted.py:25)") in registration_lines(impl)
+    assert not impl.supports(spec_of("diag").warm_up_cases()[0])  # diag of a matrix
 
 
 def test_an_adapter_of_a_library_that_registers_finds_the_same_and_warns(
@@ -181,3 +182,15 @@ def test_a_library_that_registers_nothing_of_the_family_is_a_usage_error(
         library: Any) -> None:
     with pytest.raises(ImplError, match="registered no kernel of the diagonal family"):
         load_impl("registered:tests.registered._kernels")
+
+
+def test_a_registration_diagfuzz_cannot_defer_stops_the_run(library: Any) -> None:
+    """A kernel registered past ``torch.library`` (a C++ extension's way) would replace a
+    reference: the canary references differ and loading refuses, naming the kernel."""
+    from diagfuzz.impl import ReferenceReplaced, load_proven
+
+    _impl, proof = load_proven("tests.registered.planted_adapter", "cpu")
+    assert "bit-identical" in proof and "2 aten registration(s) deferred" in proof
+    with pytest.raises(ReferenceReplaced, match="aten::diag_embed at CPU"):
+        load_proven("tests.registered.unwatched", "cpu")
+    assert dispatch.unisolated(["aten::diag_embed"])

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import torch
@@ -124,15 +125,12 @@ def _torch_dir() -> str:
 def _caller() -> tuple[str, str] | None:
     """(file:line, package) of the code that asked ``torch.library`` to register; None
     when that is torch itself or diagfuzz's oracle (never wrapped)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename == __file__ or filename.startswith(_torch_dir()):
-            frame = frame.f_back  # torch.library's own layers, or this hook
-            continue
-        break
-    if frame is None:
-        return None
+    layers = (__file__, _torch_dir() + "library.py", _torch_dir() + "_library" + os.sep)
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(layers):
+        frame = frame.f_back  # torch.library's own layers (its decorators), or this hook
+    if frame is None or frame.f_code.co_filename.startswith(_torch_dir()):
+        return None  # torch registering its own (meta kernels, decompositions)
     path = os.path.abspath(frame.f_code.co_filename)
     name = str(frame.f_globals.get("__name__", ""))
     if name.startswith("diagfuzz.ops"):
@@ -211,16 +209,15 @@ def _as_tensors(registration: Registration, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args`` and ``kwargs`` with numbers in Tensor places made tensors: torch unwraps
     wrapped numbers for a Python kernel, and ``call_boxed`` takes only tensors there."""
-    positions = _tensor_arguments(registration.op)
     if not any(isinstance(a, (int, float, complex)) for a in (*args, *kwargs.values())):
         return args, kwargs
-    args = list(args)
-    for i, name in positions:
-        if i < len(args):
-            args[i] = _scalar_tensor(args[i])
+    fixed = list(args)
+    for i, name in _tensor_arguments(registration.op):
+        if i < len(fixed):
+            fixed[i] = _scalar_tensor(fixed[i])
         elif name in kwargs:
             kwargs = {**kwargs, name: _scalar_tensor(kwargs[name])}
-    return tuple(args), kwargs
+    return tuple(fixed), kwargs
 
 
 _original_impl: Callable[..., Any] | None = None

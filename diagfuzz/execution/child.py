@@ -104,9 +104,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         from diagfuzz import oracles
         from diagfuzz.execution.runner import settle_heap
         from diagfuzz.execution.warmup import warm_up
-        from diagfuzz.impl import load_impl
+        from diagfuzz.impl import load_proven
 
-        impl = load_impl(impl_spec)
+        # The canary references before and after the impl loads: what it registers into
+        # aten must change none of them (diagfuzz.core.dispatch defers it while judging).
+        impl, _ = load_proven(impl_spec, device)
         mark("impl_loaded", "executor")
         timing.import_s = clock.lap()
         health_check(device)

@@ -63,8 +63,9 @@ from diagfuzz.harness.reproducers import write_reproducer
 from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
 from diagfuzz.impl import (
     ImplError,
+    ReferenceReplaced,
     import_roots,
-    load_impl,
+    load_proven,
     locate_impl,
     provided_ops,
     use_roots,
@@ -241,16 +242,20 @@ class Gate:
             with _environment(env_cache):
                 self.runner.launch()  # it starts while this process loads the impl
             try:
-                impl = load_impl(opts.impl)
+                impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
                 check_ops_provided(opts.ops, ctx.provided, opts.impl)
-                ctx.registrations = registration_report(impl)
+                ctx.registrations = registration_report(impl, proof)
                 for line in ctx.registrations["lines"]:
                     ctx.progress.say(line)
             except ImplError as exc:
                 self.error, self.code = str(exc), ExitCode.USAGE
                 self.stop("the impl does not import" if "--ops" not in str(exc)
                           else "--ops names no op the impl provides")
+                return
+            except ReferenceReplaced as exc:
+                self.error, self.code = str(exc), ExitCode.ERROR
+                self.stop("loading the impl replaced a reference")
                 return
             runner = self.runner
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [

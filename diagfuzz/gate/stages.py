@@ -571,16 +571,16 @@ def audit_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     return stage
 
 
-def registration_report(impl: Any) -> dict[str, Any]:
-    """What the run says of aten registrations: the calls and warnings
-    (``diagfuzz.impl.registration_lines``) and the per-op audit table."""
+def registration_report(impl: Any, proof: str = "") -> dict[str, Any]:
+    """What the run says of aten registrations: the calls, the references' proof and the
+    warnings (``diagfuzz.impl.registration_lines``) and the per-op audit table."""
     from diagfuzz.impl import registration_lines
     from diagfuzz.oracles.registration import audit_table, audited_package
 
     registration = getattr(impl, "registration", None)
     with registration() if callable(registration) else contextlib.nullcontext():
         rows = audit_table(impl)
-    return {"package": audited_package(impl), "lines": registration_lines(impl),
+    return {"package": audited_package(impl), "lines": registration_lines(impl, proof),
             "audit": rows}
 
 

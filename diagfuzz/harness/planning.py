@@ -114,16 +114,17 @@ def _impl_capabilities(config: pytest.Config, spec: str,
     from diagfuzz.core.case import available_dtypes
     from diagfuzz.impl import (
         ImplError,
+        ReferenceReplaced,
         declared_dtypes,
-        load_impl,
+        load_proven,
         provided_ops,
         registration_lines,
     )
     from diagfuzz.specs import SPECS as OPS
 
     try:
-        impl = load_impl(spec)
-    except ImplError as exc:
+        impl, proof = load_proven(spec, "cpu")
+    except (ImplError, ReferenceReplaced) as exc:
         raise pytest.UsageError(str(exc)) from exc
     asked_ops = names(config, "--diagfuzz-ops", OPS) or OPS
     provided = provided_ops(impl)
@@ -164,7 +165,7 @@ def _impl_capabilities(config: pytest.Config, spec: str,
     if dtypes:  # an op without a narrowing draws every dtype, float32 first (its shrink goal)
         every = ("float32", *(d for d in available_dtypes() if d != "float32"))
         narrowed = {op: dtypes.get(op, every) for op in ops}
-    return tuple(ops), skipped, narrowed, tuple(registration_lines(impl))
+    return tuple(ops), skipped, narrowed, tuple(registration_lines(impl, proof))
 
 
 def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
