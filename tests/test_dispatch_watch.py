@@ -52,6 +52,7 @@ def test_torch_library_impl_decorator_names_the_user_file() -> None:
 
     try:
         (found,) = _registered_here("aten::diag_embed")
+        assert found.key == "CPU" and found.where.startswith("tests/test_dispatch_watch.py")
         with dispatch.aten_only():
             assert torch.diag_embed(torch.ones(2)).shape == (2, 2)
         with dispatch.under_test(), pytest.raises(RuntimeError, match="user kernel"):
