@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core.origin import display_path
+
 #: The runtime keys a registration at an alias key covers, whose earlier kernels are kept.
 _ALIAS_RUNTIME_KEYS = ("CPU", "CUDA", "Meta", "AutogradCPU", "AutogradCUDA")
 _ALIAS_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
@@ -139,12 +141,7 @@ def _caller() -> tuple[str, str] | None:
         return None  # the oracle's own (sentinel allocations)
     else:
         module = name.split(".")[0] or Path(path).stem
-    return f"{_short(path)}:{frame.f_lineno}", module
-
-
-def _short(path: str) -> str:
-    parts = Path(path).parts
-    return str(Path(*parts[-3:])) if len(parts) > 3 else path
+    return f"{display_path(path)}:{frame.f_lineno}", module
 
 
 def _earlier_kernels(op: str, key: str) -> dict[str, Any]:
