@@ -32,7 +32,8 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.FLAKY: "only flaky failures (gate, and merge of gate reports)",
     ExitCode.ERROR: "could not run: an infrastructure error (an executor that cannot start, "
                     "a stage that broke, reports that are not one campaign, a stage "
-                    "--require-stages asks for that this machine cannot run)",
+                    "--require-stages asks for that this machine cannot run, an impl whose "
+                    "loading changed aten's own references)",
     ExitCode.USAGE: "usage error: a bad option or argument, an --impl that does not import; "
                     "nothing ran",
     ExitCode.CUT: "cut by --max-seconds (--diagfuzz-max-seconds), nothing failed in what ran",

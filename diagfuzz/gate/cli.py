@@ -280,7 +280,9 @@ def parser() -> argparse.ArgumentParser:
                     "finished (exit 7 when nothing failed).")
     g.add_argument("--impl", default=DEFAULT_IMPL,
                    help="the implementation under test: MODULE (its functions), MODULE:ATTR "
-                        f"or path/to/file.py:ATTR (default: {DEFAULT_IMPL}, diagfuzz's "
+                        "or path/to/file.py:ATTR, or registered:MODULE[:CALLABLE], a "
+                        "library through the aten kernels it registers (importing MODULE, "
+                        f"then calling CALLABLE) (default: {DEFAULT_IMPL}, diagfuzz's "
                         "own kernels)")
     g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
                    help="fuzz-suite Cases, all shards together (default: the gate "

@@ -47,8 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("diagfuzz", "diagfuzz fuzzing (active with -p diagfuzz)")
     group.addoption("--impl", dest="diagfuzz_impl", metavar="MODULE:ATTR", default=None,
                     help="implementation under test: MODULE:ATTR or path/to/file.py:ATTR, "
-                         "imported from the current directory and pytest's root too "
-                         "(default diagfuzz.impl:triton_aten)")
+                         "imported from the current directory and pytest's root too, or "
+                         "registered:MODULE[:CALLABLE], a library through the aten kernels "
+                         "it registers (default diagfuzz.impl:triton_aten)")
     group.addoption("--diagfuzz-seed", type=int, default=None, metavar="N",
                     help="run seed; every shard's seed derives from it (default: random, "
                          "0 under a derandomized profile such as gate)")
