@@ -190,7 +190,7 @@ def _load_registered(spec: str) -> RegisteredLibrary:
         except Exception as exc:
             raise ImplError(f"--impl {spec!r}: {module_name}.{attr}() failed: "
                             f"{exc!r}") from exc
-    package = module_name.split(".")[0]
+    package = dispatch.package_of(module_name)
     library = RegisteredLibrary(package, spec)
     if not library.served:
         registered = dispatch.overrides(package)

@@ -15,9 +15,10 @@ kernels (``aten_only``):
   ``BackwardCFunction``, or a registration at ``Autograd*``): forward and backward must
   be registered separately at the backend key, or torch.compile and aten's own
   derivative formulas are bypassed;
-- **torch.compile**: ``torch.compile(fullgraph=True, backend="aot_eager")`` traces the
-  function with the library active (no graph break; fake tensors reach a Meta kernel) and
-  gives eager's bits.
+
+torch.compile with the library active (``fullgraph=True``: no graph break; fake tensors
+reach a Meta kernel; eager's bits) is the torch.compile parity stage's, which runs the same
+functions under the same registrations (``diagfuzz.oracles.compile``).
 
 ``audit_table`` is the per-op summary a run prints: the keys the library registered,
 forward and backward separately or not, whether a Meta kernel exists.
@@ -130,31 +131,6 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
         if found:
             return _fail(found.kind, f"autograd:{what}:{found.check}", found.message, case,
-                         found.details)
-    return _compiled(case, fn, x, grad, want_y, want_grad, package, active)
-
-
-def _compiled(case: Case, fn: Any, x: torch.Tensor, grad: torch.Tensor,
-              want_y: torch.Tensor, want_grad: torch.Tensor, package: str,
-              active: Any) -> Verdict:
-    """torch.compile(fullgraph=True, backend="aot_eager") with the library active."""
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=False)
-    try:
-        with dispatch.under_test(), active():
-            y, _, x_grad = _run(compiled, x, grad)
-    except Exception as exc:
-        return _fail("crash", "compile",
-                     f"torch.compile(fullgraph=True) of {case.op} raised "
-                     f"{type(exc).__name__} under {package}'s registration", case,
-                     _raised(exc))
-    if x_grad is None:
-        return _fail("mismatch", "compile:gradient",
-                     f"compiled {case.op} drops the input's gradient", case)
-    for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
-        found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
-        if found:
-            return _fail(found.kind, f"compile:{what}:{found.check}", found.message, case,
                          found.details)
     return Verdict("pass", "registration", "", case, {"library": package})
 

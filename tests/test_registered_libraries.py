@@ -194,3 +194,31 @@ def test_a_registration_diagfuzz_cannot_defer_stops_the_run(library: Any) -> Non
     with pytest.raises(ReferenceReplaced, match="aten::diag_embed at CPU"):
         load_proven("tests.registered.unwatched", "cpu")
     assert dispatch.unisolated(["aten::diag_embed"])
+
+
+def test_the_compile_stage_reports_a_dropped_gradient_as_a_finding(library: Any) -> None:
+    """torch.compile parity under the library's registration: the compiled diag's input
+    gets no gradient, a mismatch (the oracle once crashed on it)."""
+    impl = load_impl("registered:tests.registered.diag_kernel")
+    case = spec_of("diag").compile_cases()[0]
+    verdict = oracles.check_compile(case, impl, backend="aot_eager")
+    assert (verdict.kind, verdict.check) == ("mismatch", "compile:grad"), verdict
+    assert "no gradient" in verdict.message
+
+
+def test_diagfuzz_own_kernels_through_their_registration(library: Any) -> None:
+    """``registered:diagfuzz.ops:enable``: diagfuzz's kernels as a user's library."""
+    import diagfuzz.ops as ops
+
+    was = ops.enabled()
+    try:
+        impl = load_impl("registered:diagfuzz.ops:enable")
+        assert impl.registered_package == "diagfuzz.ops"
+        assert {"diagonal", "diag_embed", "diagonal_backward",
+                "diagonal_scatter"} <= set(impl.served)
+        for op in ("diagonal", "diag_embed"):
+            case = spec_of(op).compile_cases()[0]
+            assert oracles.check(case, impl).ok and oracles.check_registration(case, impl).ok
+    finally:
+        if not was:
+            ops.disable()

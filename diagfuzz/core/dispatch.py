@@ -134,14 +134,19 @@ def _caller() -> tuple[str, str] | None:
     if frame is None or frame.f_code.co_filename.startswith(_torch_dir()):
         return None  # torch registering its own (meta kernels, decompositions)
     path = os.path.abspath(frame.f_code.co_filename)
-    name = str(frame.f_globals.get("__name__", ""))
-    if name.startswith("diagfuzz.ops"):
-        module = "diagfuzz.ops"  # diagfuzz's kernels: a library like any other
-    elif name == "diagfuzz" or name.startswith("diagfuzz."):
+    name = str(frame.f_globals.get("__name__", "")) or Path(path).stem
+    module = package_of(name)
+    if module == "diagfuzz":
         return None  # the oracle's own (sentinel allocations)
-    else:
-        module = name.split(".")[0] or Path(path).stem
     return f"{display_path(path)}:{frame.f_lineno}", module
+
+
+def package_of(module: str) -> str:
+    """The library a module belongs to: its top-level package, except that diagfuzz's
+    kernels (``diagfuzz.ops``) are a library of their own inside diagfuzz."""
+    if module == "diagfuzz.ops" or module.startswith("diagfuzz.ops."):
+        return "diagfuzz.ops"
+    return module.split(".")[0]
 
 
 def _earlier_kernels(op: str, key: str) -> dict[str, Any]:
