@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -52,12 +53,15 @@ class Registration:
     module: str  # the registering module's top-level package ("flag_gems")
     calls: int = 0  # calls that ran the library's kernel (under_test)
     earlier: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The registering ``Library``, weakly: holding it would keep alive registrations a
+    #: library drops by dropping its ``Library``.
     library: Any = field(default=None, repr=False)
 
     @property
     def active(self) -> bool:
         """Whether the registering ``Library`` still holds it (``_destroy`` ends it)."""
-        return self.library is None or getattr(self.library, "m", None) is not None
+        library = self.library() if self.library is not None else None
+        return library is not None and getattr(library, "m", None) is not None
 
     def describe(self) -> str:
         return f"{self.op} at {self.key} by {self.module} ({self.where})"
@@ -65,7 +69,9 @@ class Registration:
 
 #: Every wrapped registration, in order.
 REGISTRATIONS: list[Registration] = []
-#: Depth of ``aten_only`` blocks minus ``under_test`` blocks decides: the innermost wins.
+#: The open ``aten_only`` (True) and ``under_test`` (False) blocks; the innermost decides.
+#: A process-wide stack, not a thread-local: autograd runs a CUDA backward on a thread of
+#: its own, which must see the mode of the block that called ``backward``.
 _mode: list[bool] = []
 
 
@@ -105,11 +111,6 @@ def judged(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
 
     return run
-
-
-def calls_into_library() -> int:
-    """Calls of every library kernel so far (the proof that a library served a call)."""
-    return sum(r.calls for r in REGISTRATIONS)
 
 
 def overrides(module: str | None = None) -> list[Registration]:
@@ -237,7 +238,7 @@ def _watched_impl(self: Any, op_name: Any, fn: Any, dispatch_key: str = "", *,
     name = self._resolve_op_name(op_name, "impl")
     op = name if "::" in name else f"aten::{name}"
     registration = Registration(op, key, caller[0], caller[1],
-                                earlier=_earlier_kernels(op, key), library=self)
+                                earlier=_earlier_kernels(op, key), library=weakref.ref(self))
     result = _original_impl(self, op_name, _wrapper(registration, fn, with_keyset), key,
                             with_keyset=True, **kwargs)
     REGISTRATIONS.append(registration)
@@ -255,7 +256,8 @@ def watch() -> None:
 
 # --- what could still stand in for a reference ------------------------------------------
 
-#: Dispatcher entries of torch's own kernels name files of torch's build or package.
+#: Dispatcher entries of torch's own kernels name files of torch's build (its CI's checkout
+#: ``/__w/pytorch/pytorch/``) or package.
 _TORCH_SOURCES = ("/pytorch/", "torch/csrc", "aten/src", "build/aten", "torch/_")
 
 
@@ -287,6 +289,5 @@ def unisolated(ops: Iterable[str]) -> list[str]:
 
 watch()
 
-__all__ = ["REGISTRATIONS", "Registration", "aten_only", "calls_into_library", "judged",
-           "judging_with_aten", "overrides", "under_test",
-           "unisolated", "watch"]
+__all__ = ["REGISTRATIONS", "Registration", "aten_only", "judged", "judging_with_aten",
+           "overrides", "package_of", "under_test", "unisolated", "watch"]
