@@ -226,21 +226,45 @@ def _as_tensors(registration: Registration, args: tuple[Any, ...],
 _original_impl: Callable[..., Any] | None = None
 
 
+def _qualified(op_name: Any) -> str:
+    """``aten::name[.overload]`` of what ``Library.impl`` takes: a name or an OpOverload."""
+    if isinstance(op_name, torch._ops.OpOverload):
+        schema = op_name._schema
+        name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+    else:
+        name = str(op_name)
+    return name if "::" in name else f"aten::{name}"
+
+
+def _watched(library: Any, op_name: Any, fn: Any, dispatch_key: str,
+             with_keyset: bool) -> tuple[Registration, Callable[..., Any], str] | None:
+    """The registration record, wrapper and key for one ``Library.impl`` call, or None
+    for one diagfuzz leaves alone (torch's, the oracle's, another namespace's, a
+    fallthrough, or one whose earlier kernels cannot be read)."""
+    caller = _caller() if getattr(library, "ns", "") == "aten" else None
+    if (caller is None or not callable(fn)
+            or fn is getattr(torch.library, "fallthrough_kernel", None)):
+        return None
+    key = dispatch_key or getattr(library, "dispatch_key", "") or "CompositeImplicitAutograd"
+    try:
+        op = _qualified(op_name)
+        registration = Registration(op, key, caller[0], caller[1],
+                                    earlier=_earlier_kernels(op, key),
+                                    library=weakref.ref(library))
+    except Exception:  # never break a library's registration: unisolated() reports it
+        return None
+    return registration, _wrapper(registration, fn, with_keyset), key
+
+
 def _watched_impl(self: Any, op_name: Any, fn: Any, dispatch_key: str = "", *,
                   with_keyset: bool = False, **kwargs: Any) -> Any:
     assert _original_impl is not None
-    caller = _caller() if getattr(self, "ns", "") == "aten" else None
-    if (caller is None or not callable(fn)
-            or fn is getattr(torch.library, "fallthrough_kernel", None)):
+    watched = _watched(self, op_name, fn, dispatch_key, with_keyset)
+    if watched is None:
         return _original_impl(self, op_name, fn, dispatch_key, with_keyset=with_keyset,
                               **kwargs)
-    key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
-    name = self._resolve_op_name(op_name, "impl")
-    op = name if "::" in name else f"aten::{name}"
-    registration = Registration(op, key, caller[0], caller[1],
-                                earlier=_earlier_kernels(op, key), library=weakref.ref(self))
-    result = _original_impl(self, op_name, _wrapper(registration, fn, with_keyset), key,
-                            with_keyset=True, **kwargs)
+    registration, wrapper, key = watched
+    result = _original_impl(self, op_name, wrapper, key, with_keyset=True, **kwargs)
     REGISTRATIONS.append(registration)
     return result
 
