@@ -76,8 +76,12 @@ def test_distinct_findings_are_one_per_signature_over_every_stage() -> None:
         "mismatch", "compile:grad:bitwise:eager-grad", "", square(1), {"symptom": "values"}),
         oracle="check_compile")
     found = gate.distinct([suite, again, other, compiled])
-    assert [f.stage for f in found] == ["fuzz suite", "fuzz suite", "torch.compile parity"]
-    assert found[0].count == 4
+    # One fix, one finding: the signed-zero Case counts in the wrong-values finding.
+    assert [f.stage for f in found] == ["fuzz suite", "torch.compile parity"]
+    assert found[0].count == 5
+    assert found[0].classes["symptom"] == {"values": 4, "signed-zero": 1}
+    assert set(found[0].examples) == {"values", "signed-zero"}
+    assert found[0].examples["signed-zero"]["case"] == other.verdict.to_dict()["case"]
     coverage = gate.report_coverage({"diagonal": {"cases": 3, "classes": {"dtype": {
         "float32": 3}}}, "invalid": {"cases": 2, "classes": {"dtype": {"float32": 1}}}})
     assert coverage["group"] == Counter(diagonal=3, invalid=2)

@@ -12,7 +12,7 @@ from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
 from diagfuzz.gate.stages import Finding, cut_before_running, not_run
-from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines
+from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines, symptom_lines
 
 _HEADLINE: dict[int, str] = {
     ExitCode.CLEAN: "PASSED",
@@ -67,6 +67,7 @@ def _finding_lines(n: int, f: Finding) -> list[str]:
     lines.append(f"   found    {v.kind}{where}: {v.message}")
     lines.append(f"   stages   {stages}")
     lines += ["   " + line[2:] for line in covers_lines(f.classes)]
+    lines += ["   " + line[2:] for line in symptom_lines(f.classes, f.examples)]
     lines += ["   " + line[2:] for line in evidence_lines(v.details)]
     lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
     return lines
@@ -163,7 +164,7 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
             "signature": f.signature.to_dict(), "describe": f.signature.describe(),
             "count": f.count, "dtypes": dict(sorted(f.dtypes.items())),
             "classes": {axis: dict(sorted(v.items())) for axis, v in sorted(f.classes.items())},
-            "stages": dict(f.stages), "cut": f.cut,
+            "stages": dict(f.stages), "cut": f.cut, "examples": dict(f.examples),
             "shrunk": f.shrunk, "flaky_in_suite": f.flaky,
             "case_id": corpus.case_id(f.verdict.case),
             "verdict": json.loads(f.verdict.to_json()),
