@@ -160,7 +160,7 @@ def _gate(args: argparse.Namespace) -> int:
         except OSError as exc:  # checked up front; the summary above is printed all the same
             print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
 
-    return int(run_gate(opts, write).code)
+    return int(run_gate(opts, write, exit_bounded=True).code)
 
 
 def _repro(args: argparse.Namespace) -> int:
@@ -276,8 +276,8 @@ def parser() -> argparse.ArgumentParser:
                     "elements on the GPU); merges their findings by cause, classifies each "
                     "cause by re-running it in a fresh process, writes its reproducer and "
                     "saves it to the corpus. Prints progress on stderr and a markdown "
-                    "summary on stdout. SIGTERM or SIGINT stop it with the outputs of what "
-                    "finished (exit 7 when nothing failed).")
+                    "summary on stdout. SIGTERM or SIGINT stop it, within 10 s, with the "
+                    "outputs of what finished (exit 7 when nothing failed).")
     g.add_argument("--impl", default=DEFAULT_IMPL,
                    help="the implementation under test: MODULE (its functions), MODULE:ATTR "
                         f"or path/to/file.py:ATTR (default: {DEFAULT_IMPL}, diagfuzz's "
