@@ -20,7 +20,7 @@ import pytest
 
 from diagfuzz.execution import stopbound
 from diagfuzz.execution.stopbound import StopBound, descendants
-from tests.test_gate_stop import _environment, _no_process_left, _processes_with
+from tests.test_gate_stop import _environment, _no_process_left, _processes_with, _wait_for
 
 IGNORES_SIGTERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                    "print('ready', flush=True); time.sleep(120)")
@@ -173,4 +173,43 @@ def test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound(tmp_path: P
     assert proc.returncode == 7, (tmp_path / "out.txt").read_text()
     assert seconds <= 4.0 + 1.5, seconds
     assert json.loads(report.read_text())["stopped"] == "SIGTERM"
+    _no_process_left(marker)
+
+
+@pytest.mark.parametrize(("stage", "impl", "extra"), [
+    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",)),
+    # A corpus Case that hangs: classification re-runs it in fresh executors.
+    ("classification", "tests.faulty.hang:impl", ("--no-opinfo", "--no-compile",
+                                                  "--timeout", "3", "--corpus", "corpus")),
+])
+def test_a_stop_in_a_stage_ends_within_the_bound_with_its_outputs(
+        tmp_path: Path, stage: str, impl: str, extra: tuple[str, ...]) -> None:
+    from diagfuzz.core import corpus
+    from diagfuzz.core.case import Case, Layout
+
+    corpus.save(Case("diagonal", (3, 3), -1, 0, 1, "float32", Layout.contiguous((3, 3))),
+                tmp_path / "corpus")
+    marker = uuid.uuid4().hex
+    env = _environment(marker)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diagfuzz", "gate", "--impl", impl, "-n", "1",
+             "--no-suite", "--report", "report.json", "--junit", "junit.xml", *extra],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            _wait_for(err, rf"{stage}: started", proc, 180)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert time.monotonic() - signalled <= stopbound.STOP_BOUND + 1.5
+    assert proc.returncode in (1, 7), out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["stopped"] == "SIGTERM" and report["exit_code"] == proc.returncode
+    assert ET.parse(tmp_path / "junit.xml").getroot() is not None
     _no_process_left(marker)
