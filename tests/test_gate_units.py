@@ -199,3 +199,25 @@ def test_a_stage_stopped_while_it_loaded_its_cases_never_says_it_started() -> No
     run_cases(ctx, stage, [square(0)], runner=None, oracle="check")  # type: ignore[arg-type]
     assert stage.stopped and stage.ran == 0
     assert "started" not in out.getvalue()
+
+
+def test_a_stopped_suites_unfinished_shards_are_counted_from_the_progress_files(
+        tmp_path: Path) -> None:
+    import json
+
+    from diagfuzz.gate import unfinished
+    from diagfuzz.harness.findings import Finding as SuiteFinding
+
+    known = SuiteFinding.of(Verdict("mismatch", "bitwise:aten", "", square(1),
+                                    {"symptom": "values"}))
+    new = SuiteFinding.of(Verdict("alias", "alias", "", square(2)))
+    for worker, cases, found in (("gw0", 700, [known]), ("gw1", 500, [known, new])):
+        (tmp_path / "run-0" / worker).mkdir(parents=True)
+        (tmp_path / "run-0" / worker / "progress.json").write_text(json.dumps(
+            {"cases": cases, "findings": [f.to_dict() for f in found]}))
+    held = unfinished.progress_counts(tmp_path)
+    assert held["cases"] == 1200
+    extra = unfinished.unfinished_findings({known.signature}, held["findings"])
+    assert [e["kind"] for e in extra] == ["alias"]
+    assert unfinished.unfinished_note(300, 1200).startswith(
+        "stopped: 300 Cases of shards that finished, 900 of shards that did not")

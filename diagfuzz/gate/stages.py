@@ -27,6 +27,7 @@ from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.gate import unfinished
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
@@ -496,9 +497,13 @@ def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     stage.coverage = report_coverage(report.get("counts", {}))
     stage.cut = bool(report.get("cut"))
     stage.stopped = stopped or bool(report.get("stopped"))
-    if stage.stopped:
-        stage.note = "stopped: the report holds the shards that finished and the " \
-                     "unshrunk findings of the others"
+    if stage.stopped:  # the workers judged on until killed: count what they judged
+        held = unfinished.progress_counts(suite_root(opts))
+        stage.ran = max(stage.ran, int(held["cases"]))
+        extra = unfinished.unfinished_findings({f.key for f in stage.failures},
+                                               held["findings"])
+        stage.failures += suite_findings({"findings": extra})[1]
+        stage.note = unfinished.unfinished_note(int(report.get("cases", 0)), stage.ran)
     elif stage.cut:
         stage.note = f"cut by --max-seconds ({cap:g} s for this stage)"
     skipped = dict(report.get("skipped", {}))
