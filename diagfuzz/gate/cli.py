@@ -226,6 +226,7 @@ def _replay(args: argparse.Namespace) -> int:
     for entry in found:  # each Case against the impl it was found in, unless --impl says
         impl = args.impl or str(entry.found.get("impl") or DEFAULT_IMPL)
         by_impl.setdefault(impl, []).append(entry)
+        use_roots(corpus.recorded_impl_path(entry))  # where it was imported from
     try:
         for impl, group in by_impl.items():
             with ProcessRunner(impl, args.device, timeout=args.timeout) as runner:

@@ -348,15 +348,16 @@ class Gate:
             case = f.verdict.case
             assert case is not None and f.signature is not None
             ratio = f.classification.ratio if f.classification else ""
-            f.reproducer = write_reproducer(
+            f.reproducer = write_reproducer(  # absolute: the command runs from anywhere
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
-                reproducibility=ratio, impl_path=roots, strict=opts.strict)
+                reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
             # A cause the corpus replay met is in the corpus already, under any name.
             if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
-                                           reproducibility=ratio, existing=existing)
+                                           reproducibility=ratio, existing=existing,
+                                           impl_path=roots)
                 if path is not None:
                     saved.append(path)
         return saved

@@ -287,7 +287,7 @@ class Reporter:
                     verdict.case, directory, impl=self.plan.impl,
                     device=self.plan.device or planning.device(),
                     timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
-                    impl_path=self.plan.impl_path, strict=self.plan.strict))
+                    impl_path=self.plan.impl_path, strict=self.plan.strict).resolve())
         except OSError as exc:
             self.write_error = f"could not write reproducers in {directory}: {exc}"
 
