@@ -253,12 +253,14 @@ def parser() -> argparse.ArgumentParser:
     from diagfuzz.core.case import available_dtypes
     from diagfuzz.gate.options import DEFAULT_BUDGET, Options
     from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import STREAMS, suite_split
     from diagfuzz.specs import SPECS
     from diagfuzz.strategies import LAYOUT_KINDS
 
     DEFAULT_TIMEOUT = Options.timeout
     defaults = Options()
     gate_budget = BUDGETS["gate"]
+    gate_total, gate_split = suite_split(gate_budget.total, gate_budget.shards, len(STREAMS))
     formatter = argparse.RawDescriptionHelpFormatter
     top = _Parser(prog="diagfuzz", description=DESCRIPTION, epilog=EXIT_CODES,
                   formatter_class=formatter)
@@ -284,9 +286,10 @@ def parser() -> argparse.ArgumentParser:
                         f"or path/to/file.py:ATTR (default: {DEFAULT_IMPL}, diagfuzz's "
                         "own kernels)")
     g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
-                   help="fuzz-suite Cases, all shards together (default: the gate "
-                        f"profile's {gate_budget.examples} a shard x {gate_budget.shards} "
-                        f"shards a stream; --plan prints the total)")
+                   help="fuzz-suite Cases, all shards of the streams that run together, "
+                        "split evenly (default: the gate profile's "
+                        f"{gate_total:,}, {gate_split} with every op; --plan prints the "
+                        "split for the impl's ops)")
     g.add_argument("-n", dest="workers", type=_workers, default="auto",
                    help="pytest-xdist workers (auto)")
     g.add_argument("--max-seconds", type=_seconds,
