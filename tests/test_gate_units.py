@@ -221,3 +221,18 @@ def test_a_stopped_suites_unfinished_shards_are_counted_from_the_progress_files(
     assert [e["kind"] for e in extra] == ["alias"]
     assert unfinished.unfinished_note(300, 1200).startswith(
         "stopped: 300 Cases of shards that finished, 900 of shards that did not")
+
+
+def test_the_stage_table_counts_failing_cases_and_causes_apart() -> None:
+    two = [Finding("fuzz suite", Verdict("mismatch", "bitwise:aten", "", square(1),
+                                         {"symptom": "values"}), count=9),
+           Finding("fuzz suite", Verdict("alias", "alias", "", square(2)), count=4)]
+    stages = [Stage("fuzz suite", ran=30, failures=two),
+              Stage("classification", ran=2, note="2 of 2 finding(s) (2 deterministic)")]
+    text = gate_report.markdown(Result(ExitCode.FAILURE, stages, two, "m:a", "cpu", 3.0))
+    assert "| stage | Cases | failing Cases | causes | unsupported | time | note |" in text
+    assert "| fuzz suite | 30 | 13 | 2 | 0 | 0.0 s |" in text
+    assert "| classification | — | — | — | — | 0.0 s | 2 of 2 finding(s) (2 deterministic) |" \
+        in text
+    data = gate_report.to_json(Result(ExitCode.FAILURE, stages, [], "m:a", "cpu", 3.0))
+    assert data["stages"][0]["failing_cases"] == 13 and data["stages"][0]["failures"] == 2

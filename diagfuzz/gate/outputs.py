@@ -52,6 +52,11 @@ def _how(f: Finding) -> str:
     return "not classified (stopped first)" if f.cut else "not classified"
 
 
+def _failing_cases(stage: Any) -> int:
+    """The failing Cases a stage judged (its findings count them per stage)."""
+    return sum(f.stages.get(stage.name, f.count) for f in stage.failures)
+
+
 def _finding_lines(n: int, f: Finding) -> list[str]:
     v, c = f.verdict, f.classification
     assert v.case is not None and f.signature is not None
@@ -94,13 +99,18 @@ def markdown(result: Result) -> str:
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
     if result.stages:
-        lines += ["| stage | cases | failed | unsupported | time | note |",
-                  "|---|---:|---:|---:|---:|---|"]
+        # Cases judged, the failing ones among them, and the causes (findings) they are.
+        lines += ["| stage | Cases | failing Cases | causes | unsupported | time | note |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
         for s in result.stages:
             note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped or s.note
             note = note.replace("|", "\\|")
-            lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.unsupported} | "
-                         f"{s.seconds:.1f} s | {note} |")
+            if s.name == "classification":  # it judges findings, not Cases: its note says
+                counts = "— | — | — | —"
+            else:
+                counts = (f"{s.ran} | {_failing_cases(s)} | {len(s.failures)} | "
+                          f"{s.unsupported}")
+            lines.append(f"| {s.name} | {counts} | {s.seconds:.1f} s | {note} |")
         lines.append("")
     errors = [s for s in result.stages if s.error]
     for s in errors:
@@ -179,6 +189,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "exit_code": int(result.code), "outcome": headline(result.code), "impl": result.impl,
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
+                    "failing_cases": _failing_cases(s),
                     "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
                     "note": s.note, "cut": s.cut, "stopped": s.stopped,
                     "planned": s.planned, "seconds": round(s.seconds, 3)}

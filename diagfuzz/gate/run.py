@@ -321,9 +321,11 @@ class Gate:
             f.cut = f.classification is None and bool(stopped or self.deadline)
         if self.findings is not None:
             classified = sum(f.classification is not None for f in findings)
-            note = (f"{classified} of {len(findings)} finding(s), each in one fresh process "
-                    f"(a second where the first disagrees), {opts.repeats} re-runs each"
-                    if findings else "nothing to classify")
+            det = sum(bool(f.classification and f.classification.deterministic)
+                      for f in findings)
+            note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic), each "
+                    f"in one fresh process (a second where the first disagrees), "
+                    f"{opts.repeats} re-runs each" if findings else "nothing to classify")
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
                                 note=note, stopped=bool(stopped)))
         saved = self._write_findings(findings)
