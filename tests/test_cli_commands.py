@@ -123,3 +123,28 @@ def test_an_unknown_option_shows_the_subcommands_usage(
     err = capsys.readouterr().err
     assert exited.value.code == 4
     assert err.startswith("usage: diagfuzz gate") and "unrecognized arguments: --bogus" in err
+
+
+def test_budget_help_and_plan_state_one_split(capsys) -> None:
+    """--budget's help and --plan word the suite's split the same way, from one function
+    (sharding.suite_split): Cases a shard x shards x streams, and the total."""
+    import re
+
+    from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import STREAMS, suite_split
+
+    gate = BUDGETS["gate"]
+    total, split = suite_split(gate.total, gate.shards, len(STREAMS))
+    sub = next(a for a in parser()._actions if hasattr(a, "choices") and a.choices)
+    helptext = " ".join(sub.choices["gate"].format_help().split())
+    assert f"the gate profile's {total:,}, {split} with every op" in helptext
+    assert main(["gate", "--impl", "examples.plain_torch:impl", "--plan",
+                 "--budget", "60000"]) == 0
+    planned = capsys.readouterr().out
+    shown = re.search(r"~([\d,]+) Cases \(--budget: ([\d,]+) Cases x (\d+) shards x (\d+) "
+                      r"streams\)", planned)
+    assert shown, planned
+    per_shard, shards, streams = (int(g.replace(",", "")) for g in shown.groups()[1:])
+    assert int(shown.group(1).replace(",", "")) == per_shard * shards * streams
+    assert suite_split(60000, shards, streams)[1] == (
+        f"{per_shard:,} Cases x {shards} shards x {streams} streams")

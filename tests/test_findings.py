@@ -44,13 +44,19 @@ def test_signatures_group_by_cause_not_by_dtype_class_or_aten_wording() -> None:
     assert check_class("bitwise:aten") == check_class("bitwise:autograd") == "bitwise"
     assert check_class("compile:grad:bitwise:eager-grad") == "compile:grad:bitwise"
     assert check_class("metadata:strides") == "metadata:strides"
-    # Two references, any dtypes, one symptom: one cause.
+    # Two references, any dtypes, any symptom: one cause, what a fix changes.
     a = signature_of(_mismatch(_case("float16")))
     b = signature_of(Verdict("mismatch", "bitwise:aten", "", _case("float32"),
                              {"symptom": "values"}))
-    assert a == b == Signature("diagonal", "mismatch", "bitwise", "values")
+    assert a == b == Signature("diagonal", "mismatch", "bitwise", "wrong values")
     assert signature_of(_mismatch(_case("int8"))) == a
-    assert signature_of(_mismatch(_case(), "signed-zero")) != a
+    for shown in ("signed-zero", "nan-payload", "zeroed"):
+        assert signature_of(_mismatch(_case(), shown)) == a
+    strides = signature_of(Verdict("mismatch", "metadata:strides", "", _case()))
+    assert strides == Signature("diagonal", "mismatch", "metadata:strides", "wrong metadata")
+    unwritten = signature_of(Verdict("unwritten", "sentinel", "", _case(),
+                                     {"symptom": "zeroed"}))
+    assert unwritten == Signature("diagonal", "unwritten", "sentinel")
     # A raise: its type and its origin, whatever the invalid class and aten's type.
     site = "mylib/diag.py:12 in diagonal"
     raised = signature_of(Verdict("error-parity", "error-parity", "", _case("complex64"),
@@ -159,8 +165,9 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
                    "expected_bits": "0x80000000", "actual_bits": "0x00000000"}]})
     finding = Finding.of(verdict, "t[shard0]", count=5, dtypes={"float32": 3, "float16": 2})
     text = "\n".join(block(finding, 2, 3, "python repro_x.py"))
-    assert text.startswith("[2/3] diagonal · mismatch · bitwise · signed-zero  "
+    assert text.startswith("[2/3] diagonal · mismatch · bitwise · wrong values  "
                            "(5 failing Cases drawn: float32 3, float16 2)")
+    assert "\n  symptom  signed-zero: 5 Cases, first diagonal(sizes=[3, 4]" in text
     assert "storage[5] = 0x80000000 (-0.0)" in text
     assert "[1]: expected -0.0 (0x80000000), actual 0.0 (0x00000000)" in text
     assert "repro    python repro_x.py" in text and "not shrunk" in text
@@ -202,3 +209,27 @@ Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
     assert lines[1] == 'File "/tmp/proj/mylib.py", line 15 in diagonal_backward'
     assert len(lines) == 5 and not any("Extension" in line for line in lines)
     assert stderr_lines("a\nb\nRuntimeError: boom\n") == ["a", "b", "RuntimeError: boom"]
+
+
+def test_one_value_bug_is_one_finding_that_lists_each_symptom_with_its_case() -> None:
+    # One wrong element read: the values drawn decide the symptom, not the bug.
+    shrunk = Finding.of(_mismatch(_case("float32"), "signed-zero"), "t[shard0]", count=14)
+    shrunk.shrunk = True
+    payload = Finding.of(_mismatch(_case("float16", offset=1), "nan-payload"), "t[shard1]",
+                         count=3)
+    bigger = Finding.of(_mismatch(_case("float64", storage_offset=4), "signed-zero"),
+                        "t[shard1]", count=2)
+    (one,) = merge_findings([payload, bigger, shrunk])
+    assert one.count == 19 and one.signature.trigger == "wrong values"
+    assert one.classes["symptom"] == {"signed-zero": 16, "nan-payload": 3}
+    assert set(one.examples) == {"signed-zero", "nan-payload"}
+    assert one.examples["signed-zero"]["shrunk"]  # the better Case of its symptom
+    assert one.examples["signed-zero"]["case"] == shrunk.verdict["case"]
+    assert one.examples["nan-payload"]["case"] == payload.verdict["case"]
+    again = Finding.from_dict(one.to_dict())
+    assert again.examples == one.examples
+    text = "\n".join(block(one, 1, 1))
+    assert text.count("\n  symptom  ") == 2
+    assert "symptom  signed-zero: 16 Cases, shrunk diagonal(sizes=[3, 4], offset=0" in text
+    assert "symptom  nan-payload: 3 Cases, first diagonal(sizes=[3, 4], offset=1" in text
+    assert "covers   symptom" not in text

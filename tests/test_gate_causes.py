@@ -40,7 +40,7 @@ def test_one_finding_per_cause_over_dtypes_classes_and_stages(tmp_path: Path) ->
     assert code == 1, out + err
     found = {(f["signature"]["op"], f["signature"]["trigger"]): f for f in report["findings"]}
     assert sorted(found) == [("diag_embed", "raised AssertionError"),
-                             ("diagonal", "signed-zero"),
+                             ("diagonal", "wrong values"),
                              ("diagonal_backward", "raised NotImplementedError")], out
     # Two raise sites of one file: two findings, each keyed on its own line.
     embed = found["diag_embed", "raised AssertionError"]
@@ -54,7 +54,8 @@ def test_one_finding_per_cause_over_dtypes_classes_and_stages(tmp_path: Path) ->
     assert len(embed["classes"]["invalid class"]) >= 3
     assert set(embed["classes"]["aten raises"]) == {"IndexError", "RuntimeError"}
     assert len(embed["dtypes"]) >= 3
-    zero = found["diagonal", "signed-zero"]
+    zero = found["diagonal", "wrong values"]
+    assert set(zero["classes"]["symptom"]) == {"signed-zero"}
     assert "corpus replay" in zero["stages"]
     # Each cause classified once, in one fresh process (they agreed: no second one).
     for f in report["findings"]:

@@ -80,6 +80,13 @@ def test_sigterm_writes_what_finished_and_keeps_the_last_runs_reproducers(
     assert report["stopped"] == "SIGTERM" and report["exit_code"] == 1
     suite = next(s for s in report["stages"] if s["name"] == "fuzz suite")
     assert suite["stopped"] and suite["planned"] == 20000
+    # Counts that add up: every Case the progress line showed judged is in the stage's
+    # count, the unfinished shards' included, and the note says which part is which.
+    shown = [int(n.replace(",", "")) for n in
+             re.findall(r"running: fuzz suite ([\d,]+)/", err.read_text())]
+    assert shown and suite["cases"] >= max(shown), (suite, shown[-3:])
+    assert re.search(r"stopped: [\d,]+ Cases of shards that finished, [\d,]+ of shards "
+                     r"that did not", suite["note"]), suite["note"]
     assert all(f["cut"] for f in report["findings"] if f["classification"] is None)
     assert "Stopped by SIGTERM" in (tmp_path / "summary.md").read_text()
     assert "Stopped by SIGTERM" in out

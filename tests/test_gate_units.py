@@ -76,8 +76,12 @@ def test_distinct_findings_are_one_per_signature_over_every_stage() -> None:
         "mismatch", "compile:grad:bitwise:eager-grad", "", square(1), {"symptom": "values"}),
         oracle="check_compile")
     found = gate.distinct([suite, again, other, compiled])
-    assert [f.stage for f in found] == ["fuzz suite", "fuzz suite", "torch.compile parity"]
-    assert found[0].count == 4
+    # One fix, one finding: the signed-zero Case counts in the wrong-values finding.
+    assert [f.stage for f in found] == ["fuzz suite", "torch.compile parity"]
+    assert found[0].count == 5
+    assert found[0].classes["symptom"] == {"values": 4, "signed-zero": 1}
+    assert set(found[0].examples) == {"values", "signed-zero"}
+    assert found[0].examples["signed-zero"]["case"] == other.verdict.to_dict()["case"]
     coverage = gate.report_coverage({"diagonal": {"cases": 3, "classes": {"dtype": {
         "float32": 3}}}, "invalid": {"cases": 2, "classes": {"dtype": {"float32": 1}}}})
     assert coverage["group"] == Counter(diagonal=3, invalid=2)
@@ -195,3 +199,40 @@ def test_a_stage_stopped_while_it_loaded_its_cases_never_says_it_started() -> No
     run_cases(ctx, stage, [square(0)], runner=None, oracle="check")  # type: ignore[arg-type]
     assert stage.stopped and stage.ran == 0
     assert "started" not in out.getvalue()
+
+
+def test_a_stopped_suites_unfinished_shards_are_counted_from_the_progress_files(
+        tmp_path: Path) -> None:
+    import json
+
+    from diagfuzz.gate import unfinished
+    from diagfuzz.harness.findings import Finding as SuiteFinding
+
+    known = SuiteFinding.of(Verdict("mismatch", "bitwise:aten", "", square(1),
+                                    {"symptom": "values"}))
+    new = SuiteFinding.of(Verdict("alias", "alias", "", square(2)))
+    for worker, cases, found in (("gw0", 700, [known]), ("gw1", 500, [known, new])):
+        (tmp_path / "run-0" / worker).mkdir(parents=True)
+        (tmp_path / "run-0" / worker / "progress.json").write_text(json.dumps(
+            {"cases": cases, "findings": [f.to_dict() for f in found]}))
+    held = unfinished.progress_counts(tmp_path)
+    assert held["cases"] == 1200
+    extra = unfinished.unfinished_findings({known.signature}, held["findings"])
+    assert [e["kind"] for e in extra] == ["alias"]
+    assert unfinished.unfinished_note(300, 1200).startswith(
+        "stopped: 300 Cases of shards that finished, 900 of shards that did not")
+
+
+def test_the_stage_table_counts_failing_cases_and_causes_apart() -> None:
+    two = [Finding("fuzz suite", Verdict("mismatch", "bitwise:aten", "", square(1),
+                                         {"symptom": "values"}), count=9),
+           Finding("fuzz suite", Verdict("alias", "alias", "", square(2)), count=4)]
+    stages = [Stage("fuzz suite", ran=30, failures=two),
+              Stage("classification", ran=2, note="2 of 2 finding(s) (2 deterministic)")]
+    text = gate_report.markdown(Result(ExitCode.FAILURE, stages, two, "m:a", "cpu", 3.0))
+    assert "| stage | Cases | failing Cases | causes | unsupported | time | note |" in text
+    assert "| fuzz suite | 30 | 13 | 2 | 0 | 0.0 s |" in text
+    assert "| classification | — | — | — | — | 0.0 s | 2 of 2 finding(s) (2 deterministic) |" \
+        in text
+    data = gate_report.to_json(Result(ExitCode.FAILURE, stages, [], "m:a", "cpu", 3.0))
+    assert data["stages"][0]["failing_cases"] == 13 and data["stages"][0]["failures"] == 2

@@ -27,9 +27,9 @@ from tests.test_suite_run import SMALL, fuzz
 ONE_SHARD = ("--diagfuzz-shards", "1", "-k", "test_diagonal and not backward")
 #: tests.faulty.wrong in one shard of test_diagonal, pipelined: the run the synchronous mode
 #: (here) and two executors (test_fanout_suite.py) are compared with. Two dtypes, not all:
-#: every dtype group is one more signature to shrink in each of these runs (all dtypes: 4
-#: signatures, 611 shrink checks); float32 and int32 still give two signatures (nan-payload,
-#: values: 386 checks), so phase 2 still picks each signature's own first family.
+#: every dtype group is one more symptom to shrink in each of these runs (all dtypes: 4
+#: symptoms, 611 shrink checks); float32 and int32 still give two symptoms (nan-payload,
+#: values: 386 checks), so phase 2 still picks each symptom's own first family.
 WRONG_ONE_SHARD = ("--impl", "tests.faulty.wrong:impl", "--diagfuzz-seed", "2",
                    "--diagfuzz-budget", "300", "--diagfuzz-dtypes=float32,int32", *ONE_SHARD,
                    *SMALL)

@@ -205,7 +205,7 @@ def test_table_and_json_report(tmp_path) -> None:
     assert data["seed"] == 5 and data["cases"] == 1 and data["failing_cases"] == 1
     (entry,) = data["findings"]
     assert entry["kind"] == "mismatch" and entry["reproducer"] is None
-    assert entry["describe"] == "diagonal · mismatch · bitwise · values"
+    assert entry["describe"] == "diagonal · mismatch · bitwise · wrong values"
     assert Case.from_json(entry["case"]) == case
     assert Verdict.from_json(entry["verdict"]).case == case
     assert Finding.from_dict(entry).to_dict() == entry

@@ -68,3 +68,37 @@ def test_the_first_shard_to_claim_a_cause_shrinks_it(tmp_path: Path) -> None:
     assert claim(plan, Signature("diagonal", "mismatch", "bitwise", "values"))
     rerun = SimpleNamespace(run_dir=plan.run_dir, run_id="b2")  # same seed, another run
     assert claim(rerun, cause)
+
+
+def test_a_second_run_with_the_same_seed_gets_a_directory_of_its_own(tmp_path: Path) -> None:
+    from diagfuzz.core.rundirs import fresh_dir
+
+    first = fresh_dir(tmp_path / "root", "run-5")
+    (first / "repro").mkdir()
+    second = fresh_dir(tmp_path / "root", "run-5")
+    third = fresh_dir(tmp_path / "root", "run-5")
+    assert [p.name for p in (first, second, third)] == ["run-5", "run-5.2", "run-5.3"]
+    assert (first / "repro").is_dir() and not any(second.iterdir())
+
+
+def test_two_fuzz_runs_with_one_seed_keep_each_ones_reproducers(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    repros = []
+    for impl in ("tests.faulty.plain_add_zero:impl", "tests.faulty.wrong:impl"):
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
+             "-p", "no:cacheprovider", f"--diagfuzz-root={tmp_path / 'root'}", "-n", "0",
+             f"--impl={impl}", "--diagfuzz-seed=9", "--diagfuzz-budget=60",
+             "--diagfuzz-ops=diagonal", "--diagfuzz-dtypes=float32", "-k", "test_diagonal",
+             "--hypothesis-profile=ci", "--diagfuzz-max-elements=64"],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False)
+        repros.append(sorted((tmp_path / "root").glob("run-9*/repro/*.py")))
+    first, both = repros
+    assert first and all(p.parent.parent.name == "run-9" for p in first)
+    assert set(first) < set(both)  # the second run wrote beside the first, not over it
+    assert all(p.exists() and "plain_add_zero" in p.read_text() for p in first)
+    assert {p.parent.parent.name for p in both} == {"run-9", "run-9.2"}

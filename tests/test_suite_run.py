@@ -109,8 +109,8 @@ def test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run(tmp_path: P
     from diagfuzz import oracles
 
     impl = "tests.faulty.wrong:impl"  # flips a result bit when offset > 0
-    # float32 alone: every dtype group is a signature each shard shrinks, twice here (the
-    # first run and the fresh one); one dtype still gives two signatures in one shard
+    # float32 alone: every dtype group is a symptom each shard shrinks, twice here (the
+    # first run and the fresh one); one dtype still gives two symptoms in one shard
     # (values, nan-payload), each op's in both shards, and halves the runs (CPU-s 31 -> 12).
     args = ("--impl", impl, "--diagfuzz-isolation", "inprocess", "--diagfuzz-seed", "4",
             "--diagfuzz-budget", "300", "--diagfuzz-dtypes=float32", *SMALL)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,13 @@ def save_finding(case: Case, signature: Signature,
                  directory: str | os.PathLike[str] = DEFAULT_DIR, *,
                  verdict: Verdict | None = None, impl: str = "",
                  reproducibility: str = "",
-                 existing: list[Entry] | None = None) -> Path | None:
+                 existing: list[Entry] | None = None,
+                 impl_path: Sequence[str] = ()) -> Path | None:
     """Save a finding's Case as ``<op>-<signature id>.json``; None (nothing written) when
     the corpus holds that cause already, under any name, or that very Case. ``existing``:
-    the corpus's entries, read once by a caller saving several findings."""
+    the corpus's entries, read once by a caller saving several findings. ``impl_path``:
+    the directories the impl was imported from (``repro`` and ``replay`` find it there
+    from any directory)."""
     root = Path(directory)
     if existing is None:
         existing = entries(root)
@@ -72,7 +76,7 @@ def save_finding(case: Case, signature: Signature,
         if entry.found.get("signature") == signature.to_dict() or entry.case == case:
             return None
     path = root / f"{case.op}-{signature_id(signature)}.json"
-    return _write(path, case, verdict, impl, reproducibility, "", signature)
+    return _write(path, case, verdict, impl, reproducibility, "", signature, impl_path)
 
 
 def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
@@ -86,7 +90,7 @@ def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
 
 
 def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproducibility: str,
-           note: str, signature: Signature | None) -> Path:
+           note: str, signature: Signature | None, impl_path: Sequence[str] = ()) -> Path:
     found: dict[str, Any] = {}
     if signature is not None:
         found["signature"] = signature.to_dict()
@@ -94,6 +98,8 @@ def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproduci
         found.update(kind=verdict.kind, check=verdict.check, message=verdict.message)
     if impl:
         found["impl"] = impl
+    if impl_path:
+        found["impl_path"] = [str(Path(p).resolve()) for p in impl_path]
     if reproducibility:
         found["reproducibility"] = reproducibility
     if note:
@@ -117,6 +123,12 @@ def read_entry(path: str | os.PathLike[str]) -> Entry:
         return Entry(path, Case.from_json(data))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"corpus file {path}: not a diagfuzz Case: {exc}") from exc
+
+
+def recorded_impl_path(entry: Entry) -> list[str]:
+    """The directories an entry's impl was imported from that exist here, absolute."""
+    paths = entry.found.get("impl_path") or []
+    return [str(p) for p in paths if isinstance(p, str) and Path(p).is_dir()]
 
 
 def entries(directory: str | os.PathLike[str] = DEFAULT_DIR) -> list[Entry]:

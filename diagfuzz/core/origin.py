@@ -2,48 +2,160 @@
 
 One bug raises from one place, whatever dtype, invalid class or stage reaches it; so a
 finding of a raised exception is keyed on that place, as Hypothesis keys its failures on
-their "interesting origin". The implementation's own code is source a user can open: a file
-under the current directory or a ``sys.path`` entry. The frames of torch, Triton, the
-standard library and diagfuzz's harness are not, nor is code generated at run time (a file
-per compiled variant: inductor's modules, a library's code cache): an ``assert`` in a
-library's launcher is its origin, and so is the launcher's call into generated code, or
-into torch, that raised. Keyed on a generated file, every variant would be a finding.
+their "interesting origin". The implementation's own code is any source a user can open,
+wherever it is installed: the current directory, a ``sys.path`` entry, site-packages (pip
+into a virtual environment), a ``pip install --target`` directory, a ``.pth`` path or an
+editable install's source tree. A frame is foreign when it belongs to
+
+* the framework: torch, Triton, Hypothesis, pytest, numpy and the packages they require
+  (sympy, jinja2, filelock ...), found by top-level module name wherever installed;
+* the standard library proper (``sysconfig``'s ``stdlib``/``platstdlib``, less the
+  site-packages and dist-packages under them: in a virtual environment ``platstdlib`` is
+  ``<venv>/lib/pythonX.Y``, which holds site-packages);
+* diagfuzz itself (core, execution, gate ..., its oracles and strategies);
+* code generated at run time (a file per compiled variant: inductor's modules, a library's
+  code cache): an ``assert`` in a library's launcher is its origin, and so is the
+  launcher's call into generated code, or into torch, that raised. Keyed on a generated
+  file, every variant would be a finding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import site
 import sys
 import sysconfig
 from functools import cache, lru_cache
 from pathlib import Path
 from types import TracebackType
 
-#: Packages whose frames are never the implementation's own code.
+#: Packages whose frames are never the implementation's own code (besides the packages
+#: that the FRAMEWORK_DISTRIBUTIONS require, found from their installed metadata).
 FOREIGN_PACKAGES = ("torch", "triton", "hypothesis", "numpy", "_pytest", "pytest", "pluggy",
-                    "execnet", "xdist", "functorch", "sympy")
+                    "execnet", "xdist", "functorch", "sympy", "mpmath", "networkx", "jinja2",
+                    "markupsafe", "filelock", "fsspec", "typing_extensions", "setuptools",
+                    "pkg_resources", "_distutils_hack", "sortedcontainers", "attr", "attrs",
+                    "packaging", "iniconfig", "pygments", "expecttest", "nvidia", "diagfuzz")
+#: Distributions whose requirement closure is the framework: their modules are not the
+#: implementation's, wherever they are installed.
+FRAMEWORK_DISTRIBUTIONS = ("torch", "triton", "hypothesis", "pytest", "pytest-xdist", "numpy")
 #: Directory names of run-time code generators' caches (inductor's ``torchinductor_<user>``,
 #: FlagGems' ``code_cache``, Triton's caches): their files are generated, not source.
 GENERATED_DIRS = ("code_cache", ".triton", "triton-cache", ".cache", "__pycache__")
+#: Directory names that hold installed third-party packages, never the standard library.
+SITE_DIR_NAMES = ("site-packages", "dist-packages")
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @cache
-def _foreign_roots() -> tuple[str, ...]:
-    """Directories (with a trailing separator) whose files are not the impl's code."""
-    roots = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")}
-    here = Path(__file__).resolve().parent.parent  # diagfuzz/
-    roots.add(str(here))  # the harness (core, execution, gate ...): never the impl
-    for name in ("diagfuzz.oracles", "diagfuzz.strategies", *FOREIGN_PACKAGES):
+def framework_modules() -> frozenset[str]:
+    """Top-level module names of the framework: FOREIGN_PACKAGES and the modules of every
+    distribution FRAMEWORK_DISTRIBUTIONS require, transitively (requirements under an
+    environment marker, extras mostly, are left out)."""
+    names = set(FOREIGN_PACKAGES)
+    try:
+        import importlib.metadata as metadata
+
+        modules: dict[str, set[str]] = {}
+        for module, dists in metadata.packages_distributions().items():
+            for dist in dists:
+                modules.setdefault(_normalized(dist), set()).add(module)
+        todo = [_normalized(d) for d in FRAMEWORK_DISTRIBUTIONS]
+        seen: set[str] = set()
+        while todo:
+            dist = todo.pop()
+            if dist in seen:
+                continue
+            seen.add(dist)
+            names |= modules.get(dist, set())
+            try:
+                requires = metadata.requires(dist) or []
+            except metadata.PackageNotFoundError:
+                continue
+            for requirement in requires:
+                match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+                if match and ";" not in requirement:
+                    todo.append(_normalized(match.group(1)))
+    except Exception:  # broken metadata: the named packages still count
+        pass
+    return frozenset(names)
+
+
+def _dir(path: str) -> str:
+    return path.rstrip(os.sep) + os.sep
+
+
+@cache
+def _stdlib_roots() -> tuple[str, ...]:
+    """The standard library's directories (with a trailing separator)."""
+    paths = sysconfig.get_paths()
+    return tuple(sorted({_dir(str(Path(paths[key]).resolve()))
+                         for key in ("stdlib", "platstdlib") if paths.get(key)}))
+
+
+@cache
+def _site_roots() -> tuple[str, ...]:
+    """Where third-party packages are installed (with a trailing separator)."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get("purelib", ""), paths.get("platlib", "")}
+    with contextlib.suppress(AttributeError):  # a virtualenv's old site module
+        roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return tuple(sorted({_dir(str(Path(r).resolve())) for r in roots if r}))
+
+
+@cache
+def _harness_roots() -> tuple[str, ...]:
+    """diagfuzz's own directories, wherever its parts are mapped (with a separator)."""
+    roots = {str(Path(__file__).resolve().parent.parent)}  # diagfuzz/
+    for name in ("diagfuzz.oracles", "diagfuzz.strategies"):
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
         if path:
             roots.add(str(Path(path).resolve().parent))
-    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+    return tuple(sorted(_dir(r) for r in roots))
+
+
+def _framework_roots() -> tuple[str, ...]:
+    """The directories of the framework's packages imported so far (a source build of
+    torch is foreign outside site-packages too)."""
+    roots = set()
+    for name in framework_modules():
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            roots.add(_dir(str(Path(path).resolve().parent)))
+    return tuple(sorted(roots))
 
 
 def _generated(path: Path) -> bool:
     return any(part in GENERATED_DIRS or part.startswith("torchinductor")
                for part in path.parts[:-1])
+
+
+def _in_site_dir(path: Path) -> bool:
+    return str(path).startswith(_site_roots()) or any(
+        part in SITE_DIR_NAMES for part in path.parts[:-1])
+
+
+def _top_module(path: Path, bases: tuple[Path, ...]) -> str:
+    """The top-level module ``path`` belongs to under the innermost base (a ``sys.path``
+    entry or a site directory) holding it; '' under none."""
+    best: tuple[str, ...] | None = None
+    for base in (*bases, *(Path(r) for r in _site_roots())):
+        try:
+            parts = path.relative_to(base).parts
+        except ValueError:
+            continue
+        if best is None or len(parts) < len(best):
+            best = parts
+    if not best:
+        return ""
+    return best[0].removesuffix(".py") if len(best) == 1 else best[0]
 
 
 @lru_cache(maxsize=64)
@@ -59,7 +171,7 @@ def _resolved_bases(cwd: str, path: tuple[str, ...]) -> tuple[Path, ...]:
 
 
 def _bases() -> tuple[Path, ...]:
-    """Where the implementation's own source lives: the cwd first, then ``sys.path``."""
+    """Where source is imported from: the cwd first, then ``sys.path``."""
     return _resolved_bases(os.getcwd(), tuple(sys.path))
 
 
@@ -71,9 +183,12 @@ def _foreign(filename: str, bases: tuple[Path, ...]) -> bool:
         path = Path(filename).resolve()
     except OSError:
         return True
-    if str(path).startswith(_foreign_roots()) or _generated(path):
+    text = str(path)
+    if _generated(path) or text.startswith(_harness_roots()):
         return True
-    return not any(path.is_relative_to(base) for base in bases)
+    if _top_module(path, bases) in framework_modules() or text.startswith(_framework_roots()):
+        return True
+    return text.startswith(_stdlib_roots()) and not _in_site_dir(path)
 
 
 def is_foreign(filename: str) -> bool:

@@ -32,13 +32,22 @@ def keep() -> int:
 def new_run_dir(parent: Path, prefix: str = "run-") -> Path:
     """A fresh directory ``parent/<prefix><UTC time>-<pid>`` (never an existing one)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    base = parent / f"{prefix}{stamp}-{os.getpid()}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}.{n}")
-    path.mkdir(parents=True)
-    return path
+    return fresh_dir(parent, f"{prefix}{stamp}-{os.getpid()}")
+
+
+def fresh_dir(parent: Path, name: str) -> Path:
+    """``parent/name`` made now, else ``name.2``, ``name.3`` ...: never a directory an
+    earlier run made (a second fuzz run with the same seed, another impl, must not
+    overwrite the first one's reproducers)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = parent / (name if n == 1 else f"{name}.{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def point_latest(run_dir: Path) -> Path:

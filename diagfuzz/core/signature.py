@@ -9,15 +9,20 @@ one of them. Failures are grouped by their origin, as a maintainer counts what t
   whatever dtype, invalid class or stage reaches it, and whatever aten raises there;
 * a result where aten raises: the op and the check (the invalid classes it covers are
   listed inside the finding);
-* a bit difference: the op, the check (without what varies from Case to Case:
-  ``bitwise:autograd`` and ``bitwise:aten`` are one check) and the kind of evidence, its
-  symptom (``diagfuzz.core.bits.symptom``: a lost -0.0, a NaN payload, wrong values, unwritten
-  elements look different);
+* a wrong result: the op, the check (without what varies from Case to Case:
+  ``bitwise:autograd`` and ``bitwise:aten`` are one check) and the kind of defect, what a
+  fix changes (``defect``): wrong values, wrong metadata (strides, dtype ...: the check
+  names the field), unwritten elements, aliasing. Not its symptom (``diagfuzz.core.bits.
+  symptom``: a lost -0.0, a NaN payload, zeroed or other wrong values): which symptom a
+  Case shows depends on the values drawn, not on the bug (one wrong element read shows all
+  four), so keyed on it one fix was several findings. Two value bugs of one op and check
+  are one finding until the first is fixed: the symptoms are counted inside the finding,
+  each with its own shrunk Case (``symptom_of``), so the second bug still shows there;
 * a crash, a hang, an alias, a dispatch failure: the op, the kind and the check.
 
-Dtypes, invalid classes, stages and aten's exception types are not part of the key: each
-finding counts them (``cause_axes``). Each signature gets one shrunk representative, one
-classification, one reproducer.
+Dtypes, invalid classes, symptoms, stages and aten's exception types are not part of the
+key: each finding counts them (``cause_axes``). Each signature gets one shrunk
+representative (one per symptom for a wrong result), one classification, one reproducer.
 """
 
 from __future__ import annotations
@@ -83,8 +88,8 @@ def signature_from(kind: str, check: str, case: dict[str, Any] | None,
             origin = str(actual.get("origin", ""))
         elif _raised(details, "expected"):
             trigger = "returned a result where aten raises"
-    elif kind in ("mismatch", "unwritten") and isinstance(details.get("symptom"), str):
-        trigger = details["symptom"]
+    elif kind == "mismatch":  # unwritten and alias: the kind names the defect
+        trigger = defect(kind, check)
     elif kind == "crash" and check == "compile":
         trigger = f"raised {details.get('type', '')}"
         origin = str(details.get("origin", ""))
@@ -93,13 +98,46 @@ def signature_from(kind: str, check: str, case: dict[str, Any] | None,
     return Signature(op, kind, check_class(check), trigger, origin)
 
 
+def defect(kind: str, check: str) -> str:
+    """The kind of defect a wrong result is, what a fix changes: ``wrong values``,
+    ``wrong metadata`` (a layout or type field: the check names it), ``unwritten
+    elements``, ``aliasing``."""
+    if kind == "unwritten":
+        return "unwritten elements"
+    if kind == "alias":
+        return "aliasing"
+    return "wrong values" if "bitwise" in check else "wrong metadata"
+
+
+def symptom_of(kind: str, details: dict[str, Any] | None) -> str:
+    """What a wrong result's differing elements looked like (``signed-zero``,
+    ``nan-payload``, ``zeroed``, ``values``); '' for other failures."""
+    value = (details or {}).get("symptom")
+    return value if kind in ("mismatch", "unwritten") and isinstance(value, str) else ""
+
+
+def shrink_key(verdict: Any) -> Signature:
+    """What one shrink targets: the signature with the symptom in its trigger, so each
+    symptom of a finding gets a shrunk Case of its own."""
+    signature = signature_of(verdict)
+    sym = symptom_of(verdict.kind, verdict.details)
+    if not sym:
+        return signature
+    return Signature(signature.op, signature.kind, signature.check,
+                     f"{signature.trigger} ({sym})", signature.origin)
+
+
 def cause_axes(case: dict[str, Any] | None, details: dict[str, Any] | None
                ) -> dict[str, str]:
     """What a finding counts inside it, beside dtypes: the Case's invalid class (``valid``
-    for a valid Case) and, where aten raised, aten's exception type."""
+    for a valid Case), where aten raised, aten's exception type, and a wrong result's
+    symptom."""
     case = case or {}
+    details = details or {}
     axes = {"invalid class": str(case.get("invalid") or "valid")}
-    expected = _raised(details or {}, "expected")
+    if isinstance(details.get("symptom"), str):
+        axes["symptom"] = details["symptom"]
+    expected = _raised(details, "expected")
     if expected.get("type"):
         axes["aten raises"] = str(expected["type"])
     return axes

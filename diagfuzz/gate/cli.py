@@ -160,7 +160,7 @@ def _gate(args: argparse.Namespace) -> int:
         except OSError as exc:  # checked up front; the summary above is printed all the same
             print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
 
-    return int(run_gate(opts, write).code)
+    return int(run_gate(opts, write, exit_bounded=True).code)
 
 
 def _repro(args: argparse.Namespace) -> int:
@@ -226,6 +226,7 @@ def _replay(args: argparse.Namespace) -> int:
     for entry in found:  # each Case against the impl it was found in, unless --impl says
         impl = args.impl or str(entry.found.get("impl") or DEFAULT_IMPL)
         by_impl.setdefault(impl, []).append(entry)
+        use_roots(corpus.recorded_impl_path(entry))  # where it was imported from
     try:
         for impl, group in by_impl.items():
             with ProcessRunner(impl, args.device, timeout=args.timeout) as runner:
@@ -252,12 +253,14 @@ def parser() -> argparse.ArgumentParser:
     from diagfuzz.core.case import available_dtypes
     from diagfuzz.gate.options import DEFAULT_BUDGET, Options
     from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import STREAMS, suite_split
     from diagfuzz.specs import SPECS
     from diagfuzz.strategies import LAYOUT_KINDS
 
     DEFAULT_TIMEOUT = Options.timeout
     defaults = Options()
     gate_budget = BUDGETS["gate"]
+    gate_total, gate_split = suite_split(gate_budget.total, gate_budget.shards, len(STREAMS))
     formatter = argparse.RawDescriptionHelpFormatter
     top = _Parser(prog="diagfuzz", description=DESCRIPTION, epilog=EXIT_CODES,
                   formatter_class=formatter)
@@ -276,8 +279,8 @@ def parser() -> argparse.ArgumentParser:
                     "elements on the GPU); merges their findings by cause, classifies each "
                     "cause by re-running it in a fresh process, writes its reproducer and "
                     "saves it to the corpus. Prints progress on stderr and a markdown "
-                    "summary on stdout. SIGTERM or SIGINT stop it with the outputs of what "
-                    "finished (exit 7 when nothing failed).")
+                    "summary on stdout. SIGTERM or SIGINT stop it, within 10 s, with the "
+                    "outputs of what finished (exit 7 when nothing failed).")
     g.add_argument("--impl", default=DEFAULT_IMPL,
                    help="the implementation under test: MODULE (its functions), MODULE:ATTR "
                         "or path/to/file.py:ATTR, or registered:MODULE[:CALLABLE], a "
@@ -285,9 +288,10 @@ def parser() -> argparse.ArgumentParser:
                         f"then calling CALLABLE) (default: {DEFAULT_IMPL}, diagfuzz's "
                         "own kernels)")
     g.add_argument("--budget", type=_positive_int, default=DEFAULT_BUDGET,
-                   help="fuzz-suite Cases, all shards together (default: the gate "
-                        f"profile's {gate_budget.examples} a shard x {gate_budget.shards} "
-                        f"shards a stream; --plan prints the total)")
+                   help="fuzz-suite Cases, all shards of the streams that run together, "
+                        "split evenly (default: the gate profile's "
+                        f"{gate_total:,}, {gate_split} with every op; --plan prints the "
+                        "split for the impl's ops)")
     g.add_argument("-n", dest="workers", type=_workers, default="auto",
                    help="pytest-xdist workers (auto)")
     g.add_argument("--max-seconds", type=_seconds,

@@ -45,7 +45,8 @@ def _finding(data: dict[str, Any]) -> Any:
                    bool(data.get("shrunk")), bool(data.get("flaky_in_suite")),
                    Signature.from_dict(data["signature"]),
                    {str(a): dict(v) for a, v in dict(data.get("classes", {})).items()},
-                   dict(data.get("stages", {})), bool(data.get("cut")))
+                   dict(data.get("stages", {})), bool(data.get("cut")),
+                   {str(k): dict(v) for k, v in dict(data.get("examples") or {}).items()})
 
 
 def _combine(kept: Any, other: Any) -> None:

@@ -12,7 +12,7 @@ from diagfuzz.core import corpus
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
 from diagfuzz.gate.stages import Finding, cut_before_running, not_run
-from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines
+from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines, symptom_lines
 
 _HEADLINE: dict[int, str] = {
     ExitCode.CLEAN: "PASSED",
@@ -52,6 +52,11 @@ def _how(f: Finding) -> str:
     return "not classified (stopped first)" if f.cut else "not classified"
 
 
+def _failing_cases(stage: Any) -> int:
+    """The failing Cases a stage judged (its findings count them per stage)."""
+    return sum(f.stages.get(stage.name, f.count) for f in stage.failures)
+
+
 def _finding_lines(n: int, f: Finding) -> list[str]:
     v, c = f.verdict, f.classification
     assert v.case is not None and f.signature is not None
@@ -67,6 +72,7 @@ def _finding_lines(n: int, f: Finding) -> list[str]:
     lines.append(f"   found    {v.kind}{where}: {v.message}")
     lines.append(f"   stages   {stages}")
     lines += ["   " + line[2:] for line in covers_lines(f.classes)]
+    lines += ["   " + line[2:] for line in symptom_lines(f.classes, f.examples)]
     lines += ["   " + line[2:] for line in evidence_lines(v.details)]
     lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
     return lines
@@ -94,13 +100,18 @@ def markdown(result: Result) -> str:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
     lines += registration_lines(result.registrations)
     if result.stages:
-        lines += ["| stage | cases | failed | unsupported | time | note |",
-                  "|---|---:|---:|---:|---:|---|"]
+        # Cases judged, the failing ones among them, and the causes (findings) they are.
+        lines += ["| stage | Cases | failing Cases | causes | unsupported | time | note |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
         for s in result.stages:
             note = f"ERROR: {s.error.splitlines()[0]}" if s.error else s.skipped or s.note
             note = note.replace("|", "\\|")
-            lines.append(f"| {s.name} | {s.ran} | {len(s.failures)} | {s.unsupported} | "
-                         f"{s.seconds:.1f} s | {note} |")
+            if s.name == "classification":  # it judges findings, not Cases: its note says
+                counts = "— | — | — | —"
+            else:
+                counts = (f"{s.ran} | {_failing_cases(s)} | {len(s.failures)} | "
+                          f"{s.unsupported}")
+            lines.append(f"| {s.name} | {counts} | {s.seconds:.1f} s | {note} |")
         lines.append("")
     errors = [s for s in result.stages if s.error]
     for s in errors:
@@ -181,7 +192,7 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
             "signature": f.signature.to_dict(), "describe": f.signature.describe(),
             "count": f.count, "dtypes": dict(sorted(f.dtypes.items())),
             "classes": {axis: dict(sorted(v.items())) for axis, v in sorted(f.classes.items())},
-            "stages": dict(f.stages), "cut": f.cut,
+            "stages": dict(f.stages), "cut": f.cut, "examples": dict(f.examples),
             "shrunk": f.shrunk, "flaky_in_suite": f.flaky,
             "case_id": corpus.case_id(f.verdict.case),
             "verdict": json.loads(f.verdict.to_json()),
@@ -196,6 +207,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "exit_code": int(result.code), "outcome": headline(result.code), "impl": result.impl,
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
+                    "failing_cases": _failing_cases(s),
                     "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
                     "note": s.note, "cut": s.cut, "stopped": s.stopped,
                     "planned": s.planned, "seconds": round(s.seconds, 3)}

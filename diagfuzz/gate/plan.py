@@ -61,7 +61,7 @@ def huge_plan(opts: Options, provided: tuple[str, ...]) -> str:
 def plan_lines(opts: Options) -> list[str]:
     """The plan of a gate run with ``opts``: one line per stage, then limits and outputs."""
     from diagfuzz.harness.profiles import BUDGETS
-    from diagfuzz.harness.sharding import STREAM_OPS, examples_per_shard
+    from diagfuzz.harness.sharding import STREAM_OPS, suite_split
 
     gate = BUDGETS["gate"]
     provided = provided_ops(load_impl(opts.impl))  # ImplError: the caller's usage error
@@ -78,13 +78,9 @@ def plan_lines(opts: Options) -> list[str]:
     except ValueError as exc:
         lines.append(f"  corpus replay        unreadable: {exc}")
     if opts.suite:
-        if opts.budget is None:  # split over the streams that run (harness.planning)
-            per_shard = examples_per_shard(gate.total, gate.shards, len(streams))
-            budget = per_shard * gate.shards * len(streams)
-            how = (f"the gate profile: {per_shard} Cases x {gate.shards} shards x "
-                   f"{len(streams)} streams")
-        else:
-            budget, how = opts.budget, "--budget"
+        # Split over the streams that run (harness.planning), as --budget's help says.
+        budget, split = suite_split(opts.budget or gate.total, gate.shards, len(streams))
+        how = f"{'--budget' if opts.budget else 'the gate profile'}: {split}"
         lines.append(f"  fuzz suite           ~{budget:,} Cases ({how}), derandomized, "
                      f"-n {opts.workers}")
         lines.append(f"                       over the streams {', '.join(streams)}")

@@ -36,6 +36,7 @@ from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.execution.stopbound import StopBound
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
@@ -335,9 +336,11 @@ class Gate:
             f.cut = f.classification is None and bool(stopped or self.deadline)
         if self.findings is not None:
             classified = sum(f.classification is not None for f in findings)
-            note = (f"{classified} of {len(findings)} finding(s), each in one fresh process "
-                    f"(a second where the first disagrees), {opts.repeats} re-runs each"
-                    if findings else "nothing to classify")
+            det = sum(bool(f.classification and f.classification.deterministic)
+                      for f in findings)
+            note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic), each "
+                    f"in one fresh process (a second where the first disagrees), "
+                    f"{opts.repeats} re-runs each" if findings else "nothing to classify")
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
                                 note=note, stopped=bool(stopped)))
         saved = self._write_findings(findings)
@@ -363,15 +366,16 @@ class Gate:
             case = f.verdict.case
             assert case is not None and f.signature is not None
             ratio = f.classification.ratio if f.classification else ""
-            f.reproducer = write_reproducer(
+            f.reproducer = write_reproducer(  # absolute: the command runs from anywhere
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
-                reproducibility=ratio, impl_path=roots, strict=opts.strict)
+                reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
             # A cause the corpus replay met is in the corpus already, under any name.
             if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
-                                           reproducibility=ratio, existing=existing)
+                                           reproducibility=ratio, existing=existing,
+                                           impl_path=roots)
                 if path is not None:
                     saved.append(path)
         return saved
@@ -431,13 +435,20 @@ def _install_signals(gate: Gate) -> dict[int, Any]:
     return old
 
 
-def run_gate(opts: Options, write: Callable[[Result], None] | None = None) -> Result:
+def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
+             exit_bounded: bool = False) -> Result:
     """Run the gate; ``write`` (the outputs) is called with the result before the signal
-    handlers are restored, so a second SIGTERM cannot cut the writing short."""
+    handlers are restored, so a second SIGTERM cannot cut the writing short. A signal
+    arms a ``StopBound``: past its bound the process writes what it holds and exits,
+    whatever a thread or child is doing. ``exit_bounded`` (the command line) keeps it
+    armed after the return, so the interpreter's exit is bounded too."""
     use_roots(import_roots())  # --impl may name a module of the current directory
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     opts.run_dir = rundirs.new_run_dir(opts.out_dir)
     gate = Gate(opts)
+    write_once = _WriteOnce(gate, write)
+    bound = StopBound(write_once.held)
+    write_once.bound = bound
     old = _install_signals(gate)
     hard = (None if opts.max_seconds is None
             else time.monotonic() + HARD_SHARE * opts.max_seconds)
@@ -453,14 +464,14 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None) -> Re
             requested = gate.stop_requested.is_set()
             if requested or (hard is not None and time.monotonic() >= hard):
                 reason = gate.requested if requested else "--max-seconds"
+                if requested:
+                    bound.arm()
                 gate.progress.say(f"stopping ({reason}): writing what finished")
                 gate.stop(reason)
                 body.join(gate.grace + 1.0)
                 break
         gate.progress.stop()
-        result = gate.result()
-        if write is not None:
-            write(result)
+        result = write_once(gate.result())
         if result.code == ExitCode.USAGE:  # nothing ran: no run to keep
             print(f"diagfuzz gate: error: {result.error}", file=sys.stderr)
             shutil.rmtree(opts.run_dir, ignore_errors=True)
@@ -470,7 +481,38 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None) -> Re
     finally:
         for signum, handler in old.items():
             signal.signal(signum, handler)
+        if not exit_bounded:
+            bound.disarm()
     return result
+
+
+class _WriteOnce:
+    """The outputs, written once: by the gate's main thread, or by its ``StopBound`` from
+    what the gate holds when the main thread has not written them within the bound."""
+
+    def __init__(self, gate: Gate, write: Callable[[Result], None] | None) -> None:
+        self.gate, self.write = gate, write
+        self.bound: StopBound | None = None
+        self.result: Result | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, result: Result) -> Result:
+        with self._lock:
+            if self.result is None:
+                if self.write is not None:
+                    self.write(result)
+                self.result = result
+                if self.bound is not None:
+                    self.bound.written(result.code)
+            return self.result
+
+    def held(self) -> int:
+        """The StopBound's writer: the result of what the gate holds, written."""
+        if self.result is None:
+            self.gate.stop_reason = self.gate.stop_reason or self.gate.requested
+            self(self.gate.result())
+        assert self.result is not None
+        return int(self.result.code)
 
 
 def _guarded(gate: Gate) -> Callable[[], None]:

@@ -27,11 +27,12 @@ from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.gate import unfinished
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.harness.findings import Finding as SuiteFinding
-from diagfuzz.harness.findings import add_tallies
+from diagfuzz.harness.findings import add_tallies, merge_examples, own_example
 from diagfuzz.harness.workers import TRITON_CACHE_ENV
 from diagfuzz.specs import all_specs
 
@@ -72,6 +73,8 @@ class Finding:
     stages: dict[str, int] = field(default_factory=dict)
     #: Not classified because the gate was stopped or cut before it could be.
     cut: bool = False
+    #: A wrong result's representative per symptom (``harness.findings.Finding.examples``).
+    examples: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.signature is None:
@@ -88,6 +91,8 @@ class Finding:
             self.classes = {axis: {value: self.count} for axis, value in axes.items()}
         if not self.stages:
             self.stages = {self.stage: self.count}
+        if not self.examples:
+            self.examples = own_example(self.verdict.to_dict(), self.shrunk, self.flaky)
 
     @property
     def key(self) -> Signature:
@@ -101,6 +106,7 @@ class Finding:
         self.dtypes = dict(Counter(self.dtypes) + Counter(other.dtypes))
         self.classes = add_tallies(self.classes, other.classes)
         self.stages = dict(Counter(self.stages) + Counter(other.stages))
+        self.examples = merge_examples(self.examples, other.examples)
 
 
 def not_run(stages: list[Stage]) -> list[Stage]:
@@ -427,7 +433,8 @@ def suite_findings(report: dict[str, Any]) -> tuple[int, list[Finding], list[str
         findings.append(Finding("fuzz suite", verdict, "check", (found.test_ids or [""])[0],
                                 count=found.count, dtypes=dict(found.dtypes),
                                 shrunk=found.shrunk, flaky=found.flaky,
-                                signature=found.signature, classes=dict(found.classes)))
+                                signature=found.signature, classes=dict(found.classes),
+                                examples=found.symptom_examples()))
     return int(report.get("cases", 0)), findings, unattributed
 
 
@@ -492,9 +499,13 @@ def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     stage.coverage = report_coverage(report.get("counts", {}))
     stage.cut = bool(report.get("cut"))
     stage.stopped = stopped or bool(report.get("stopped"))
-    if stage.stopped:
-        stage.note = "stopped: the report holds the shards that finished and the " \
-                     "unshrunk findings of the others"
+    if stage.stopped:  # the workers judged on until killed: count what they judged
+        held = unfinished.progress_counts(suite_root(opts))
+        stage.ran = max(stage.ran, int(held["cases"]))
+        extra = unfinished.unfinished_findings({f.key for f in stage.failures},
+                                               held["findings"])
+        stage.failures += suite_findings({"findings": extra})[1]
+        stage.note = unfinished.unfinished_note(int(report.get("cases", 0)), stage.ran)
     elif stage.cut:
         stage.note = f"cut by --max-seconds ({cap:g} s for this stage)"
     skipped = dict(report.get("skipped", {}))

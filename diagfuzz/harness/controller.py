@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from diagfuzz.core.exits import ExitCode
+from diagfuzz.execution.stopbound import StopBound
 from diagfuzz.execution.timeline import mark
 from diagfuzz.harness import planning
 from diagfuzz.harness.sharding import HARD_SHARE, RunPlan
@@ -92,6 +93,9 @@ class Reporter:
         self.stopped = ""
         self.cases_seen = 0  # Cases the workers explored, finished shards or not
         self._watchdog: threading.Timer | None = None
+        #: A signal arms it: past its bound the run writes what it holds and exits.
+        self.bound = StopBound(self._write_held)
+        self._write_lock = threading.Lock()
         from diagfuzz.campaign.report import CampaignTally
 
         self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
@@ -118,10 +122,16 @@ class Reporter:
             return
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             def on_sigterm(_signum: int, _frame: Any) -> None:
+                self.bound.arm()
                 if not self.stopped:
                     self.stopped = "SIGTERM"
                     raise KeyboardInterrupt("diagfuzz: stopped by SIGTERM")
             signal.signal(signal.SIGTERM, on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            def on_sigint(signum: int, frame: Any) -> None:
+                self.bound.arm()
+                signal.default_int_handler(signum, frame)
+            signal.signal(signal.SIGINT, on_sigint)
         if self.plan.stop_at is not None and self.plan.max_seconds:
             started = self.plan.stop_at - self.plan.max_seconds
             left = started + HARD_SHARE * self.plan.max_seconds - time.time()
@@ -198,11 +208,33 @@ class Reporter:
         elif self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
         self.exitstatus = int(session.exitstatus)
-        self._write_reproducers()
-        data = report_data(self.header(), self.tally, self.findings)
-        self.written = self._write_report(data)
+        with self._write_lock:
+            self.bound.written(self.exitstatus)  # past the bound: exit with this code
+            self._write_reproducers()
+            data = report_data(self.header(), self.tally, self.findings)
+            self.written = self._write_report(data)
         self._keep_runs()
         mark("report_written")
+
+    def _write_held(self) -> int:
+        """The StopBound's writer (the session never reached its finish): the report of
+        what the workers' progress files and the finished shards hold; its exit code."""
+        from diagfuzz.harness.findings import merge_findings
+        from diagfuzz.harness.report import report_data
+
+        with self._write_lock:
+            self.stopped = self.stopped or "SIGINT"
+            self._add_unfinished()
+            self.findings = merge_findings(self.findings)
+            self.exitstatus = ExitCode.FAILURE if self.findings else ExitCode.STOPPED
+            self.written = self._write_report(report_data(self.header(), self.tally,
+                                                          self.findings))
+            print(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
+                  f"{self.cases_seen:,} Cases explored; not ended {self.bound.bound:g} s "
+                  f"after the signal: every process it started killed, "
+                  f"{len(self.findings)} finding(s) kept (unfinished shards: their first "
+                  f"failing Case, not shrunk); report: {self.written}", flush=True)
+            return int(self.exitstatus)
 
     def _keep_runs(self) -> None:
         """``latest`` names this run's directory; the oldest runs beyond the newest
@@ -256,7 +288,7 @@ class Reporter:
                     verdict.case, directory, impl=self.plan.impl,
                     device=self.plan.device or planning.device(),
                     timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
-                    impl_path=self.plan.impl_path, strict=self.plan.strict))
+                    impl_path=self.plan.impl_path, strict=self.plan.strict).resolve())
         except OSError as exc:
             self.write_error = f"could not write reproducers in {directory}: {exc}"
 

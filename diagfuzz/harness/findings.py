@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagfuzz.core.case import Case
-from diagfuzz.core.signature import Signature, cause_axes, signature_from, signature_of
+from diagfuzz.core.signature import (
+    Signature,
+    cause_axes,
+    signature_from,
+    signature_of,
+    symptom_of,
+)
 from diagfuzz.core.verdict import Verdict
 
 #: How many differing elements a block shows.
@@ -32,6 +38,8 @@ class Finding:
     counts them per dtype and ``classes`` per other axis (``cause_axes``: invalid class,
     aten's exception type); ``shrunk``: the representative is Hypothesis' shrunk example;
     ``flaky``: the representative failed while exploring and passed when replayed.
+    ``examples``: a wrong result's representative per symptom (``symptom_of``), each
+    ``{"case", "shrunk", "flaky", "message"}``: one finding per fix, each symptom's Case.
     """
 
     signature: Signature
@@ -43,6 +51,7 @@ class Finding:
     test_ids: list[str] = field(default_factory=list)
     reproducer: str | None = None
     classes: dict[str, dict[str, int]] = field(default_factory=dict)
+    examples: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @staticmethod
     def of(verdict: Verdict, test_id: str = "", *, count: int = 1,
@@ -104,8 +113,14 @@ class Finding:
                   case.to_json()) if case else (0, 0, 0, "")
         return (not self.shrunk, self.flaky, *simple)
 
+    def symptom_examples(self) -> dict[str, dict[str, Any]]:
+        """``examples``, or the representative as its symptom's example (a finding fresh
+        from one shard's shrink holds one symptom)."""
+        return self.examples or own_example(self.verdict, self.shrunk, self.flaky)
+
     def merge(self, other: Finding) -> None:
         """Add ``other`` (same signature) to this finding; the better representative stays."""
+        self.examples = merge_examples(self.symptom_examples(), other.symptom_examples())
         if other.preference() < self.preference():
             self.verdict, self.shrunk, self.flaky = other.verdict, other.shrunk, other.flaky
         self.count += other.count
@@ -122,7 +137,7 @@ class Finding:
                 "classes": {axis: dict(sorted(values.items()))
                             for axis, values in sorted(self.classes.items())},
                 "shrunk": self.shrunk, "flaky": self.flaky, "test_ids": list(self.test_ids),
-                "reproducer": self.reproducer}
+                "reproducer": self.reproducer, "examples": self.symptom_examples()}
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Finding:
@@ -132,7 +147,38 @@ class Finding:
                        bool(data.get("shrunk")), bool(data.get("flaky")),
                        list(data.get("test_ids", [])), data.get("reproducer"),
                        {str(axis): {str(k): int(n) for k, n in values.items()}
-                        for axis, values in dict(data.get("classes", {})).items()})
+                        for axis, values in dict(data.get("classes", {})).items()},
+                       {str(k): dict(v) for k, v in dict(data.get("examples") or {}).items()})
+
+
+def own_example(verdict: dict[str, Any], shrunk: bool, flaky: bool
+                ) -> dict[str, dict[str, Any]]:
+    """A representative verdict (JSON) as its symptom's example; {} for a failure with no
+    symptom (a raise, a crash ...)."""
+    symptom = symptom_of(str(verdict.get("kind", "")), verdict.get("details"))
+    if not symptom or not verdict.get("case"):
+        return {}
+    return {symptom: {"case": verdict["case"], "shrunk": shrunk, "flaky": flaky,
+                      "message": str(verdict.get("message", ""))}}
+
+
+def example_preference(example: dict[str, Any]) -> tuple[Any, ...]:
+    """Sort key of one symptom's examples, as ``Finding.preference``."""
+    case = Case.from_json(example["case"]) if example.get("case") else None
+    simple = (case.layout.storage_size, len(case.sizes), len(case.to_json()),
+              case.to_json()) if case else (0, 0, 0, "")
+    return (not example.get("shrunk"), bool(example.get("flaky")), *simple)
+
+
+def merge_examples(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
+                   ) -> dict[str, dict[str, Any]]:
+    """Per symptom, the better of ``a``'s and ``b``'s examples."""
+    merged = dict(a)
+    for symptom, example in b.items():
+        if symptom not in merged or example_preference(example) < example_preference(
+                merged[symptom]):
+            merged[symptom] = example
+    return dict(sorted(merged.items()))
 
 
 def add_tallies(a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
@@ -173,11 +219,30 @@ def covers_lines(classes: dict[str, dict[str, int]], indent: str = "  ") -> list
     trivial value (a finding of valid Cases alone says nothing of invalid classes)."""
     lines = []
     for axis, values in sorted(classes.items()):
-        if axis == "invalid class" and set(values) == {"valid"}:
-            continue
+        if axis == "symptom" or (axis == "invalid class" and set(values) == {"valid"}):
+            continue  # symptoms: symptom_lines, each with its Case
         # The axis holds "valid" beside the invalid classes: "invalid class: valid" misread.
         name = "Case class" if axis == "invalid class" else axis
         lines.append(f"{indent}{'covers':<8} {name}: {dtype_tally(values)}")
+    return lines
+
+
+def symptom_lines(classes: dict[str, dict[str, int]],
+                  examples: dict[str, dict[str, Any]], indent: str = "  ") -> list[str]:
+    """One line per symptom of a wrong result, most Cases first: its count and its own
+    representative (``symptom  signed-zero: 14 Cases, shrunk diagonal(sizes=[1, 1] ...)``),
+    so a second bug merged into the finding shows its own Case."""
+    counts = dict(classes.get("symptom", {}))
+    lines = []
+    for symptom in sorted(set(counts) | set(examples), key=lambda k: (-counts.get(k, 0), k)):
+        n = counts.get(symptom, 0)
+        text = f"{indent}{'symptom':<8} {symptom}: {n} Case{'' if n == 1 else 's'}"
+        example = examples.get(symptom) or {}
+        if example.get("case"):
+            how = ("shrunk" if example.get("shrunk") else
+                   "flaky" if example.get("flaky") else "first")
+            text += f", {how} {Case.from_json(example['case']).describe()}"
+        lines.append(text)
     return lines
 
 
@@ -253,6 +318,7 @@ def block(finding: Finding, number: int, total: int,
     where = f" [{finding.check}]" if finding.check else ""
     lines.append(f"  {'found':<8} {finding.kind}{where}: {finding.message}")
     lines += covers_lines(finding.classes)
+    lines += symptom_lines(finding.classes, finding.symptom_examples())
     lines += evidence_lines(finding.details)
     if command:
         lines.append(f"  {'repro':<8} {command}")

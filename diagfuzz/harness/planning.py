@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from diagfuzz.campaign import options as campaign
+from diagfuzz.core import rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.harness import workers
 from diagfuzz.harness.sharding import (
@@ -212,7 +213,7 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         max_elements=positive(config, "diagfuzz_max_elements") or budget.max_elements,
         isolation=isolation(config.getoption("diagfuzz_isolation")),
         timeout=timeout,
-        run_dir=str(root.resolve() / campaign.run_dir_name(seed, part)),
+        run_dir=str(rundirs.fresh_dir(root.resolve(), campaign.run_dir_name(seed, part))),
         workers=n_workers,
         max_members=positive(config, "diagfuzz_max_members") or budget.max_members,
         pipeline=config.getoption("diagfuzz_pipeline") == "on",

@@ -110,7 +110,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "default the executor's)")
     group.addoption("--diagfuzz-root", default=None, metavar="DIR",
                     help="root of per-run, per-worker directories (default <rootdir>/"
-                         ".diagfuzz); a run uses DIR/run-<seed>/<worker>")
+                         ".diagfuzz); a run uses DIR/run-<seed>/<worker>, or run-<seed>.N "
+                         "where an earlier run made that directory")
     group.addoption("--diagfuzz-report", default=None, metavar="PATH",
                     help="write the JSON report (seed, impl, counts, findings) to PATH; "
                          "reproducers go beside it, in PATH's name + -repro/")

@@ -201,7 +201,10 @@ def run_reproducer(path: str | os.PathLike[str], args: list[str] | None = None, 
         entry = corpus.read_entry(path)
         impl = entry.found.get("impl") or DEFAULT_IMPL
         with tempfile.TemporaryDirectory(prefix="diagfuzz-repro-") as tmp:
-            script = write_reproducer(entry.case, tmp, impl=impl, device=_default_device())
+            # The impl from where the file says it was imported, then from here.
+            roots = [*corpus.recorded_impl_path(entry), str(Path.cwd())]
+            script = write_reproducer(entry.case, tmp, impl=impl, device=_default_device(),
+                                      impl_path=list(dict.fromkeys(roots)))
             return _run(script, args, capture)
     if not path.exists():
         raise FileNotFoundError(f"reproducer {path} does not exist")

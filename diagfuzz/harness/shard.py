@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.signature import Signature, cause_axes, signature_of
+from diagfuzz.core.signature import Signature, cause_axes, shrink_key, signature_of
 from diagfuzz.harness.claims import claim
-from diagfuzz.harness.findings import Finding
+from diagfuzz.harness.findings import Finding, merge_findings
 from diagfuzz.harness.sharding import SHRINK_SHARE, families_per_shard
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ class Seen:
 
 
 class Explorer:
-    """Phase 1's bookkeeping: tally every verdict, remember each signature's first family."""
+    """Phase 1's bookkeeping: tally every verdict, remember each signature's first family
+    (per symptom for a wrong result: ``shrink_key``, so each symptom gets its own shrunk
+    Case in the finding)."""
 
     def __init__(self, shard: Shard) -> None:
         self.shard = shard
@@ -87,9 +89,10 @@ class Explorer:
         signature = signature_of(verdict)
         axes = cause_axes(case.to_dict(), verdict.details)
         self.shard.session.progress.add(verdict, self.shard.item.nodeid, signature, axes)
-        seen = self.seen.get(signature)
+        key = shrink_key(verdict)
+        seen = self.seen.get(key)
         if seen is None:
-            seen = self.seen[signature] = Seen(verdict, choices)
+            seen = self.seen[key] = Seen(verdict, choices)
         seen.count += 1
         seen.dtypes[case.dtype] += 1
         for axis, value in axes.items():
@@ -215,6 +218,7 @@ class Shard:
             self._shrink_deadline = started + SHRINK_SHARE * (plan.max_seconds or 0.0)
         elif plan.deadline is not None:
             self._shrink_deadline = max(plan.deadline, time.time()) + SHRINK_GRACE
+        findings = []
         for n, (signature, seen) in enumerate(explorer.seen.items()):
             finding = None
             if (replayable and seen.choices is not None and n < MAX_SHRUNK
@@ -224,7 +228,8 @@ class Shard:
                 finding = Finding.of(seen.verdict, self.item.nodeid)
             finding.count, finding.dtypes = seen.count, dict(seen.dtypes)
             finding.classes = {axis: dict(c) for axis, c in seen.classes.items()}
-            self.findings.append(finding)
+            findings.append(finding)
+        self.findings += merge_findings(findings)  # a finding's symptoms: one finding
 
     def _shrink(self, run: Callable[..., None], shard_settings: Any, signature: Signature,
                 seen: Seen) -> Finding | None:
@@ -252,7 +257,7 @@ class Shard:
                 if verdict is None:
                     verdict = known[case.to_json()] = self.session.run_one(self, case)
                     self.shrink_checks += 1
-                if not verdict.ok and signature_of(verdict) == signature:
+                if not verdict.ok and shrink_key(verdict) == signature:
                     self._last[signature] = verdict
                     chosen[:] = [pipeline.current_choices()]
                     raise AssertionError(signature.describe())

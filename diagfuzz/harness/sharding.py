@@ -44,6 +44,15 @@ def examples_per_shard(total: int, shards: int, streams: int = len(STREAMS)) -> 
     return max(1, math.ceil(total / (shards * streams)))
 
 
+def suite_split(total: int, shards: int, streams: int) -> tuple[int, str]:
+    """How a suite budget of about ``total`` Cases is split (what the shards run in all,
+    and ``"234 Cases x 4 shards x 3 streams"``): the one wording of ``--budget``'s help and
+    of ``diagfuzz gate --plan``."""
+    per_shard = examples_per_shard(total, shards, streams)
+    return (per_shard * shards * streams,
+            f"{per_shard:,} Cases x {shards} shards x {streams} streams")
+
+
 def families_per_shard(cases: int, mean_members: float) -> int:
     """Hypothesis examples (Case families of ``mean_members`` Cases on average) that make
     about ``cases`` Cases: the suite draws families, and max_examples counts examples."""

@@ -1,0 +1,147 @@
+"""A stop always ends: from SIGTERM or SIGINT to exit in at most ``STOP_BOUND`` seconds.
+
+The gate and the pytest plugin stop cooperatively: they stop their children, wait for
+their threads and write their outputs from what finished, in a few seconds. But a thread
+can block where no stop reaches it (an import that waits, a C call, a lock another thread
+holds, the interpreter's exit joining a pool's worker thread), and a child can ignore
+SIGTERM. So a stop also arms a ``StopBound``: if the process is still there ``STOP_BOUND``
+seconds after the signal, it kills every process descended from this one (and their
+process groups), writes the outputs from what the process holds (unless the cooperative
+path wrote them already; a writer that itself blocks gets ``WRITE_BOUND`` seconds), and
+ends the process with ``os._exit``: the written result's code, else 7 (stopped).
+
+Everything the expiry needs is imported here, at import time: an import at expiry could
+wait on the very import lock a blocked thread holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from diagfuzz.core.exits import ExitCode
+
+#: Seconds from the stop signal to the process's end, at most (the expiry's own writing
+#: included: WRITE_BOUND is inside it).
+STOP_BOUND = 10.0
+#: Of STOP_BOUND, the seconds the expiry gives its writer of what the process holds.
+WRITE_BOUND = 2.0
+#: Environment variable: another bound in seconds (tests use a short one).
+STOP_BOUND_ENV = "DIAGFUZZ_STOP_BOUND"
+
+
+def stop_bound() -> float:
+    """STOP_BOUND, or ``$DIAGFUZZ_STOP_BOUND`` where set to a positive number."""
+    with contextlib.suppress(ValueError):
+        value = float(os.environ.get(STOP_BOUND_ENV, ""))
+        if value > 0:
+            return value
+    return STOP_BOUND
+
+
+def descendants(root: int | None = None) -> list[int]:
+    """Pids of every live process descended from ``root`` (this process), children first
+    (Linux: ``/proc``; elsewhere none are found and the caller's own kills stand)."""
+    root = os.getpid() if root is None else root
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # ``pid (name) state ppid ...``: the name may hold spaces and parentheses.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants() -> list[int]:
+    """SIGKILL every process descended from this one, and the process groups they lead
+    (a suite's pytest runs in a session of its own); this process's group is spared."""
+    mine = os.getpgrp()
+    killed = descendants()
+    for pid in killed:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group == pid and group != mine:
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return killed
+
+
+class StopBound:
+    """The watchdog of one stop (module docstring). ``write`` writes the outputs from what
+    the process holds and returns the exit code; ``exit`` ends the process (``os._exit``;
+    a test passes its own)."""
+
+    def __init__(self, write: Callable[[], int], bound: float | None = None,
+                 exit: Callable[[int], object] = os._exit) -> None:
+        self.write = write
+        self.bound = stop_bound() if bound is None else bound
+        self.exit = exit
+        self.code: int | None = None  # set once the cooperative path wrote its outputs
+        self.armed_at: float | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+
+    def arm(self) -> None:
+        """Start the bound's clock (the first call only: a second signal does not reset
+        it)."""
+        with self._lock:
+            if self.armed_at is not None:
+                return
+            self.armed_at = time.monotonic()
+        threading.Thread(target=self._expire, name="diagfuzz-stop-bound", daemon=True).start()
+
+    def written(self, code: int) -> None:
+        """The cooperative path wrote its outputs: an expiry only ends the process."""
+        self.code = int(code)
+
+    def disarm(self) -> None:
+        """The process goes on (an in-process caller): the expiry never fires."""
+        self._done.set()
+
+    def _expire(self) -> None:
+        assert self.armed_at is not None
+        if self._done.wait(max(0.0, self.armed_at + self.bound - WRITE_BOUND - time.monotonic())):
+            return
+        kill_descendants()
+        code = self.code
+        if code is None:
+            code = self._write_bounded()
+        if self._done.is_set():
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        self.exit(int(code))
+
+    def _write_bounded(self) -> int:
+        """``write``'s code, in a thread of its own given WRITE_BOUND seconds; 7 where it
+        blocks or raises."""
+        result: list[int] = []
+
+        def run() -> None:
+            with contextlib.suppress(BaseException):
+                result.append(int(self.write()))
+
+        writer = threading.Thread(target=run, name="diagfuzz-stop-write", daemon=True)
+        writer.start()
+        writer.join(WRITE_BOUND)
+        return result[0] if result else int(ExitCode.STOPPED)
