@@ -115,3 +115,30 @@ def test_classify_leaves_out_what_the_model_lacks() -> None:
     assert classify(case.replace(invalid="dims_equal")) == {}
     rank5 = case.replace(sizes=(*case.sizes, 1, 1, 1, 1)[:5])
     assert "rank" not in classify(rank5) and "offset" in classify(rank5)
+
+
+def test_random_draws_tie_sizes_as_the_model_relates_them() -> None:
+    """Plain draws make the model's size relations at a useful rate (about 1 in 16 each
+    before what the budget refuses), where independent size draws almost never do."""
+    from collections import Counter
+
+    from hypothesis import HealthCheck, given, settings
+
+    from diagfuzz.strategies import cases
+    from diagfuzz.strategies._cases import tie_sizes
+
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=1500, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(cases("diagonal", ranks=(3, 4), boundary=False))
+    def draw(case) -> None:
+        seen[classify(case).get("sizes", "?")] += 1
+
+    draw()
+    total = sum(seen.values())
+    for relation in ("offset_equal", "batch_equal", "square"):
+        assert seen[relation] >= total // 50, (relation, seen)
+    assert tie_sizes((2, 3, 4), 0, 1, 5, 2, 4096) == (5, 3, 4)  # other dim = |offset|
+    assert tie_sizes((2, 3, 4), 0, 1, 5, 0, 4096) == (2, 3, 4)  # 0: no tie
+    assert tie_sizes((2, 3, 4), 0, 1, 5000, 2, 4096) == (2, 3, 4)  # past the budget

@@ -137,3 +137,21 @@ def test_default_gate_catches_the_new_user_fast_path_deterministically(tmp_path:
               and f["classification"]["label"] == "deterministic"]
     assert values, [f["describe"] for f in data["findings"]]
     assert data["combinations"]["all stages"]["diagonal"]["3"]["share"] == 1.0
+
+
+def test_suite_judges_the_covering_cases_before_drawing_with_the_option(
+        tmp_path: Path) -> None:
+    """``--diagfuzz-covering``: the diagonal stream's shards judge the covering Cases first
+    and report the 3-way bug the draws of this tiny budget miss; without it, the same run
+    passes. The report's factor-model rows count them."""
+    from tests.test_suite_run import SMALL, fuzz
+
+    base = ["--impl", "tests.faulty.three_way:impl", "--diagfuzz-ops", "diagonal",
+            "--diagfuzz-budget", "40", "-n", "0", *SMALL]
+    code, out, data = fuzz(tmp_path, *base, "--diagfuzz-covering", root="with")
+    assert code == 1, out[-3000:]
+    assert data["findings"] and all(f["kind"] == "mismatch" for f in data["findings"])
+    judged = sum(data["counts"]["diagonal"]["levels"].values())
+    assert judged >= len(covering_set("diagonal").cases)
+    code, out, data = fuzz(tmp_path, *base, root="without")
+    assert code == 0, out[-3000:]

@@ -35,7 +35,7 @@ def test_summary_and_json_give_full_coverage_of_the_covering_cases() -> None:
     stages = [Stage(COVERING_STAGE, ran=len(cases), levels=_levels(cases))]
     text = gate_report.markdown(_result(stages))
     assert ("**Combinations covered** (every op's factor model, docs/coverage.md): 2-way "
-            "100.0%, 3-way 100.0%, 3-way of the geometric core 100.0%") in text
+            "100.0%, 3-way 100.0%, core 3-way 100.0%") in text
     assert "diag: 2-way 100.0% (532/532), 3-way 100.0%" in text
     data = gate_report.to_json(_result(stages))
     found = data["combinations"]["all stages"]["diag"]

@@ -52,62 +52,23 @@ def t_way(result: Result, stage: str | None = None) -> dict[str, dict[str, Cover
 
 
 def t_way_line(measured: dict[str, dict[str, Coverage]]) -> str:
-    """One line: each t's lowest share over the ops, and the op it is."""
+    """One line: each strength's lowest share over the ops (and that op where below
+    100 %); the core's strength per op (4, or 3 where the core has three factors)."""
     if not measured:
         return ""
-    names = list(dict.fromkeys(n if not n.startswith("core") else "core"
-                               for found in measured.values() for n in found))
+    names = list(dict.fromkeys(t for found in measured.values() for t in found))
     parts = []
-    for name in names:
-        found = [(c.share, op, t) for op, cov in measured.items() for t, c in cov.items()
-                 if t == name or (name == "core" and t.startswith("core"))]
-        share, op, t = min(found)
-        label = f"{t.split()[1]}-way of the geometric core" if name == "core" else f"{t}-way"
-        parts.append(f"{label} {share:.1%}" + ("" if share == 1.0 else f" (lowest: {op})"))
+    for name in sorted(names, key=lambda t: (t.startswith("core"), t)):
+        found = [(c.share, op) for op, cov in measured.items() for t, c in cov.items()
+                 if t == name]
+        share, op = min(found)
+        label = f"core {name.split()[1]}-way" if name.startswith("core") else f"{name}-way"
+        ops = "" if not name.startswith("core") or len(found) == len(measured) else (
+            " (" + ", ".join(o for _, o in found) + ")")
+        parts.append(f"{label}{ops} {share:.1%}" + ("" if share == 1.0 else
+                                                    f" (lowest: {op})"))
     return ("**Combinations covered** (every op's factor model, docs/coverage.md): "
             + ", ".join(parts))
-
-
-def coverage(result: Result) -> dict[str, Counter[str]]:
-    """Cases by class (op, dtype, rank, layout, validity) over every stage."""
-    total: dict[str, Counter[str]] = {}
-    for stage in result.stages:
-        for cls, counts in stage.coverage.items():
-            total.setdefault(cls, Counter()).update(counts)
-    return total
-
-
-def _seen(f: Finding) -> str:
-    dtypes = dtype_tally(f.dtypes)
-    return f"{f.count} failing Case{'' if f.count == 1 else 's'} drawn" + (
-        f" ({dtypes})" if dtypes else "")
-
-
-def _how(f: Finding) -> str:
-    c = f.classification
-    if c is not None:
-        return f"{c.label} {c.ratio}"
-    return "not classified (stopped first)" if f.cut else "not classified"
-
-
-def _finding_lines(n: int, f: Finding) -> list[str]:
-    v, c = f.verdict, f.classification
-    assert v.case is not None and f.signature is not None
-    extra = ""
-    if c and set(c.kinds) - {f.verdict.kind}:
-        extra = " (re-runs: " + ", ".join(f"{k} {n}" for k, n in c.kinds.items()) + ")"
-    where = f" [{v.check}]" if v.check else ""
-    stages = ", ".join(f"{name} {count}" for name, count in f.stages.items())
-    lines = [f"{n}. **{f.signature.describe()}** — {_how(f)}{extra} — {_seen(f)}",
-             "   ```text"]
-    lines += [f"   {'shrunk' if f.shrunk else 'case':<8} {line}" if i == 0
-              else f"   {'':8} {line}" for i, line in enumerate(v.case.describe_full())]
-    lines.append(f"   found    {v.kind}{where}: {v.message}")
-    lines.append(f"   stages   {stages}")
-    lines += ["   " + line[2:] for line in covers_lines(f.classes)]
-    lines += ["   " + line[2:] for line in evidence_lines(v.details)]
-    lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
-    return lines
 
 
 def markdown(result: Result) -> str:

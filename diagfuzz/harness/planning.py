@@ -226,6 +226,9 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         device=device(),
         run_id=secrets.token_hex(8),
         huge=budget.huge or bool(config.getoption("diagfuzz_huge", False)),
+        # One partition of a campaign judges them (partition 1), not every one.
+        covering=bool(config.getoption("diagfuzz_covering", False))
+        and (part is None or part.index == 1),
     )
 
 
