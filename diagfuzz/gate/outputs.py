@@ -71,6 +71,48 @@ def t_way_line(measured: dict[str, dict[str, Coverage]]) -> str:
             + ", ".join(parts))
 
 
+def coverage(result: Result) -> dict[str, Counter[str]]:
+    """Cases by class (op, dtype, rank, layout, validity) over every stage."""
+    total: dict[str, Counter[str]] = {}
+    for stage in result.stages:
+        for cls, counts in stage.coverage.items():
+            total.setdefault(cls, Counter()).update(counts)
+    return total
+
+
+def _seen(f: Finding) -> str:
+    dtypes = dtype_tally(f.dtypes)
+    return f"{f.count} failing Case{'' if f.count == 1 else 's'} drawn" + (
+        f" ({dtypes})" if dtypes else "")
+
+
+def _how(f: Finding) -> str:
+    c = f.classification
+    if c is not None:
+        return f"{c.label} {c.ratio}"
+    return "not classified (stopped first)" if f.cut else "not classified"
+
+
+def _finding_lines(n: int, f: Finding) -> list[str]:
+    v, c = f.verdict, f.classification
+    assert v.case is not None and f.signature is not None
+    extra = ""
+    if c and set(c.kinds) - {f.verdict.kind}:
+        extra = " (re-runs: " + ", ".join(f"{k} {n}" for k, n in c.kinds.items()) + ")"
+    where = f" [{v.check}]" if v.check else ""
+    stages = ", ".join(f"{name} {count}" for name, count in f.stages.items())
+    lines = [f"{n}. **{f.signature.describe()}** — {_how(f)}{extra} — {_seen(f)}",
+             "   ```text"]
+    lines += [f"   {'shrunk' if f.shrunk else 'case':<8} {line}" if i == 0
+              else f"   {'':8} {line}" for i, line in enumerate(v.case.describe_full())]
+    lines.append(f"   found    {v.kind}{where}: {v.message}")
+    lines.append(f"   stages   {stages}")
+    lines += ["   " + line[2:] for line in covers_lines(f.classes)]
+    lines += ["   " + line[2:] for line in evidence_lines(v.details)]
+    lines += ["   ```", f"   reproduce: `{reproduce_command(f)}`"]
+    return lines
+
+
 def markdown(result: Result) -> str:
     """A short summary ready to paste into a review."""
     title = headline(result.code, result.stages)
