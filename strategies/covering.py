@@ -384,18 +384,18 @@ def _layout(level: str, shape: tuple[int, ...], rng: random.Random) -> Layout | 
     if level == "expanded":
         wide = [d for d in range(rank) if shape[d] > 1] or list(range(rank))
         d = rng.choice(wide)
-        strides = list(_physical(tuple(1 if k == d else n for k, n in enumerate(shape)),
-                                 list(range(rank))))
-        strides[d] = 0
-        return Layout(shape, tuple(strides), 0, ("expanded",))
+        dense = _physical(tuple(1 if k == d else n for k, n in enumerate(shape)),
+                          list(range(rank)))
+        return Layout(shape, tuple(0 if k == d else st for k, st in enumerate(dense)), 0,
+                      ("expanded",))
     if level == "transposed":
         order = list(reversed(range(rank))) if rng.random() < 0.5 or rank < 3 else \
             rng.sample(range(rank), rank)
-        strides = _physical(shape, order)
-        return None if strides == plain else Layout(shape, strides, 0, ("permuted",))
+        permuted = _physical(shape, order)
+        return None if permuted == plain else Layout(shape, permuted, 0, ("permuted",))
     if level == "channels_last" and rank >= 3:
-        strides = _physical(shape, [0, *range(2, rank), 1])
-        return None if strides == plain else Layout(shape, strides, 0, ("channels_last",))
+        last = _physical(shape, [0, *range(2, rank), 1])
+        return None if last == plain else Layout(shape, last, 0, ("channels_last",))
     return None
 
 
