@@ -1,10 +1,11 @@
 """The gate's stages: what each one runs, and the finding and stage records they give.
 
-Stages, in order: the regression corpus, the fuzz suite (pytest + xdist under the
-derandomized ``gate`` Hypothesis profile, in a subprocess), fixed error-parity Cases, a
-torch.compile parity sample, PyTorch's OpInfo samples, and with ``--huge`` the huge tier
-(Cases past 2**31 elements, GPU only). ``run.py`` runs them, merges their findings by cause
-and classifies each cause once.
+Stages, in order: the regression corpus, the covering Cases (every valid 3-way combination
+of each op's factor model: ``diagfuzz.strategies.covering``), the fuzz suite (pytest +
+xdist under the derandomized ``gate`` Hypothesis profile, in a subprocess), fixed
+error-parity Cases, a torch.compile parity sample, PyTorch's OpInfo samples, and with
+``--huge`` the huge tier (Cases past 2**31 elements, GPU only). ``run.py`` runs them,
+merges their findings by cause and classifies each cause once.
 """
 
 from __future__ import annotations

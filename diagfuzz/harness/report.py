@@ -78,7 +78,11 @@ def levels_row(case: Case) -> str:
     one text, "factor=level|...": '' for a Case outside the model (invalid ones)."""
     from diagfuzz.strategies.covering import classify as levels_of
 
-    return "|".join(f"{f}={level}" for f, level in levels_of(case).items())
+    try:
+        levels = levels_of(case)
+    except (ValueError, KeyError, IndexError, RuntimeError):  # never stops a run's count
+        return ""
+    return "|".join(f"{f}={level}" for f, level in levels.items())
 
 
 def group_of(case: Case) -> str:
