@@ -158,3 +158,34 @@ def test_suite_judges_the_covering_cases_before_drawing_with_the_option(
     assert judged >= len(covering_set("diagonal").cases)
     code, out, data = fuzz(tmp_path, *base, root="without")
     assert code == 0, out[-3000:]
+
+
+class _OutLikeFunctional:
+    """diagonal_scatter whose ``.out`` overload hands back ``out`` re-viewed with the
+    functional result's layout (strides, storage offset), which aten never does."""
+
+    uses_triton_registration = False
+
+    def diagonal_scatter(self, x, src, offset=0, dim1=0, dim2=1):
+        from diagfuzz.impl import aten
+
+        return aten.diagonal_scatter(x, src, offset, dim1, dim2)
+
+    def diagonal_scatter_out(self, x, src, offset=0, dim1=0, dim2=1, *, out):
+        return out.set_(self.diagonal_scatter(x, src, offset, dim1, dim2))
+
+
+def test_an_out_result_has_outs_layout_not_the_functional_results() -> None:
+    """The covering stage's diagonal_scatter.out Cases with a permuted input: aten's own
+    .out passes (it writes into the contiguous out it is given); an .out that hands back
+    the functional result's layout fails on strides."""
+    from diagfuzz.impl import aten_with_out
+
+    permuted = [c for c in covering_set("diagonal_scatter").cases
+                if c.out_dtype and classify(c)["layout_input"] == "transposed"
+                and classify(c)["diag_len"] != "empty"]
+    assert permuted
+    assert not judged(aten_with_out, permuted)
+    failing = judged(_OutLikeFunctional(), permuted)
+    assert failing and {v.check for v in failing} <= {"metadata:strides",
+                                                      "metadata:storage_offset"}
