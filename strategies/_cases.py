@@ -435,9 +435,46 @@ def draw_geometry(draw: st.DrawFn, n: Narrowing,
         sizes = square_sizes(sizes, d1, d2, n.max_elements)
         kinds = square_offsets(kinds)
     offset = draw_offset(draw, kinds, sizes[d1], sizes[d2])
+    tie = draw(_TIES)
+    if not square:
+        sizes = tie_sizes(sizes, d1, d2, offset, tie, n.max_elements)
     if boundary is not None and is_boundary(draw):
         return draw(boundary)
     return Geometry(sizes, dim1, dim2, d1, d2, offset, n.max_elements)
+
+
+#: The relations between sizes that independent size draws almost never make, as the
+#: factor model names them (``diagfuzz.specs.factors``): the two diagonal dims equal
+#: (square), the other diagonal dim equal to |offset| (offset_equal), a batch dim equal to
+#: a diagonal dim (batch_equal). One draw in TIE_IN of each picks one; 0 (what shrinking
+#: goes to) ties nothing. Drawn for every plain Case, so the choice sequence keeps its
+#: shape; an op whose sizes are square already (``OpSpec.square``) ignores it.
+TIES = ("square", "offset_equal", "batch_equal")
+TIE_IN = 16
+_TIES = ints(0, TIE_IN - 1)
+
+
+def tie_sizes(sizes: tuple[int, ...], d1: int, d2: int, offset: int, tie: int,
+              budget: int) -> tuple[int, ...]:
+    """``sizes`` with relation ``TIES[tie - 1]`` made (tie 1..3), where the tensor stays
+    within ``budget`` elements; otherwise as they are."""
+    if not 1 <= tie <= len(TIES):
+        return sizes
+    relation = TIES[tie - 1]
+    out = list(sizes)
+    if relation == "square":
+        out[d2] = sizes[d1]
+    elif relation == "offset_equal":
+        if not 2 <= abs(offset) <= budget:
+            return sizes
+        out[d1 if offset > 0 else d2] = abs(offset)
+    else:
+        batch = [d for d in range(len(sizes)) if d not in (d1, d2)]
+        if not batch:
+            return sizes
+        spread = sizes[d1] + sizes[d2]  # which batch dim, and which diagonal dim's size
+        out[batch[spread % len(batch)]] = sizes[d1] if spread % 2 else sizes[d2]
+    return tuple(out) if prod(max(s, 1) for s in out) <= budget else sizes
 
 
 def draw_boundary(draw: st.DrawFn, full: str, n: Narrowing,

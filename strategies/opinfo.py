@@ -101,7 +101,7 @@ def unavailable() -> str:
 
 
 def _why(exc: Exception) -> str:
-    hint = (" (pip install expecttest, or pip install 'diagfuzz[opinfo]')"
+    hint = (" (pip install expecttest: a dependency of diagfuzz)"
             if "expecttest" in str(exc) else "")
     return f"torch.testing._internal does not import: {type(exc).__name__}: {exc}{hint}"
 

@@ -20,6 +20,7 @@ from diagfuzz.gate import compile_cases, error_parity_cases
 from diagfuzz.gate.cli import main
 from diagfuzz.gate.stages import OPINFO_STAGE
 from diagfuzz.strategies import opinfo
+from diagfuzz.strategies.covering import covering_cases
 from tests.faulty.cases import square
 
 
@@ -33,8 +34,8 @@ def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = N
             "--out", str(out), "--report", str(tmp_path / "report.json"),
             "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "s.md"),
             *extra]
-    if not opinfo:  # only the test of every stage judges the OpInfo samples
-        args.append("--no-opinfo")
+    if not opinfo:  # only the test of every stage judges the OpInfo and covering Cases
+        args += ["--no-opinfo", "--no-covering"]
     proc = subprocess.run(args, capture_output=True, text=True, check=False,
                           env=env or dict(os.environ))
     report = json.loads((tmp_path / "report.json").read_text())
@@ -47,8 +48,10 @@ def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
                                     opinfo=True)
     assert code == 0, output
     stages = {s["name"]: s for s in report["stages"]}
-    assert list(stages) == ["corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
-                            "torch.compile parity", "classification"]
+    assert list(stages) == ["corpus replay", "covering array", "fuzz suite", "error parity",
+                            OPINFO_STAGE, "torch.compile parity", "classification"]
+    assert stages["covering array"]["cases"] == len(covering_cases())
+    assert report["combinations"]["all stages"]["diagonal"]["3"]["share"] == 1.0
     assert stages["corpus replay"]["cases"] == 1
     assert stages["fuzz suite"]["cases"] >= 24
     # One error Case per invalid class of every op, and every op's compile sample.

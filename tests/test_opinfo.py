@@ -116,7 +116,7 @@ def _environment(hide_expecttest: Path | None = None) -> dict[str, str]:
 def _gate(tmp_path: Path, impl: str, env: dict[str, str]) -> tuple[int, dict, str]:
     proc = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", impl, "--no-suite",
-         "--no-compile", "--no-save", "-n", "0", "--repeats", "2", "--quiet",
+         "--no-compile", "--no-covering", "--no-save", "-n", "0", "--repeats", "2", "--quiet",
          "--report", "report.json"], cwd=tmp_path, env=env, capture_output=True, text=True,
         check=False, timeout=600)
     return proc.returncode, json.loads((tmp_path / "report.json").read_text()), proc.stdout

@@ -40,9 +40,10 @@ from pathlib import Path
 SUPPORTED = ((2, 11), (2, 14))  # torch>=2.11,<2.14, as pyproject.toml states
 SUPPORTED_TEXT = "torch>=2.11,<2.14"
 DEFAULT_TORCH = "torch==2.13.0"  # the CPU build (this machine's pip finds it on disk)
-DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "setuptools")
+DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "expecttest",
+        "setuptools")
 #: The dev extras' modules (pyproject.toml's ``dev``): an offline install goes without them.
-DEV_MODULES = ("ruff", "mypy", "redis", "importlinter", "expecttest")
+DEV_MODULES = ("ruff", "mypy", "redis", "importlinter")
 MARKER = ".diagfuzz-env.json"
 STAMP = ".diagfuzz-installed"
 PTH = "diagfuzz-parent-site.pth"

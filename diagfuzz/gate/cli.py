@@ -126,6 +126,7 @@ def gate_options(args: argparse.Namespace) -> Any:
         corpus_dir=args.corpus, out_dir=args.out, repeats=args.repeats,
         save_corpus=not args.no_save, suite=not args.no_suite,
         compile_sample=not args.no_compile, opinfo=not args.no_opinfo,
+        covering=not args.no_covering,
         max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
@@ -332,6 +333,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
     g.add_argument("--no-suite", action="store_true", help="skip the fuzz-suite stage")
     g.add_argument("--no-compile", action="store_true", help="skip the torch.compile sample")
+    g.add_argument("--no-covering", action="store_true",
+                   help="skip the covering Cases (every valid 3-way combination of each "
+                        "op's factor model, 4-way of its geometric core)")
     g.add_argument("--no-opinfo", action="store_true",
                    help="skip PyTorch's OpInfo samples (skipped anyway where "
                         "torch.testing._internal does not import: it needs expecttest)")

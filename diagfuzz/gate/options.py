@@ -36,6 +36,8 @@ class Options:
     suite: bool = True
     compile_sample: bool = True
     opinfo: bool = True
+    #: Judge every op's covering Cases (``stages.covering_stage``).
+    covering: bool = True
     max_classify: int = 20
     #: Narrowing passed to the suite (comma-separated names, as its options take them).
     ops: str | None = None

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.core import corpus
+from diagfuzz.core.covering import Coverage
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
-from diagfuzz.gate.stages import Finding, cut_before_running, not_run
+from diagfuzz.gate.stages import Finding, Stage, cut_before_running, not_run
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines, symptom_lines
 
 _HEADLINE: dict[int, str] = {
@@ -25,9 +26,49 @@ _HEADLINE: dict[int, str] = {
 }
 
 
-def headline(code: int) -> str:
-    """The summary's verdict for an exit code."""
-    return _HEADLINE.get(code, f"exit {code}")
+def headline(code: int, stages: list[Stage] | None = None) -> str:
+    """The summary's verdict for an exit code; a pass (or cut, or stop) in which a stage
+    could not run says which, so a PASS never claims more than ran."""
+    text = _HEADLINE.get(code, f"exit {code}")
+    unrun = [s.name for s in not_run(stages or [])]
+    if unrun and code in (ExitCode.CLEAN, ExitCode.CUT, ExitCode.STOPPED):
+        text += f" — NOT RUN: {', '.join(unrun)}"
+    return text
+
+
+def t_way(result: Result, stage: str | None = None) -> dict[str, dict[str, Coverage]]:
+    """Per op, the t-way coverage of the factor model (``diagfuzz.strategies.covering``)
+    that the judged Cases of every stage (or of ``stage`` alone) reach."""
+    from diagfuzz.strategies.covering import measure_rows
+
+    rows: dict[str, list[dict[str, str]]] = {}
+    for s in result.stages:
+        if stage is not None and s.name != stage:
+            continue
+        for op, counts in s.levels.items():
+            rows.setdefault(op, []).extend(
+                dict(part.split("=", 1) for part in row.split("|")) for row in counts)
+    return measure_rows(rows) if rows else {}
+
+
+def t_way_line(measured: dict[str, dict[str, Coverage]]) -> str:
+    """One line: each strength's lowest share over the ops (and that op where below
+    100 %); the core's strength per op (4, or 3 where the core has three factors)."""
+    if not measured:
+        return ""
+    names = list(dict.fromkeys(t for found in measured.values() for t in found))
+    parts = []
+    for name in sorted(names, key=lambda t: (t.startswith("core"), t)):
+        found = [(c.share, op) for op, cov in measured.items() for t, c in cov.items()
+                 if t == name]
+        share, op = min(found)
+        label = f"core {name.split()[1]}-way" if name.startswith("core") else f"{name}-way"
+        ops = "" if not name.startswith("core") or len(found) == len(measured) else (
+            " (" + ", ".join(o for _, o in found) + ")")
+        parts.append(f"{label}{ops} {share:.1%}" + ("" if share == 1.0 else
+                                                    f" (lowest: {op})"))
+    return ("**Combinations covered** (every op's factor model, docs/coverage.md): "
+            + ", ".join(parts))
 
 
 def coverage(result: Result) -> dict[str, Counter[str]]:
@@ -80,7 +121,7 @@ def _finding_lines(n: int, f: Finding) -> list[str]:
 
 def markdown(result: Result) -> str:
     """A short summary ready to paste into a review."""
-    title = headline(result.code)
+    title = headline(result.code, result.stages)
     if result.code == ExitCode.FAILURE and not any(
             f.classification and f.classification.deterministic for f in result.findings):
         title = "FAILED (unclassified failure)"
@@ -99,6 +140,9 @@ def markdown(result: Result) -> str:
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
     lines += registration_lines(result.registrations)
+    measured = t_way(result)
+    if measured:
+        lines += [t_way_line(measured), ""]
     if result.stages:
         # Cases judged, the failing ones among them, and the causes (findings) they are.
         lines += ["| stage | Cases | failing Cases | causes | unsupported | time | note |",
@@ -133,6 +177,7 @@ def markdown(result: Result) -> str:
                      "per cause, which every gate replays first (`--no-save` turns saving "
                      "off).")
     lines += time_lines(result.timing)
+    lines += t_way_details(measured, t_way(result, "fuzz suite"))
     cov = coverage(result)
     if cov:
         lines += ["", "<details><summary>Coverage by class</summary>", ""]
@@ -158,6 +203,26 @@ def registration_lines(data: dict[str, Any]) -> list[str]:
         lines += [f"| {r['op']} | {', '.join(r['keys'])} | {r['derivative']} | "
                   f"{'yes' if r['meta'] else 'no'} |" for r in rows]
     return [*lines, ""]
+
+
+def t_way_details(measured: dict[str, dict[str, Coverage]],
+                  suite: dict[str, dict[str, Coverage]]) -> list[str]:
+    """Per op: the t-way coverage of every stage's Cases, and the combinations never
+    reached; then what the fuzz suite's random draws alone reach."""
+    from diagfuzz.strategies.covering import coverage_lines
+
+    if not measured:
+        return []
+    lines = ["", "<details><summary>Combinations covered, per op</summary>", "",
+             "All stages:", "", "```text", *coverage_lines(measured), "```"]
+    if suite:
+        lines += ["", "The fuzz suite's random draws alone:", "", "```text",
+                  *coverage_lines(suite), "```"]
+    return [*lines, "", "</details>"]
+
+
+def _t_way_dict(measured: dict[str, dict[str, Coverage]]) -> dict[str, Any]:
+    return {op: {t: c.to_dict() for t, c in found.items()} for op, found in measured.items()}
 
 
 def time_lines(data: dict[str, Any]) -> list[str]:
@@ -204,7 +269,11 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
 def to_json(result: Result) -> dict[str, Any]:
     """The machine-readable report (``--report PATH``)."""
     return {
-        "exit_code": int(result.code), "outcome": headline(result.code), "impl": result.impl,
+        "exit_code": int(result.code), "outcome": headline(result.code, result.stages),
+        "impl": result.impl,
+        "not_run": {s.name: s.skipped for s in not_run(result.stages)},
+        "combinations": {"all stages": _t_way_dict(t_way(result)),
+                         "fuzz suite": _t_way_dict(t_way(result, "fuzz suite"))},
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
                     "failing_cases": _failing_cases(s),
@@ -238,6 +307,13 @@ def junit(result: Result) -> ET.ElementTree:
         case = ET.SubElement(suite, "testcase", classname="gate", name="stopped")
         ET.SubElement(case, "error", message=f"stopped by {result.stopped}").text = (
             "the gate was stopped; the stages below hold what finished")
+    unrun = not_run(result.stages)
+    if unrun:  # a pass that ran less says so at the top, not only in its stage's suite
+        suite = ET.SubElement(root, "testsuite", name="gate", tests="1", failures="0",
+                              errors="0", skipped="1")
+        case = ET.SubElement(suite, "testcase", classname="gate", name="stages not run")
+        ET.SubElement(case, "skipped", message="not run: " + "; ".join(
+            f"{s.name} ({s.skipped})" for s in unrun))
     by_stage: dict[str, list[Finding]] = {}
     for f in result.findings:
         by_stage.setdefault(f.stage, []).append(f)

@@ -16,6 +16,7 @@ from diagfuzz.gate.stages import (
     OPINFO_STAGE,
     SUITE_SHARE,
     compile_cases,
+    covering_for,
     error_parity_cases,
     fixed,
     huge_dtypes,
@@ -58,6 +59,20 @@ def huge_plan(opts: Options, provided: tuple[str, ...]) -> str:
             f"at most {huge.max_bytes() / 2**30:g} GiB each")
 
 
+def covering_plan(opts: Options, provided: tuple[str, ...]) -> list[str]:
+    """The covering stage's lines: its Cases per op and the t-way coverage they give."""
+    from diagfuzz.strategies.covering import measure
+
+    if not opts.covering:
+        return ["  covering array       skipped (--no-covering)"]
+    cases = covering_for(opts, provided)
+    lines = [f"  covering array       {len(cases):,} Cases ({_per_op(cases)})"]
+    for op, found in measure(cases).items():
+        shares = ", ".join(f"{t}-way {c.share:.0%}" for t, c in found.items())
+        lines.append(f"                       {op}: {shares}")
+    return lines
+
+
 def plan_lines(opts: Options) -> list[str]:
     """The plan of a gate run with ``opts``: one line per stage, then limits and outputs."""
     from diagfuzz.harness.profiles import BUDGETS
@@ -77,6 +92,7 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append(f"  corpus replay        {len(replay):,} Cases from {opts.corpus_dir}/")
     except ValueError as exc:
         lines.append(f"  corpus replay        unreadable: {exc}")
+    lines += covering_plan(opts, provided)
     if opts.suite:
         # Split over the streams that run (harness.planning), as --budget's help says.
         budget, split = suite_split(opts.budget or gate.total, gate.shards, len(streams))

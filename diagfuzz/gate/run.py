@@ -43,6 +43,7 @@ from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.stages import (
     AUDIT_STAGE,
     COMPILE_TIMEOUT,
+    COVERING_STAGE,
     OPINFO_STAGE,
     Context,
     Finding,
@@ -50,6 +51,7 @@ from diagfuzz.gate.stages import (
     audit_stage,
     compile_stage,
     corpus_stage,
+    covering_stage,
     error_parity_stage,
     huge_stage,
     not_run,
@@ -73,7 +75,7 @@ from diagfuzz.impl import (
 )
 
 #: The stages in report order.
-STAGE_ORDER = ("corpus replay", "fuzz suite", "error parity", OPINFO_STAGE,
+STAGE_ORDER = ("corpus replay", COVERING_STAGE, "fuzz suite", "error parity", OPINFO_STAGE,
                "torch.compile parity", AUDIT_STAGE, "huge tier", "classification")
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
@@ -260,7 +262,8 @@ class Gate:
                 return
             runner = self.runner
             steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
-                ("corpus replay", corpus_stage), ("error parity", error_parity_stage),
+                ("corpus replay", corpus_stage), (COVERING_STAGE, covering_stage),
+                ("error parity", error_parity_stage),
                 (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage),
                 (AUDIT_STAGE, audit_stage), ("huge tier", huge_stage)]
             for name, step in steps:

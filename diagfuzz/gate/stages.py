@@ -1,10 +1,11 @@
 """The gate's stages: what each one runs, and the finding and stage records they give.
 
-Stages, in order: the regression corpus, the fuzz suite (pytest + xdist under the
-derandomized ``gate`` Hypothesis profile, in a subprocess), fixed error-parity Cases, a
-torch.compile parity sample, PyTorch's OpInfo samples, and with ``--huge`` the huge tier
-(Cases past 2**31 elements, GPU only). ``run.py`` runs them, merges their findings by cause
-and classifies each cause once.
+Stages, in order: the regression corpus, the covering Cases (every valid 3-way combination
+of each op's factor model: ``diagfuzz.strategies.covering``), the fuzz suite (pytest +
+xdist under the derandomized ``gate`` Hypothesis profile, in a subprocess), fixed
+error-parity Cases, a torch.compile parity sample, PyTorch's OpInfo samples, and with
+``--huge`` the huge tier (Cases past 2**31 elements, GPU only). ``run.py`` runs them,
+merges their findings by cause and classifies each cause once.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ COMPILE_TIMEOUT = 300.0
 SUITE_SHARE = 0.5
 #: The OpInfo stage's name (reports, progress lines, JUnit).
 OPINFO_STAGE = "opinfo samples"
+#: The covering stage's name.
+COVERING_STAGE = "covering array"
 #: The most workers per GPU the gate's suite takes for ``-n auto``.
 GATE_MAX_WORKERS_PER_GPU = 8
 
@@ -141,6 +144,9 @@ class Stage:
     stopped: bool = False
     #: Executor seconds per part (``diagfuzz.execution.timing``), where it ran executors.
     timing: dict[str, Any] = field(default_factory=dict)
+    #: Judged Cases per op as factor-model rows (``diagfuzz.strategies.covering``: the
+    #: row's text -> Cases), for the t-way coverage.
+    levels: dict[str, Counter[str]] = field(default_factory=dict)
 
 
 # --- fixed Cases of the error-parity and torch.compile stages ---------------------------
@@ -168,14 +174,19 @@ def fixed(opts: Options, cases: list[Case],
 
 # --- coverage ---------------------------------------------------------------------------
 
-def _count(coverage: dict[str, Counter[str]], case: Case) -> None:
-    """Add ``case`` to per-axis counts, with the fuzz report's classes (diagfuzz.harness.report)."""
+def _count(stage: Stage, case: Case) -> None:
+    """Add ``case`` to the stage's per-axis counts, with the fuzz report's classes
+    (diagfuzz.harness.report), and to its factor-model rows."""
     from diagfuzz.harness.report import classify as classes_of
-    from diagfuzz.harness.report import group_of
+    from diagfuzz.harness.report import group_of, levels_row
 
+    coverage = stage.coverage
     coverage.setdefault("group", Counter())[group_of(case)] += 1
     for axis, values in classes_of(case).items():
         coverage.setdefault(axis, Counter()).update(values)
+    row = levels_row(case)
+    if row:
+        stage.levels.setdefault(case.op, Counter())[row] += 1
 
 
 def report_coverage(counts: dict[str, Any]) -> dict[str, Counter[str]]:
@@ -186,6 +197,12 @@ def report_coverage(counts: dict[str, Any]) -> dict[str, Counter[str]]:
         for axis, values in entry.get("classes", {}).items():
             coverage.setdefault(axis, Counter()).update(values)
     return coverage
+
+
+def report_levels(counts: dict[str, Any]) -> dict[str, Counter[str]]:
+    """Factor-model rows per op from the suite report's ``counts``."""
+    return {group: Counter(entry["levels"]) for group, entry in counts.items()
+            if isinstance(entry, dict) and entry.get("levels")}
 
 
 # --- stages run by the gate's own executor ----------------------------------------------
@@ -262,7 +279,7 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
                 stage.cut = True
                 end("cut by --max-seconds")
                 return
-            _count(stage.coverage, case)
+            _count(stage, case)
             runner.submit(case, oracle, timeout)
             record(runner.poll())
         record(runner.drain())
@@ -288,6 +305,27 @@ def corpus_stage(ctx: Context, runner: ProcessRunner) -> Stage:
         return stage
     run_cases(ctx, stage, fixed(ctx.opts, cases, ctx.provided), runner, "check")
     return stage
+
+
+def covering_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+    """Every op's covering Cases (``diagfuzz.strategies.covering``): each valid 3-way
+    combination of its factor model and 4-way combination of its geometric core, made
+    into small Cases, judged like the corpus's (within ``--dtypes`` where given)."""
+    stage = ctx.stage(COVERING_STAGE)
+    if not ctx.opts.covering:
+        stage.skipped = "--no-covering"
+        return stage
+    run_cases(ctx, stage, covering_for(ctx.opts, ctx.provided), runner, "check")
+    return stage
+
+
+def covering_for(opts: Options, provided: tuple[str, ...] | None) -> list[Case]:
+    """The covering Cases of the ops and dtypes ``opts`` leave in."""
+    from diagfuzz.strategies.covering import covering_cases
+
+    wanted = {d.strip() for d in opts.dtypes.split(",")} if opts.dtypes else None
+    return [c for c in fixed(opts, covering_cases(), provided)
+            if wanted is None or c.dtype in wanted]
 
 
 def error_parity_stage(ctx: Context, runner: ProcessRunner) -> Stage:
@@ -379,6 +417,7 @@ def suite_command(opts: Options, report: Path, max_seconds: float | None = None)
     # pipelined runs' workers keep the GPU fed (H200, FlagGems: 4 workers of 3 executors
     # each, 12 imports and warm-ups, for 4 Cases in flight at a time).
     command += ["--diagfuzz-executors", "1"]
+    # No --diagfuzz-covering: the gate judges the covering Cases in a stage of its own.
     if opts.workers == "auto":
         command += ["--diagfuzz-workers-per-gpu", str(gate_workers_per_gpu())]
     for flag, value in (("ops", opts.ops), ("dtypes", opts.dtypes), ("ranks", opts.ranks),
@@ -497,6 +536,7 @@ def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     stage.ran = max(stage.ran, int(report.get("cases_seen", 0)))
     stage.unsupported = int(report.get("unsupported_cases", 0))
     stage.coverage = report_coverage(report.get("counts", {}))
+    stage.levels = report_levels(report.get("counts", {}))
     stage.cut = bool(report.get("cut"))
     stage.stopped = stopped or bool(report.get("stopped"))
     if stage.stopped:  # the workers judged on until killed: count what they judged

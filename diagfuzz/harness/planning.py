@@ -236,6 +236,9 @@ def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:
         run_id=secrets.token_hex(8),
         huge=budget.huge or bool(config.getoption("diagfuzz_huge", False)),
         registrations=registrations,
+        # One partition of a campaign judges them (partition 1), not every one.
+        covering=bool(config.getoption("diagfuzz_covering", False))
+        and (part is None or part.index == 1),
     )
 
 

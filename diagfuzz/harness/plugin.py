@@ -85,6 +85,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "85%%, what still runs is stopped at 95%% and the report holds "
                          "what finished; the run is reported as cut (exit 6 when nothing "
                          "failed)")
+    group.addoption("--diagfuzz-covering", action="store_true", default=False,
+                    help="before drawing, each op's shards judge the op's covering Cases "
+                         "(every valid 3-way combination of its factor model, 4-way of its "
+                         "geometric core; the gate judges them in a stage of its own)")
     group.addoption("--diagfuzz-huge", action="store_true", default=False,
                     help="also run test_huge, the huge tier: a few Cases per op past 2**31 "
                          "elements, judged on the GPU in chunks (on in the nightly profile; "

@@ -73,6 +73,18 @@ def classify(case: Case) -> dict[str, list[str]]:
     return classes
 
 
+def levels_row(case: Case) -> str:
+    """The Case's levels of its op's factor model (``diagfuzz.strategies.covering``) as
+    one text, "factor=level|...": '' for a Case outside the model (invalid ones)."""
+    from diagfuzz.strategies.covering import classify as levels_of
+
+    try:
+        levels = levels_of(case)
+    except (ValueError, KeyError, IndexError, RuntimeError):  # never stops a run's count
+        return ""
+    return "|".join(f"{f}={level}" for f, level in levels.items())
+
+
 def group_of(case: Case) -> str:
     """The report column of a Case."""
     return "invalid" if case.invalid else case.op
@@ -89,6 +101,8 @@ class Tally:
     unsupported_dtypes: Counter[str] = field(default_factory=Counter)
     classes: dict[str, dict[str, Counter[str]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
+    #: Judged Cases per group by factor-model row (``levels_row``): the t-way coverage.
+    levels: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     def add(self, case: Case, failed: bool, unsupported: bool = False) -> None:
         """Count one explored Case (an unsupported one is counted apart, not classified)."""
@@ -103,6 +117,9 @@ class Tally:
         for axis, values in classify(case).items():
             for value in values:
                 self.classes[group][axis][value] += 1
+        row = levels_row(case)
+        if row:
+            self.levels[group][row] += 1
 
     def merge(self, other: Tally) -> None:
         """Add ``other``'s counts to this tally."""
@@ -113,6 +130,8 @@ class Tally:
         for group, axes in other.classes.items():
             for axis, values in axes.items():
                 self.classes[group][axis].update(values)
+        for group, rows in other.levels.items():
+            self.levels[group].update(rows)
 
     def on_gpu(self, gpu: str) -> None:
         """Count every Case of this tally under class ``gpu`` of the axis ``gpu`` (a shard's
@@ -148,7 +167,9 @@ class Tally:
             g: {"cases": self.cases[g], "failures": self.failures[g],
                 "unsupported": self.unsupported[g],
                 "classes": {a: dict(sorted(v.items())) for a, v in
-                            sorted(self.classes[g].items(), key=lambda av: _axis_order(av[0]))}}
+                            sorted(self.classes[g].items(), key=lambda av: _axis_order(av[0]))},
+                **({"levels": dict(sorted(self.levels[g].items()))} if self.levels.get(g)
+                   else {})}
             for g in groups}
         if self.unsupported_dtypes:
             data["unsupported_dtypes"] = dict(sorted(self.unsupported_dtypes.items()))
@@ -167,6 +188,7 @@ class Tally:
             tally.unsupported[group] += entry.get("unsupported", 0)
             for axis, values in entry["classes"].items():
                 tally.classes[group][axis].update(values)
+            tally.levels[group].update(entry.get("levels", {}))
         return tally
 
 

@@ -93,6 +93,8 @@ class Explorer:
         seen = self.seen.get(key)
         if seen is None:
             seen = self.seen[key] = Seen(verdict, choices)
+        elif seen.choices is None and choices is not None:  # a covering Case's: shrinkable
+            seen.verdict, seen.choices = verdict, choices
         seen.count += 1
         seen.dtypes[case.dtype] += 1
         for axis, value in axes.items():
@@ -146,6 +148,7 @@ class Shard:
         replayable = not pipeline.unavailable()
         refusal = self.session.pipeline_refusal(shard_settings)
         try:
+            self._judge_covering(explorer)
             # With a shared database: failures found elsewhere first (diagfuzz.campaign).
             self.session.campaign.replay_known(self, run, shard_settings, explorer)
             if refusal:
@@ -159,6 +162,29 @@ class Shard:
         self._shrink_all(run, shard_settings, explorer, replayable)
         if self.findings:
             raise AssertionError(self.summary())
+
+    def covering_share(self) -> list[Any]:
+        """This shard's share of its op's covering Cases (every shard-th one, from its
+        index), within the run's dtype narrowing; none without --diagfuzz-covering or for
+        the invalid stream."""
+        from diagfuzz.core.streams import STREAM_OPS
+
+        plan = self.session.plan
+        op = STREAM_OPS.get(self.stream)
+        if not plan.covering or op is None:
+            return []
+        from diagfuzz.strategies.covering import covering_set
+
+        dtypes = None if plan.dtypes is None else plan.dtypes.get(op, ())
+        cases = [c for c in covering_set(op).cases if dtypes is None or c.dtype in dtypes]
+        return cases[self.index::plan.shards]
+
+    def _judge_covering(self, explorer: Explorer) -> None:
+        """Judge this shard's covering Cases before any draw (a failure among them is
+        shrunk where a drawn Case meets the same cause; else reported as it is)."""
+        for case in self.covering_share():
+            self._time_check()
+            explorer.record(case, self.session.run_one(self, case), None)
 
     def judge(self, cases: list[Any], run: Callable[[Any], Any]) -> None:
         """Judge a fixed list of Cases with ``run`` (Case -> Verdict): nothing drawn,

@@ -123,6 +123,9 @@ class RunPlan:
     run_id: str = ""
     #: Whether the suite's ``test_huge`` runs (the profile's ``huge``, or --diagfuzz-huge).
     huge: bool = False
+    #: --diagfuzz-covering: each valid stream's shards first judge their share of the op's
+    #: covering Cases (``diagfuzz.strategies.covering``), then draw.
+    covering: bool = False
     #: The controller's fork server, which every worker's executors are forked from
     #: (``diagfuzz.execution.forkserver.start_for_run``); '': each worker starts its own.
     fork_server: str = ""

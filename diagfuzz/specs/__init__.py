@@ -20,7 +20,7 @@ from diagfuzz.core.opnames import op_call, op_names
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 #: Modules of this package that are shared pieces, not ops.
-_SHARED = frozenset({"base", "common", "index_reference"})
+_SHARED = frozenset({"base", "common", "factors", "index_reference"})
 
 
 def _discover() -> dict[str, OpSpec]:
