@@ -35,12 +35,13 @@ def library() -> Iterator[Any]:
         return importlib.import_module(f"tests.registered.{name}")
 
     yield load
-    package = sys.modules["tests.registered"]
+    package = sys.modules.get("tests.registered")
     for name in [n for n in sys.modules if n.startswith("tests.registered.")]:
         lib = getattr(sys.modules.pop(name), "LIB", None)
         if lib is not None and lib.m is not None:
             lib._destroy()
-        vars(package).pop(name.rpartition(".")[2], None)  # the next import runs it again
+        if package is not None:  # the next import runs the module again
+            vars(package).pop(name.rpartition(".")[2], None)
 
 
 def _embed(offset: int, dtype: str) -> Case:
