@@ -14,7 +14,7 @@ proves per Case that one of the library's kernels served the call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -107,12 +107,6 @@ class _PublicAten:
 
 with_every_op(_PublicAten, _public_calls, out=True)
 
-#: Ops whose aten kernel is a composition of other ops of the family: a library serves
-#: them when it registers a kernel they decompose into (``aten::diag`` is
-#: CompositeImplicitAutograd: ``diag_embed`` for a vector, ``diagonal_copy`` for a matrix).
-_DECOMPOSES_INTO = {"diag": ("diagonal_copy",), "diag_1d": ("diag_embed",)}
-
-
 def _serving_keys(key: str = DISPATCH_KEY) -> tuple[str, ...]:
     """The dispatch keys whose registration serves a call on ``key``'s device."""
     return (key, f"Autograd{key}", "Autograd", "CompositeImplicitAutograd",
@@ -124,9 +118,10 @@ class RegisteredLibrary:
     public op, served by the library's kernel where it registered one.
 
     It provides the ops for which the library registered a kernel that serves this
-    device (the op's own overload, or one it decomposes into); ``.out`` methods where the
-    ``.out`` overload is registered. ``registered_package`` tells the oracle whose kernels
-    must have run (``diagfuzz.core.dispatch.overrides``).
+    device (the op's own overload, or one it decomposes into: ``OpSpec.decomposes_into``),
+    named in ``ops``; ``.out`` methods where the ``.out`` overload is registered.
+    ``registered_package`` tells the oracle whose kernels must have run
+    (``diagfuzz.core.dispatch.overrides``).
     """
 
     def __init__(self, package: str, spec: str) -> None:
@@ -140,8 +135,7 @@ class RegisteredLibrary:
         self.calls_of: dict[str, str] = {}
         for op_spec in all_specs():
             functional, out = op_spec.aten
-            names = (functional, f"{functional}.default",
-                     *_DECOMPOSES_INTO.get(op_spec.name, ()))
+            names = (functional, f"{functional}.default", *op_spec.decomposes_into)
             found = [registered[n] for n in names if n in registered]
             if found:
                 self.served[op_spec.name] = found
@@ -151,22 +145,20 @@ class RegisteredLibrary:
             out_found = [registered[n] for n in (out,) if n in registered]
             if out_found:
                 setattr(self, op_spec.out_method, getattr(_PublicAten(), op_spec.out_method))
-
-    def supports(self, case: Any) -> bool:
-        """Cases of an op the library registered nothing for are unsupported (counted, not
-        judged): ``diag`` of a matrix where it registered only ``diag_embed``, say."""
-        return case.op in self.served
+        self.ops = tuple(self.served)
 
     def calls(self) -> int:
         """Calls of the library's kernels so far (the oracle's proof that one ran)."""
         return sum(r.calls for r in dispatch.overrides(self.registered_package))
 
-    def describe(self) -> list[str]:
-        """One line per op: what a Case calls and which kernel serves it."""
+    def describe(self, ops: Iterable[str] | None = None) -> list[str]:
+        """One line per op (of ``ops``, when given): what a Case calls and which kernel
+        serves it."""
+        wanted = None if ops is None else set(ops)
         return [f"{op}: torch.ops.aten.{self.calls_of[op]} → " + "; ".join(
                     f"{r.op.removeprefix('aten::')} {r.key} kernel registered by "
                     f"{self.registered_package} ({r.where})" for r in found)
-                for op, found in self.served.items()]
+                for op, found in self.served.items() if wanted is None or op in wanted]
 
     def __repr__(self) -> str:
         return f"RegisteredLibrary({self.spec!r})"
@@ -254,12 +246,14 @@ def _family() -> list[str]:
     return sorted({f"aten::{n}" for s in all_specs() for n in s.aten})
 
 
-def registration_lines(impl: Any, proof: str = "") -> list[str]:
+def registration_lines(impl: Any, proof: str = "",
+                       ops: Iterable[str] | None = None) -> list[str]:
     """What a run says at its start about the libraries registered into aten: the calls a
-    ``RegisteredLibrary`` makes, and for any impl the registrations its loading left
-    (which diagfuzz's references defer, ``proof`` saying how that was proven) and those it
-    cannot defer."""
-    lines = [f"calls: {line}" for line in getattr(impl, "describe", lambda: [])()]
+    ``RegisteredLibrary`` makes (for ``ops``, the ops the run judges, when given), and for
+    any impl the registrations its loading left (which diagfuzz's references defer,
+    ``proof`` saying how that was proven) and those it cannot defer."""
+    describe = getattr(impl, "describe", None)
+    lines = [f"calls: {line}" for line in (describe(ops) if callable(describe) else [])]
     if proof and dispatch.overrides():
         lines.append(f"{proof} (each executor proves the same on its device before it "
                      "judges)")

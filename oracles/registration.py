@@ -21,7 +21,7 @@ reach a Meta kernel; eager's bits) is the torch.compile parity stage's, which ru
 functions under the same registrations (``diagfuzz.oracles.compile``).
 
 ``audit_table`` is the per-op summary a run prints: the keys the library registered,
-forward and backward separately or not, whether a Meta kernel exists.
+forward and backward separately or not, whose Meta kernel there is.
 """
 
 from __future__ import annotations
@@ -54,8 +54,24 @@ def audited_package(impl: Any) -> str | None:
 
 
 def _op_names(op: str) -> set[str]:
+    """The aten overloads of ``op``'s own (``aten::diag``, ``aten::diag.out``)."""
     spec = spec_of(op)
     return {f"aten::{name}" for name in spec.aten} | {f"aten::{spec.aten[0]}.default"}
+
+
+def _reached(op: str) -> set[str]:
+    """The aten ops a call of ``op`` reaches: its own, and those it decomposes into."""
+    into = spec_of(op).decomposes_into
+    return _op_names(op) | {f"aten::{n}" for n in into} | {f"aten::{n}.default" for n in into}
+
+
+def _composite_replaced(package: str, op: str) -> list[dispatch.Registration]:
+    """The library's backend kernels for a CompositeImplicitAutograd op ``op`` reaches: such
+    a kernel takes the op out of its decomposition, and autograd with it."""
+    return [r for r in dispatch.overrides(package) if r.op in _reached(op)
+            and r.key not in AUTOGRAD_KEYS
+            and torch._C._dispatch_has_kernel_for_dispatch_key(r.op.split(".")[0],
+                                                              "CompositeImplicitAutograd")]
 
 
 def _fail(kind: str, check: str, message: str, case: Case,
@@ -69,7 +85,8 @@ def _raised(exc: BaseException) -> dict[str, Any]:
 
 
 def _autograd_registrations(package: str, op: str) -> list[dispatch.Registration]:
-    names = _op_names(op)
+    """The library's kernels at an autograd key for the ops a call of ``op`` reaches."""
+    names = _reached(op)
     return [r for r in dispatch.overrides(package) if r.op in names and r.key in AUTOGRAD_KEYS]
 
 
@@ -113,19 +130,27 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
                      f"{type(exc).__name__} under {package}'s registration", case,
                      _raised(exc))
     wrapped = _autograd_registrations(package, case.op)
-    if wrapped or type(grad_fn).__name__ == "BackwardCFunction":
-        where = "; ".join(r.describe() for r in wrapped) or type(grad_fn).__name__
-        return _fail("dispatch", "autograd-function",
-                     f"{case.op}'s derivative is a Python autograd.Function at an autograd "
-                     f"key ({where}): register forward and backward as separate kernels at "
-                     "the backend key, so that aten's formula and torch.compile reach them",
-                     case, {"library": package})
+    python_function = type(grad_fn).__name__ == "BackwardCFunction"
+    if wrapped or python_function:
+        what = ("a Python autograd.Function" if python_function
+                else "a kernel that replaces aten's derivative formula")
+        where = "; ".join(r.describe() for r in wrapped) or "inside a backend kernel"
+        return _fail("dispatch", "autograd-key",
+                     f"{case.op}'s derivative under {package}'s registration is {what} "
+                     f"({where}; grad_fn {type(grad_fn).__name__}): register forward and "
+                     "backward as separate kernels at the backend key, so that aten's "
+                     "formula and torch.compile reach them", case,
+                     {"library": package, "grad_fn": type(grad_fn).__name__})
     if grad_fn is None or x_grad is None:
+        replaced = _composite_replaced(package, case.op)
+        why = ("" if not replaced else
+               f": {replaced[0].describe()} is a backend kernel for a "
+               "CompositeImplicitAutograd op, which takes the op out of its decomposition, "
+               "and autograd falls to its not-implemented fallback")
         return _fail("mismatch", "gradient",
                      f"{case.op} under {package}'s registration drops the input's gradient "
-                     f"(grad_fn {type(grad_fn).__name__}, input.grad None): a backend "
-                     "kernel registered for a CompositeImplicitAutograd op takes it out of "
-                     "its decomposition, and autograd falls to its not-implemented fallback",
+                     f"(grad_fn {type(grad_fn).__name__}, input.grad "
+                     f"{'None' if x_grad is None else 'set'}){why}",
                      case, {"library": package, "grad_fn": type(grad_fn).__name__})
     for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
@@ -138,8 +163,9 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
 def audit_table(impl: Any, device: str = DEVICE) -> list[dict[str, Any]]:
     """Per op of the family: the keys ``impl``'s library registered for its overloads,
     whether its derivative is left to aten (forward and backward registered separately at
-    the backend key) or replaced at an autograd key, and whether a Meta kernel exists (so
-    torch.compile's fake tensors can trace it). Empty for an impl that registers nothing."""
+    the backend key) or replaced at an autograd key, and whose Meta kernel torch.compile's
+    fake tensors would trace with (aten's, the library's, or none). Empty for an impl that
+    registers nothing."""
     package = audited_package(impl)
     if package is None:
         return []
@@ -148,12 +174,14 @@ def audit_table(impl: Any, device: str = DEVICE) -> list[dict[str, Any]]:
         names = _op_names(spec.name)
         found = [r for r in dispatch.overrides(package) if r.op in names]
         autograd = [r for r in found if r.key in AUTOGRAD_KEYS]
-        meta = any(torch._C._dispatch_has_computed_kernel_for_dispatch_key(n, "Meta")
-                   for n in sorted(names) if not n.endswith(".default"))
+        own_meta = any(r.key == "Meta" for r in found)
+        meta = (f"{package}'s" if own_meta else "aten's" if any(
+            torch._C._dispatch_has_computed_kernel_for_dispatch_key(n, "Meta")
+            for n in sorted(names) if not n.endswith(".default")) else "none")
         rows.append({
             "op": spec.name,
             "keys": sorted({f"{r.op.removeprefix('aten::')}@{r.key}" for r in found}),
-            "derivative": ("autograd.Function at " + ", ".join(sorted({r.key for r in autograd}))
+            "derivative": ("replaced at " + ", ".join(sorted({r.key for r in autograd}))
                            if autograd else "aten's formula" if found else "-"),
             "meta": meta,
         })

@@ -18,7 +18,7 @@ import torch
 from diagfuzz import oracles
 from diagfuzz.core import dispatch
 from diagfuzz.core.case import Case
-from diagfuzz.impl import ImplError, load_impl, registration_lines
+from diagfuzz.impl import ImplError, load_impl, provided_ops, registration_lines
 from diagfuzz.specs import spec_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +124,8 @@ def test_a_registered_library_is_blamed_not_the_reference(library: Any) -> None:
     assert oracles.check(_embed(1, "float16"), impl).ok
     assert ("calls: diag_embed: torch.ops.aten.diag_embed → diag_embed CPU kernel registered "
             "by tests (tests/registered/planted.py:25)") in registration_lines(impl)
-    assert not impl.supports(spec_of("diag").warm_up_cases()[0])  # diag of a matrix
+    assert provided_ops(impl) == ("diagonal_backward", "diag_embed", "diag_1d")
+    assert oracles.check(spec_of("diag").warm_up_cases()[0], impl).unsupported  # a matrix
 
 
 def test_an_adapter_of_a_library_that_registers_finds_the_same_and_warns(
@@ -166,8 +167,20 @@ def test_the_audit_flags_an_autograd_function_at_the_autograd_key(library: Any) 
     case = spec_of("diag_embed").compile_cases()[0]
     assert oracles.check(case, impl).ok  # the values are right
     verdict = oracles.check_registration(case, impl)
-    assert verdict.check == "registration:autograd-function", verdict
+    assert verdict.check == "registration:autograd-key", verdict
     assert "AutogradCPU" in verdict.message
+
+
+def test_the_audit_names_a_plain_kernel_at_the_autograd_key_for_what_it_is(
+        library: Any) -> None:
+    """No autograd.Function: a kernel at AutogradCPU replaces aten's formula; diag of a
+    vector, which decomposes into diag_embed, is flagged for the same registration."""
+    impl = load_impl("registered:tests.registered.autograd_kernel")
+    for op in ("diag_embed", "diag_1d"):
+        verdict = oracles.check_registration(spec_of(op).compile_cases()[0], impl)
+        assert verdict.check == "registration:autograd-key", verdict
+        assert "a kernel that replaces aten's derivative formula" in verdict.message
+        assert "aten::diag_embed at AutogradCPU" in verdict.message
 
 
 def test_the_audit_flags_the_gradient_a_diag_kernel_drops(library: Any) -> None:
@@ -177,6 +190,8 @@ def test_the_audit_flags_the_gradient_a_diag_kernel_drops(library: Any) -> None:
     verdict = oracles.check_registration(case, impl)
     assert (verdict.kind, verdict.check) == ("mismatch", "registration:gradient"), verdict
     assert "drops the input's gradient" in verdict.message
+    assert "aten::diag at CPU" in verdict.message and "CompositeImplicitAutograd" in (
+        verdict.message)
 
 
 def test_a_library_that_registers_nothing_of_the_family_is_a_usage_error(

@@ -6,10 +6,12 @@ An implementation is any object (a module works) providing any of the ops of
 Cases; ``uses_triton_registration = True`` when calls go through aten with diagfuzz's
 kernels (the oracle then proves the kernel ran).
 
-Capability declarations (optional): ``dtypes``, the dtype names (or torch dtypes) the
-implementation supports, or a dict of them per op (or per method); ``supports(case) ->
-bool`` for anything finer. A Case outside them is "unsupported": counted, not judged. An
-implementation that declares nothing supports everything it provides.
+Capability declarations (optional): ``ops``, the op names it provides where its methods
+say more (``diag`` is two ops, ``diag`` and ``diag_1d``); ``dtypes``, the dtype names (or
+torch dtypes) the implementation supports, or a dict of them per op (or per method);
+``supports(case) -> bool`` for anything finer. A Case outside them is "unsupported":
+counted, not judged. An implementation that declares nothing supports everything it
+provides.
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ def known_ops() -> tuple[str, ...]:
 
 
 def provides(impl: Any, op: str) -> bool:
-    """Whether ``impl`` provides ``op`` (a callable named as the op's spec says: the op's
-    name, or its ``method``)."""
+    """Whether ``impl`` provides ``op``: a callable named as the op's spec says (the op's
+    name, or its ``method``), and ``op`` among the impl's ``ops`` where it declares them
+    (one method ``diag`` serves two ops: ``diag`` of a matrix, ``diag_1d`` of a vector)."""
+    declared = getattr(impl, "ops", None)
+    if declared is not None and op not in declared:
+        return False
     return callable(getattr(impl, op_call(op).method_name, None))
 
 

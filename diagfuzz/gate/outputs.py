@@ -200,8 +200,8 @@ def registration_lines(data: dict[str, Any]) -> list[str]:
                   "each kernel)", "",
                   "| op | registered (overload@key) | derivative | Meta kernel |",
                   "|---|---|---|---|"]
-        lines += [f"| {r['op']} | {', '.join(r['keys'])} | {r['derivative']} | "
-                  f"{'yes' if r['meta'] else 'no'} |" for r in rows]
+        lines += [f"| {r['op']} | {', '.join(r['keys'])} | {r['derivative']} | {r['meta']} |"
+                  for r in rows]
     return [*lines, ""]
 
 

@@ -248,7 +248,9 @@ class Gate:
                 impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
                 check_ops_provided(opts.ops, ctx.provided, opts.impl)
-                ctx.registrations = registration_report(impl, proof)
+                wanted = tuple(op for op in ctx.provided if not opts.ops
+                               or op in {o.strip() for o in opts.ops.split(",")})
+                ctx.registrations = registration_report(impl, proof, wanted)
                 for line in ctx.registrations["lines"]:
                     ctx.progress.say(line)
             except ImplError as exc:

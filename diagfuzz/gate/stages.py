@@ -622,7 +622,8 @@ def audit_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     return stage
 
 
-def registration_report(impl: Any, proof: str = "") -> dict[str, Any]:
+def registration_report(impl: Any, proof: str = "",
+                        ops: tuple[str, ...] | None = None) -> dict[str, Any]:
     """What the run says of aten registrations: the calls, the references' proof and the
     warnings (``diagfuzz.impl.registration_lines``) and the per-op audit table."""
     from diagfuzz.impl import registration_lines
@@ -631,7 +632,7 @@ def registration_report(impl: Any, proof: str = "") -> dict[str, Any]:
     registration = getattr(impl, "registration", None)
     with registration() if callable(registration) else contextlib.nullcontext():
         rows = audit_table(impl)
-    return {"package": audited_package(impl), "lines": registration_lines(impl, proof),
+    return {"package": audited_package(impl), "lines": registration_lines(impl, proof, ops),
             "audit": rows}
 
 

@@ -166,7 +166,7 @@ def _impl_capabilities(config: pytest.Config, spec: str,
     if dtypes:  # an op without a narrowing draws every dtype, float32 first (its shrink goal)
         every = ("float32", *(d for d in available_dtypes() if d != "float32"))
         narrowed = {op: dtypes.get(op, every) for op in ops}
-    return tuple(ops), skipped, narrowed, tuple(registration_lines(impl, proof))
+    return tuple(ops), skipped, narrowed, tuple(registration_lines(impl, proof, ops))
 
 
 def resolve_plan(config: pytest.Config, n_workers: int) -> RunPlan:

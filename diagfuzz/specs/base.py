@@ -99,6 +99,9 @@ class OpSpec:
     #: The launch counters that prove a call ran diagfuzz's kernels, when they are not
     #: ``kernel``'s: an op aten decomposes into registered ops counts theirs (``diag``).
     counters: tuple[str, ...] = ()
+    #: The aten ops this op's CompositeImplicitAutograd kernel calls (``diag`` of a vector:
+    #: ``diag_embed``): a library that registers one of them serves this op too.
+    decomposes_into: tuple[str, ...] = ()
     #: The implementation's method, when it is not ``name`` (both directions of
     #: ``aten::diag`` are the one method ``diag``).
     method: str = ""

@@ -131,6 +131,7 @@ SPEC = OpSpec(
     invalid=("rank0", "high_rank", "out_dtype", "out_device", "non_integer", "int_overflow",
              "non_tensor"),
     counters=("diagonal_copy",),
+    decomposes_into=("diagonal_copy",),
     call=call,
     reference=reference,
     others=others,

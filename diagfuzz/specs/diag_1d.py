@@ -93,6 +93,7 @@ SPEC = OpSpec(
     invalid=("huge_offset", "out_dtype", "out_device", "non_integer", "int_overflow",
              "non_tensor"),
     counters=("diag_embed",),
+    decomposes_into=("diag_embed",),
     call=diag.call,
     reference=diag.reference,
     others=others,
