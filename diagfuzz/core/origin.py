@@ -127,8 +127,13 @@ def _framework_roots() -> tuple[str, ...]:
     for name in framework_modules():
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
-        if path:
-            roots.add(_dir(str(Path(path).resolve().parent)))
+        if not path:
+            continue
+        resolved = Path(path).resolve()
+        # A package is its directory; a single-file module (typing_extensions.py) is that
+        # file alone: its directory is site-packages, which holds the impl's code too.
+        roots.add(_dir(str(resolved.parent)) if resolved.stem == "__init__"
+                  else str(resolved))
     return tuple(sorted(roots))
 
 
