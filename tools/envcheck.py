@@ -40,8 +40,11 @@ from pathlib import Path
 SUPPORTED = ((2, 11), (2, 14))  # torch>=2.11,<2.14, as pyproject.toml states
 SUPPORTED_TEXT = "torch>=2.11,<2.14"
 DEFAULT_TORCH = "torch==2.13.0"  # the CPU build (this machine's pip finds it on disk)
-DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "expecttest",
-        "setuptools")
+DEPS = ("torch", "triton", "hypothesis", "pytest", "xdist", "numpy", "setuptools")
+#: Dependencies an install from the parent's packages may go without, saying so: the
+#: GPU machines' image has no expecttest and no index to fetch it from (the gate then
+#: names the OpInfo stage as not run in its headline).
+SOFT_DEPS = ("expecttest",)
 #: The dev extras' modules (pyproject.toml's ``dev``): an offline install goes without them.
 DEV_MODULES = ("ruff", "mypy", "redis", "importlinter")
 MARKER = ".diagfuzz-env.json"
@@ -360,6 +363,10 @@ def install(venv: Path, project: Path, plan: Plan, dry_run: bool) -> None:
     mode = install_mode(all(have.values()), stamp.read_text().strip() if stamp.is_file() else "")
     if mode == "no-deps":
         run([*pip, "--no-deps", "--no-build-isolation", "-e", str(project)], dry_run)
+        soft = [m for m, ok in child_probe(py, SOFT_DEPS)["modules"].items() if not ok]
+        if soft:
+            say(f"{venv} lacks {', '.join(soft)}: the gate's OpInfo stage will not run "
+                f"(`{py} -m pip install {' '.join(soft)}` adds it)")
         lacking = [m for m, ok in child_probe(py, DEV_MODULES)["modules"].items() if not ok]
         if lacking:
             say(f"{venv} lacks the dev extras' {', '.join(lacking)}: the tests that need them "

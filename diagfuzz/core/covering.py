@@ -105,9 +105,10 @@ class Model:
         return tuple(rules)
 
     @cached_property
-    def _rules_of(self) -> tuple[tuple[int, ...], ...]:
+    def _rules_of(self) -> tuple[tuple[tuple[tuple[int, ...], frozenset[tuple[int, ...]]],
+                                       ...], ...]:
         """For each factor, the rules that involve it."""
-        return tuple(tuple(r for r, (idx, _) in enumerate(self._rules) if i in idx)
+        return tuple(tuple(rule for rule in self._rules if i in rule[0])
                      for i in range(len(self.factors)))
 
     def sets(self, t: int, within: Sequence[str] | None = None) -> list[tuple[int, ...]]:
@@ -131,10 +132,11 @@ class Model:
     def consistent(self, partial: Mapping[int, int], changed: int | None = None) -> bool:
         """No rule whose factors are all set in ``partial`` forbids it (only the rules of
         factor ``changed`` are checked when given)."""
-        rules = self._rules_of[changed] if changed is not None else range(len(self._rules))
-        for r in rules:
-            idx, allowed = self._rules[r]
-            if all(i in partial for i in idx) and tuple(partial[i] for i in idx) not in allowed:
+        rules = self._rules_of[changed] if changed is not None else self._rules
+        get = partial.get
+        for idx, allowed in rules:
+            levels = tuple(map(get, idx))
+            if None not in levels and levels not in allowed:
                 return False
         return True
 
