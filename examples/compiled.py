@@ -11,7 +11,7 @@ variants and quietly runs it eagerly. Calls therefore run under a raised limit w
 ``fail_on_recompile_limit_hit``, so every Case is compiled code, and a Case that somehow
 reaches the limit raises instead of passing as eager code.
 
-No ``.out`` forms (the oracle skips ``.out`` Cases for this implementation).
+No ``.out`` forms (the oracle counts ``.out`` Cases unsupported for this implementation).
 
 ``docs/findings.md`` says what the oracle's sentinel allocations do to compiling inside
 them, and what runs found.

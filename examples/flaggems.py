@@ -9,7 +9,7 @@ diagonal=0)`` (a 1-D input's square matrix, or a 2-D input's diagonal: diagfuzz'
 and ``diag_1d`` streams both call it) and ``diag_embed(x, offset=0, dim1=-2, dim2=-1)``.
 ``dtypes`` names, per op, the dtypes FlagGems' own tests run it with; diagfuzz counts
 Cases of other dtypes as unsupported. No ``.out`` forms (FlagGems registers none of these
-ops' ``.out`` overloads): the oracle skips ``.out`` Cases.
+ops' ``.out`` overloads): the oracle counts ``.out`` Cases unsupported.
 
 GPU only. FlagGems 5.0.2 does not import on a machine without a GPU: it finds its vendor by
 running ``nvidia-smi`` and the like, and its kernel wrappers (``libentry``,

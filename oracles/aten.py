@@ -58,7 +58,7 @@ def with_every_op(cls: type, calls: Calls, out: bool) -> type:
 
 class AtenReference:
     """aten itself, aten's own kernels: the reference, and a sanity impl
-    (without ``.out`` methods: the oracle skips ``.out`` Cases for it)."""
+    (without ``.out`` methods: its ``.out`` Cases are unsupported)."""
 
     uses_triton_registration = False
 

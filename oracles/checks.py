@@ -114,9 +114,9 @@ def error_parity_batch(cases: list[Case], impl: Any, device: str, *,
     verdicts: list[Verdict | None] = [None] * len(cases)
     calls: list[tuple[int, _ParityCall]] = []
     for i, case in enumerate(cases):
-        if (case.out_dtype or case.out_device) and not _has_out(impl, case):
-            verdicts[i] = Verdict("pass", "error-parity", "skipped: impl has no .out method",
-                                  case, {"skipped": "out"})
+        refused = _out_skipped(case, impl)
+        if refused:
+            verdicts[i] = refused
             continue
         ref_args = arguments(case, device)
         # The twin is made before aten sees ref_args.
@@ -567,8 +567,11 @@ class ValidPlan:
 
 
 def _out_skipped(case: Case, impl: Any) -> Verdict | None:
+    """A ``.out`` Case of an impl without that ``.out`` method is unsupported: counted
+    apart, never a pass, and no combination it holds counts as reached."""
     if (case.out_dtype or case.out_device) and not _has_out(impl, case):
-        return Verdict("pass", "out", "skipped: impl has no .out method", case,
+        method = f"{spec_of(case.op).method_name}_out"
+        return Verdict("unsupported", "capability", f"the impl has no {method}", case,
                        {"skipped": "out"})
     return None
 

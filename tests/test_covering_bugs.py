@@ -155,7 +155,8 @@ def test_suite_judges_the_covering_cases_before_drawing_with_the_option(
     assert code == 1, out[-3000:]
     assert data["findings"] and all(f["kind"] == "mismatch" for f in data["findings"])
     judged = sum(data["counts"]["diagonal"]["levels"].values())
-    assert judged >= len(covering_set("diagonal").cases)
+    # The impl has no diagonal_out: its .out Cases are unsupported, counted apart.
+    assert judged >= len([c for c in covering_set("diagonal").cases if not c.out_dtype])
     code, out, data = fuzz(tmp_path, *base, root="without")
     assert code == 0, out[-3000:]
 

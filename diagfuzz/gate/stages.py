@@ -256,6 +256,9 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
             if seen is not None:
                 seen(verdict)
             stage.unsupported += verdict.unsupported
+            if verdict.case is not None and not (verdict.unsupported
+                                                 or verdict.details.get("skipped")):
+                _count(stage, verdict.case)  # judged: what it reached counts
             signature = ""
             if not verdict.ok:
                 finding = Finding(stage.name, verdict, oracle)
@@ -279,7 +282,6 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
                 stage.cut = True
                 end("cut by --max-seconds")
                 return
-            _count(stage, case)
             runner.submit(case, oracle, timeout)
             record(runner.poll())
         record(runner.drain())
