@@ -81,8 +81,8 @@ def use_triton(on: bool = True, *, tensors: Iterable[object] | None = None) -> I
     ``tensors``: every tensor the block's ops take, when the caller knows them. If the
     registration serves none of them (``serves``), nothing is switched: a switch
     re-registers every kernel of KERNELS, ~25 us on a CPU machine and ~240 us on the H200
-    hosts, where the oracle's switch for its host references cost a third of a fuzz Case
-    and changed nothing (a CUDA registration never serves CPU tensors).
+    hosts. (The oracle switches nothing: it defers every library's registration while it
+    judges, ``diagfuzz.core.dispatch.aten_only``.)
     """
     if tensors is not None and not serves(tensors):
         yield

@@ -29,8 +29,8 @@ def overload(name: str) -> Any:
 
 def aten_only_calls(functional: str, out_overload: str
                            ) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The functional and ``.out`` methods of one op: aten's overloads with diagfuzz's
-    kernels switched off."""
+    """The functional and ``.out`` methods of one op: aten's overloads, every library's
+    registration deferred (``diagfuzz.core.dispatch.aten_only``)."""
 
     def call(self: Any, *args: Any) -> Any:
         with aten_only():

@@ -2,9 +2,8 @@
 paid once per batch.
 
 What a single judgement (``checks.check``) pays per Case and a batch pays once: the
-registration switch around aten's references (error parity's, and the host references
-where the registration serves the CPU), the sentinel allocator's registration (~0.3 ms
-each way on an H200 host, a third of a Case), and the copy back with its synchronisation.
+sentinel allocator's registration (~0.3 ms each way on an H200 host, a third of a Case),
+and the copy back with its synchronisation.
 Everything else is the single path's own code, step for step: materialisation, the host
 references, uploads, aten's device kernel, the implementation's call (once per Case, its
 contract unchanged) and the host-side judgement of every check.
