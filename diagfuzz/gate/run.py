@@ -97,6 +97,9 @@ class Result:
     #: Where the wall time went: the gate's own start-up, and executor seconds per part
     #: per group of stages (``diagfuzz.execution.timing``).
     timing: dict[str, Any] = field(default_factory=dict)
+    #: The gate's directory on disk once this run's old runs are pruned: ``path``,
+    #: ``bytes``, ``triton_cache_bytes``, ``runs_kept``.
+    disk: dict[str, Any] = field(default_factory=dict)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:
@@ -455,7 +458,10 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
                 body.join(gate.grace + 1.0)
                 break
         gate.progress.stop()
-        result = write_once(gate.result())
+        result = gate.result()
+        if result.code != ExitCode.USAGE:
+            result.disk = _disk(opts)
+        result = write_once(result)
         if result.code == ExitCode.USAGE:  # nothing ran: no run to keep
             print(f"diagfuzz gate: error: {result.error}", file=sys.stderr)
             shutil.rmtree(opts.run_dir, ignore_errors=True)
@@ -468,6 +474,19 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
         if not exit_bounded:
             bound.disarm()
     return result
+
+
+def _disk(opts: Options) -> dict[str, Any]:
+    """What ``opts.out_dir`` holds once the runs beyond the kept ones are pruned (they are
+    pruned after the outputs are written, which report this size)."""
+    try:
+        going = rundirs.prunable(opts.out_dir, protect=opts.run_dir)
+        runs = [p for p in opts.out_dir.glob("run-*") if p.is_dir() and p not in going]
+        return {"path": str(opts.out_dir), "runs_kept": len(runs), "keep": rundirs.keep(),
+                "bytes": rundirs.disk_bytes(opts.out_dir, going),
+                "triton_cache_bytes": rundirs.disk_bytes(opts.triton_cache)}
+    except OSError:
+        return {}
 
 
 class _WriteOnce:
