@@ -357,8 +357,12 @@ class Gate:
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
                 reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
-            # A cause the corpus replay met is in the corpus already, under any name.
-            if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
+            # A cause the corpus replay met is in the corpus already, under any name. A drawn
+            # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
+            # test anyone wants to read: the fixed stages' Cases are chosen, not drawn.
+            drawn_unshrunk = f.stage == "fuzz suite" and not f.shrunk
+            if (opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages
+                    and not drawn_unshrunk):
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
                                            reproducibility=ratio, existing=existing,
