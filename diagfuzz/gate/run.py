@@ -36,7 +36,7 @@ from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.execution.stopbound import StopBound
+from diagfuzz.execution.stopbound import EarlyStop, StopBound
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
@@ -438,9 +438,13 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
     opts.run_dir = rundirs.new_run_dir(opts.out_dir)
     gate = Gate(opts)
     write_once = _WriteOnce(gate, write)
-    bound = StopBound(write_once.held)
+    bound = EarlyStop.bound or StopBound(write_once.held)  # armed by a start-up signal
+    bound.write = write_once.held
     write_once.bound = bound
     old = _install_signals(gate)
+    if EarlyStop.signal:  # stopped while it started: stop now, with the outputs
+        gate.requested = EarlyStop.signal
+        gate.stop_requested.set()
     hard = (None if opts.max_seconds is None
             else time.monotonic() + HARD_SHARE * opts.max_seconds)
     if opts.max_seconds is not None:  # the stop must fit in the cap's last 5 %
@@ -459,7 +463,11 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
                     bound.arm()
                 gate.progress.say(f"stopping ({reason}): writing what finished")
                 gate.stop(reason)
-                body.join(gate.grace + 1.0)
+                # Within the stop's bound, with time left to write (StopBound's expiry
+                # writes from what the gate holds otherwise).
+                left = (bound.deadline() - time.monotonic() - 1.0 if requested
+                        else gate.grace + 1.0)
+                body.join(max(0.5, min(gate.grace + 1.0, left)))
                 break
         gate.progress.stop()
         result = gate.result()
