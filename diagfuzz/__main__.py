@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["gate"] and not _NO_EXECUTOR & set(args):
         from diagfuzz.execution import forkserver
+        from diagfuzz.execution.stopbound import EarlyStop
 
+        EarlyStop.install()  # a stop during start-up still ends with the gate's outputs
         forkserver.start_early()
     from diagfuzz.gate.cli import main as command
 

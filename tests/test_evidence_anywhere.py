@@ -36,6 +36,9 @@ def test_reproducers_and_corpus_files_run_from_another_directory(tmp_path: Path)
     assert commands and all(Path(c).is_absolute() for c in commands), gate.stdout
     report = json.loads((project / "report.json").read_text())
     assert all(Path(f["reproducer"]).is_absolute() for f in report["findings"])
+    # The summary says what the gate's directory holds on disk, after pruning.
+    assert report["disk"]["runs_kept"] == 1 and report["disk"]["bytes"] > 0
+    assert "Disk: `.diagfuzz/gate/` holds " in gate.stdout
     saved = sorted((project / "corpus").glob("*.json"))
     assert saved
     assert json.loads(saved[0].read_text())["found"]["impl_path"] == [str(project.resolve())]

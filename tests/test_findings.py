@@ -167,7 +167,7 @@ def test_the_block_shows_the_whole_case_the_evidence_and_the_command() -> None:
     text = "\n".join(block(finding, 2, 3, "python repro_x.py"))
     assert text.startswith("[2/3] diagonal · mismatch · bitwise · wrong values  "
                            "(5 failing Cases drawn: float32 3, float16 2)")
-    assert "\n  symptom  signed-zero: 5 Cases, first diagonal(sizes=[3, 4]" in text
+    assert "\n  symptom  signed-zero: 5 Cases, first diagonal(input=[3, 4]" in text
     assert "storage[5] = 0x80000000 (-0.0)" in text
     assert "[1]: expected -0.0 (0x80000000), actual 0.0 (0x00000000)" in text
     assert "repro    python repro_x.py" in text and "not shrunk" in text
@@ -230,6 +230,19 @@ def test_one_value_bug_is_one_finding_that_lists_each_symptom_with_its_case() ->
     assert again.examples == one.examples
     text = "\n".join(block(one, 1, 1))
     assert text.count("\n  symptom  ") == 2
-    assert "symptom  signed-zero: 16 Cases, shrunk diagonal(sizes=[3, 4], offset=0" in text
-    assert "symptom  nan-payload: 3 Cases, first diagonal(sizes=[3, 4], offset=1" in text
+    assert "symptom  signed-zero: 16 Cases, shrunk diagonal(input=[3, 4], offset=0" in text
+    assert "symptom  nan-payload: 3 Cases, first diagonal(input=[3, 4], offset=1" in text
     assert "covers   symptom" not in text
+
+
+def test_the_one_line_case_names_the_sizes_of_the_tensor_the_op_reads() -> None:
+    # JUnit names, reproducer titles, symptom lines: diag_embed's input is [3], not [3, 3].
+    embed = Case("diag_embed", (3, 3), 0, 0, 1, "float32", Layout.contiguous((3,)))
+    assert embed.describe() == "diag_embed(input=[3], offset=0, dim1=0, dim2=1, float32, " \
+                               "contiguous)"
+    backward = Case("diagonal_backward", (3, 4), 1, 0, 1, "float16", Layout.contiguous((3,)))
+    assert backward.describe().startswith(
+        "diagonal_backward(grad_output=[3], input_sizes=[3, 4], offset=1,")
+    raw = _case(invalid="non_tensor", raw_args=(("input", 1.5),))
+    assert raw.describe().startswith("diagonal(input=1.5, offset=0") and \
+        raw.describe().endswith(" invalid=non_tensor")

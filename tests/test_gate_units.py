@@ -236,3 +236,22 @@ def test_the_stage_table_counts_failing_cases_and_causes_apart() -> None:
         in text
     data = gate_report.to_json(Result(ExitCode.FAILURE, stages, [], "m:a", "cpu", 3.0))
     assert data["stages"][0]["failing_cases"] == 13 and data["stages"][0]["failures"] == 2
+
+
+def test_only_shrunk_or_chosen_cases_go_to_the_corpus(tmp_path: Path) -> None:
+    from diagfuzz.gate.options import Options
+    from diagfuzz.gate.run import Gate
+
+    opts = Options(impl="examples.plain_torch:impl", corpus_dir=tmp_path / "corpus",
+                   out_dir=tmp_path / "out", run_dir=tmp_path / "out" / "run", quiet=True)
+    shrunk = Finding("fuzz suite", Verdict("mismatch", "bitwise:aten", "", square(1),
+                                           {"symptom": "values"}), shrunk=True)
+    unshrunk = Finding("fuzz suite", Verdict("alias", "alias", "", square(3)))
+    chosen = Finding("error parity", Verdict("error-parity", "error-parity", "", square(2),
+                                             {"actual": {"type": "KeyError", "origin": "x"}}))
+    saved = Gate(opts)._write_findings([shrunk, unshrunk, chosen])
+    assert len(saved) == 2 and all(f.reproducer is not None for f in (shrunk, unshrunk))
+    from diagfuzz.core import corpus
+
+    kept = {e.case for e in corpus.entries(tmp_path / "corpus")}
+    assert kept == {square(1), square(2)}

@@ -102,3 +102,19 @@ def test_two_fuzz_runs_with_one_seed_keep_each_ones_reproducers(tmp_path: Path) 
     assert set(first) < set(both)  # the second run wrote beside the first, not over it
     assert all(p.exists() and "plain_add_zero" in p.read_text() for p in first)
     assert {p.parent.parent.name for p in both} == {"run-9", "run-9.2"}
+
+
+def test_the_size_on_disk_leaves_out_the_runs_pruning_removes(tmp_path: Path) -> None:
+    for i in range(4):
+        run = tmp_path / f"run-{i}"
+        run.mkdir()
+        (run / "journal").write_bytes(b"x" * 1000)
+        os.utime(run, (i, i))
+    (tmp_path / "triton-cache").mkdir()
+    (tmp_path / "triton-cache" / "kernel").write_bytes(b"k" * 500)
+    going = rundirs.prunable(tmp_path, keep_runs=2, protect=tmp_path / "run-0")
+    assert sorted(p.name for p in going) == ["run-1"]
+    assert rundirs.disk_bytes(tmp_path) == 4500
+    assert rundirs.disk_bytes(tmp_path, going) == 3500
+    assert rundirs.prune(tmp_path, keep_runs=2, protect=tmp_path / "run-0") == going
+    assert rundirs.disk_bytes(tmp_path) == 3500

@@ -213,3 +213,32 @@ def test_a_stop_in_a_stage_ends_within_the_bound_with_its_outputs(
     assert report["stopped"] == "SIGTERM" and report["exit_code"] == proc.returncode
     assert ET.parse(tmp_path / "junit.xml").getroot() is not None
     _no_process_left(marker)
+
+
+def test_a_stop_while_the_gate_starts_still_writes_its_outputs(tmp_path: Path) -> None:
+    """SIGTERM during the gate's start-up (its imports, the fork server it starts first):
+    no default death leaving the fork server behind, but the gate's stop: outputs, exit 7.
+    (A bound of 30 s: the start-up's imports go on after the signal, slowly on a loaded
+    machine, and past the bound the gate would end without its outputs.)"""
+    marker = uuid.uuid4().hex
+    env = dict(_environment(marker), DIAGFUZZ_STOP_BOUND="30")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.three_causes:impl",
+         "-n", "1", "--no-opinfo", "--report", "report.json", "--junit", "junit.xml"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 60
+        while not _processes_with(marker)[1:] and time.monotonic() < end:
+            time.sleep(0.05)  # until the fork server has started beside the gate
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert time.monotonic() - signalled <= 30 + 1.5
+    assert proc.returncode == 7, out
+    assert json.loads((tmp_path / "report.json").read_text())["stopped"] == "SIGTERM"
+    assert (tmp_path / "junit.xml").exists()
+    _no_process_left(marker)

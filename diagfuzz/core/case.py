@@ -250,17 +250,23 @@ class Case:
         return lines
 
     def describe(self) -> str:
-        """A short human-readable one-liner for test ids and reports.
-
-        ``sizes`` is the geometry's tensor: the input of diagonal, the result of diag_embed
-        and diagonal_backward. Where the tensor the op reads has another shape, the line
-        names it (``operand=``), so ``sizes`` is never taken for the input's."""
+        """A short human-readable one-liner for test ids, JUnit and reproducer titles: the
+        call as the op takes it, its first operand by name with that tensor's sizes
+        (diag_embed's ``input=[3]``, diagonal_backward's ``grad_output=[3]``), its other
+        arguments (diagonal_backward's ``input_sizes``), dtype and layout. ``sizes``, the
+        geometry's tensor (diag_embed's result), is named only where the op takes it."""
         layout = "+".join(self.layout.kinds)
         extra = f" invalid={self.invalid}" if self.invalid else ""
-        operand = list(self.layout.shape)
-        shown = "" if operand == list(self.sizes) else f", operand={operand}"
-        return (f"{self.op}(sizes={list(self.sizes)}{shown}, offset={self.offset}, "
-                f"dim1={self.dim1}, dim2={self.dim2}, {self.dtype}, {layout}){extra}")
+        spec = op_call(self.op)
+        raw = dict(self.raw_args)
+        first = spec.operands[0]
+        scalars = {"input_sizes": list(self.sizes), "offset": self.offset, "dim1": self.dim1,
+                   "dim2": self.dim2}
+        parts = [f"{first}={raw[first]!r}" if first in raw
+                 else f"{first}={list(self.layout.shape)}"]
+        parts += [f"{n}={raw[n]!r}" if n in raw else f"{n}={scalars.get(spec.fields.get(n, n))}"
+                  for n in spec.arguments]
+        return f"{self.op}({', '.join(parts)}, {self.dtype}, {layout}){extra}"
 
 
 def _layout_dict(layout: Layout) -> dict[str, Any]:

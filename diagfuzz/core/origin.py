@@ -44,6 +44,10 @@ FRAMEWORK_DISTRIBUTIONS = ("torch", "triton", "hypothesis", "pytest", "pytest-xd
 #: Directory names of run-time code generators' caches (inductor's ``torchinductor_<user>``,
 #: FlagGems' ``code_cache``, Triton's caches): their files are generated, not source.
 GENERATED_DIRS = ("code_cache", ".triton", "triton-cache", ".cache", "__pycache__")
+#: Top-level names a carelessly packaged distribution installs besides its own package:
+#: never taken for the framework (a user's ``tests/`` must stay the user's).
+GENERIC_NAMES = frozenset({"tests", "test", "testing", "examples", "docs", "benchmarks",
+                           "scripts", "tools", "src"})
 #: Directory names that hold installed third-party packages, never the standard library.
 SITE_DIR_NAMES = ("site-packages", "dist-packages")
 
@@ -83,7 +87,7 @@ def framework_modules() -> frozenset[str]:
                     todo.append(_normalized(match.group(1)))
     except Exception:  # broken metadata: the named packages still count
         pass
-    return frozenset(names)
+    return frozenset(names - GENERIC_NAMES)
 
 
 def _dir(path: str) -> str:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 #: Finished runs kept per directory (``DIAGFUZZ_KEEP_RUNS`` overrides); older ones are pruned
@@ -61,19 +62,34 @@ def point_latest(run_dir: Path) -> Path:
     return link
 
 
-def prune(parent: Path, prefix: str = "run-", keep_runs: int | None = None,
-          protect: Path | None = None) -> list[Path]:
-    """Remove the oldest ``parent/<prefix>*`` directories beyond the newest ``keep_runs``
-    (by modification time); ``protect`` (the current run) and ``latest``'s target stay."""
+def prunable(parent: Path, prefix: str = "run-", keep_runs: int | None = None,
+             protect: Path | None = None) -> list[Path]:
+    """The ``parent/<prefix>*`` directories ``prune`` removes: the oldest beyond the newest
+    ``keep_runs`` (by modification time), never ``protect`` nor ``latest``'s target."""
     keep_runs = keep() if keep_runs is None else keep_runs
     link = parent / LATEST
     kept = {p.resolve() for p in (protect, link if link.exists() else None) if p is not None}
     runs = sorted((p for p in parent.glob(f"{prefix}*") if p.is_dir() and not p.is_symlink()),
                   key=lambda p: p.stat().st_mtime, reverse=True)
-    removed = []
-    for old in runs[keep_runs:]:
-        if old.resolve() in kept:
-            continue
+    return [old for old in runs[keep_runs:] if old.resolve() not in kept]
+
+
+def prune(parent: Path, prefix: str = "run-", keep_runs: int | None = None,
+          protect: Path | None = None) -> list[Path]:
+    """Remove ``prunable``'s directories; the removed ones."""
+    removed = prunable(parent, prefix, keep_runs, protect)
+    for old in removed:
         shutil.rmtree(old, ignore_errors=True)
-        removed.append(old)
     return removed
+
+
+def disk_bytes(path: Path, leave_out: Sequence[Path] = ()) -> int:
+    """Bytes of the files under ``path`` (links not followed), ``leave_out``'s excepted."""
+    skip = {str(p) for p in leave_out}
+    total = 0
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in skip]
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total

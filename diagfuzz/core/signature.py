@@ -15,8 +15,8 @@ one of them. Failures are grouped by their origin, as a maintainer counts what t
   names the field), unwritten elements, aliasing. Not its symptom (``diagfuzz.core.bits.
   symptom``: a lost -0.0, a NaN payload, zeroed or other wrong values): which symptom a
   Case shows depends on the values drawn, not on the bug (one wrong element read shows all
-  four), so keyed on it one fix was several findings. Two value bugs of one op and check
-  are one finding until the first is fixed: the symptoms are counted inside the finding,
+  four), so keyed on it one fix would be several findings. Two value bugs of one op and
+  check are one finding until the first is fixed: the symptoms are counted inside it,
   each with its own shrunk Case (``symptom_of``), so the second bug still shows there;
 * a crash, a hang, an alias, a dispatch failure: the op, the kind and the check.
 

@@ -109,6 +109,12 @@ class StopBound:
             self.armed_at = time.monotonic()
         threading.Thread(target=self._expire, name="diagfuzz-stop-bound", daemon=True).start()
 
+    def deadline(self) -> float:
+        """``time.monotonic()`` at which the expiry fires (inf when not armed)."""
+        if self.armed_at is None:
+            return float("inf")
+        return self.armed_at + self.bound - WRITE_BOUND
+
     def written(self, code: int) -> None:
         """The cooperative path wrote its outputs: an expiry only ends the process."""
         self.code = int(code)
@@ -119,9 +125,14 @@ class StopBound:
 
     def _expire(self) -> None:
         assert self.armed_at is not None
-        if self._done.wait(max(0.0, self.armed_at + self.bound - WRITE_BOUND - time.monotonic())):
+        if self._done.wait(max(0.0, self.deadline() - time.monotonic())):
             return
-        kill_descendants()
+        killed = kill_descendants()
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"diagfuzz: not ended {self.bound - WRITE_BOUND:g} s after the stop "
+                             f"signal: {len(killed)} process(es) it started killed; writing "
+                             f"what it holds and exiting\n")
+            sys.stderr.flush()
         code = self.code
         if code is None:
             code = self._write_bounded()
@@ -145,3 +156,29 @@ class StopBound:
         writer.start()
         writer.join(WRITE_BOUND)
         return result[0] if result else int(ExitCode.STOPPED)
+
+
+class EarlyStop:
+    """A stop signal that comes while a command starts (its imports, the fork server it
+    starts first): recorded, not fatal, so the command's own stop handling takes it over
+    and writes its outputs (the gate: every stage stopped, exit 7). It arms a StopBound at
+    once (its writer replaced by the command's), so a start-up that blocks ends too."""
+
+    signal: str = ""
+    bound: StopBound | None = None
+
+    @classmethod
+    def install(cls) -> None:
+        """Record SIGTERM and SIGINT from now on (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        names: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+
+        def handler(signum: int, _frame: object) -> None:
+            cls.signal = cls.signal or names.get(signum, str(signum))
+            if cls.bound is None:
+                cls.bound = StopBound(lambda: int(ExitCode.STOPPED))
+            cls.bound.arm()
+
+        for signum in names:
+            signal.signal(signum, handler)

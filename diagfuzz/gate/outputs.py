@@ -93,6 +93,18 @@ def _how(f: Finding) -> str:
     return "not classified (stopped first)" if f.cut else "not classified"
 
 
+def disk_lines(disk: dict[str, Any]) -> list[str]:
+    """The gate's directory's size: bounded by the runs kept, the Triton cache aside."""
+    if not disk:
+        return []
+    mb = 1 << 20
+    return [f"Disk: `{disk['path']}/` holds {disk['bytes'] / mb:,.1f} MB: the newest "
+            f"{disk['runs_kept']} run(s) (older ones beyond {disk['keep']} are removed; "
+            f"`DIAGFUZZ_KEEP_RUNS=N`) and the Triton cache, "
+            f"{disk['triton_cache_bytes'] / mb:,.1f} MB (compiled kernels, kept so that "
+            "later runs do not compile again; delete it at will)."]
+
+
 def _failing_cases(stage: Any) -> int:
     """The failing Cases a stage judged (its findings count them per stage)."""
     return sum(f.stages.get(stage.name, f.count) for f in stage.failures)
@@ -176,6 +188,7 @@ def markdown(result: Result) -> str:
         lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, one "
                      "per cause, which every gate replays first (`--no-save` turns saving "
                      "off).")
+    lines += disk_lines(result.disk)
     lines += time_lines(result.timing)
     lines += t_way_details(measured, t_way(result, "fuzz suite"))
     cov = coverage(result)
@@ -283,7 +296,7 @@ def to_json(result: Result) -> dict[str, Any]:
                    for s in result.stages],
         "cut": result.cut, "stopped": result.stopped,
         "run_dir": str(result.run_dir) if result.run_dir else None,
-        "timing": result.timing,
+        "timing": result.timing, "disk": dict(result.disk),
         "repro_dir": str(result.repro_dir) if result.repro_dir else None,
         "saved_to_corpus": [str(p) for p in result.saved],
         "coverage": {k: dict(sorted(v.items())) for k, v in sorted(coverage(result).items())},

@@ -36,7 +36,7 @@ from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.execution.stopbound import StopBound
+from diagfuzz.execution.stopbound import EarlyStop, StopBound
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
@@ -106,6 +106,9 @@ class Result:
     #: What the impl registered into aten: calls, warnings, the audit table
     #: (``diagfuzz.gate.stages.registration_report``).
     registrations: dict[str, Any] = field(default_factory=dict)
+    #: The gate's directory on disk once this run's old runs are pruned: ``path``,
+    #: ``bytes``, ``triton_cache_bytes``, ``runs_kept``.
+    disk: dict[str, Any] = field(default_factory=dict)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:
@@ -375,8 +378,12 @@ class Gate:
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
                 reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
-            # A cause the corpus replay met is in the corpus already, under any name.
-            if opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages:
+            # A cause the corpus replay met is in the corpus already, under any name. A drawn
+            # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
+            # test anyone wants to read: the fixed stages' Cases are chosen, not drawn.
+            drawn_unshrunk = f.stage == "fuzz suite" and not f.shrunk
+            if (opts.save_corpus and f.oracle == "check" and "corpus replay" not in f.stages
+                    and not drawn_unshrunk):
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
                                            reproducibility=ratio, existing=existing,
@@ -452,9 +459,13 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
     opts.run_dir = rundirs.new_run_dir(opts.out_dir)
     gate = Gate(opts)
     write_once = _WriteOnce(gate, write)
-    bound = StopBound(write_once.held)
+    bound = EarlyStop.bound or StopBound(write_once.held)  # armed by a start-up signal
+    bound.write = write_once.held
     write_once.bound = bound
     old = _install_signals(gate)
+    if EarlyStop.signal:  # stopped while it started: stop now, with the outputs
+        gate.requested = EarlyStop.signal
+        gate.stop_requested.set()
     hard = (None if opts.max_seconds is None
             else time.monotonic() + HARD_SHARE * opts.max_seconds)
     if opts.max_seconds is not None:  # the stop must fit in the cap's last 5 %
@@ -473,10 +484,17 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
                     bound.arm()
                 gate.progress.say(f"stopping ({reason}): writing what finished")
                 gate.stop(reason)
-                body.join(gate.grace + 1.0)
+                # Within the stop's bound, with time left to write (StopBound's expiry
+                # writes from what the gate holds otherwise).
+                left = (bound.deadline() - time.monotonic() - 1.0 if requested
+                        else gate.grace + 1.0)
+                body.join(max(0.5, min(gate.grace + 1.0, left)))
                 break
         gate.progress.stop()
-        result = write_once(gate.result())
+        result = gate.result()
+        if result.code != ExitCode.USAGE:
+            result.disk = _disk(opts)
+        result = write_once(result)
         if result.code == ExitCode.USAGE:  # nothing ran: no run to keep
             print(f"diagfuzz gate: error: {result.error}", file=sys.stderr)
             shutil.rmtree(opts.run_dir, ignore_errors=True)
@@ -489,6 +507,19 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
         if not exit_bounded:
             bound.disarm()
     return result
+
+
+def _disk(opts: Options) -> dict[str, Any]:
+    """What ``opts.out_dir`` holds once the runs beyond the kept ones are pruned (they are
+    pruned after the outputs are written, which report this size)."""
+    try:
+        going = rundirs.prunable(opts.out_dir, protect=opts.run_dir)
+        runs = [p for p in opts.out_dir.glob("run-*") if p.is_dir() and p not in going]
+        return {"path": str(opts.out_dir), "runs_kept": len(runs), "keep": rundirs.keep(),
+                "bytes": rundirs.disk_bytes(opts.out_dir, going),
+                "triton_cache_bytes": rundirs.disk_bytes(opts.triton_cache)}
+    except OSError:
+        return {}
 
 
 class _WriteOnce:

@@ -525,9 +525,14 @@ def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     text = output.read_text(encoding="utf-8", errors="replace")
     stopped = ctx.stopping()
     if not report_path.exists() or (proc.returncode not in (0, 1, 6, 7) and not stopped):
-        if stopped:
+        if stopped:  # what the workers judged is still in their progress files
             stage.stopped = True
-            stage.note = "stopped before the suite wrote a report"
+            held = unfinished.progress_counts(suite_root(opts))
+            stage.ran = int(held["cases"])
+            stage.failures = suite_findings(
+                {"findings": unfinished.unfinished_findings(set(), held["findings"])})[1]
+            stage.note = ("stopped before the suite wrote a report; "
+                          + unfinished.unfinished_note(0, stage.ran))
             return stage
         tail = text.strip().splitlines()[-15:]
         stage.error = (f"pytest exited {proc.returncode} without a usable report "

@@ -39,10 +39,14 @@ if TYPE_CHECKING:
 #: Signatures a shard shrinks at most; the others are reported with their first Case.
 MAX_SHRUNK = 8
 #: Shrink candidates (replayed families) one signature's shrinking may try; Hypothesis
-#: stops earlier when it converges. The best Case so far is kept. A crash or a hang costs a
-#: fresh executor (seconds) per check, so those get fewer.
+#: stops earlier when it converges. The best Case so far is kept.
 MAX_SHRINK_STEPS = 120
-MAX_SHRINK_STEPS_RESTARTING = 15
+#: A crash or a hang costs a fresh executor per failing check, so its shrinking also stops
+#: after this many seconds; its steps are a mismatch's, so that dtype, layout and specials
+#: shrink alike (15 steps left a crash at bool [5, 1], strides [2, 0], storage offset 1012
+#: with a special; 60 reach float32 [1, 1] contiguous: tests.faulty.abort, CPU,
+#: 2026-12-05, tests/test_crash_shrink.py).
+SHRINK_SECONDS_RESTARTING = 60.0
 #: Seconds of shrinking a run with a deadline but no cap's end allows after its deadline.
 SHRINK_GRACE = 10.0
 
@@ -267,15 +271,17 @@ class Shard:
 
         steps = [0]
         chosen: list[bytes] = []  # the representative's family (a shared database's entry)
-        budget = (MAX_SHRINK_STEPS_RESTARTING if signature.kind in ("crash", "hang")
-                  else MAX_SHRINK_STEPS)
+        budget = MAX_SHRINK_STEPS
+        restarting = signature.kind in ("crash", "hang")
+        until = time.monotonic() + SHRINK_SECONDS_RESTARTING
         # Shrink candidates keep many members as they were: each Case is checked once.
         known: dict[str, Any] = {}
 
         def replay(family: tuple[Any, ...]) -> None:
             if self._shrink_deadline is not None and time.time() >= self._shrink_deadline:
                 raise TimeUp
-            if steps[0] >= budget and signature in self._last:
+            spent = steps[0] >= budget or (restarting and time.monotonic() >= until)
+            if spent and signature in self._last:
                 raise ShrinkBudget
             steps[0] += 1
             for case in family:
