@@ -70,6 +70,24 @@ def descendants(root: int | None = None) -> list[int]:
     return found
 
 
+#: ``prctl`` option: orphaned descendants are re-parented to this process, not to init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process its descendants' subreaper (Linux ``prctl``): a grandchild whose
+    parent died (inductor's compile workers when their executor is killed) becomes this
+    process's child, so ``descendants`` still finds it and a stopped run leaves no process
+    behind. False where the platform has no such call."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def kill_descendants() -> list[int]:
     """SIGKILL every process descended from this one, and the process groups they lead
     (a suite's pytest runs in a session of its own); this process's group is spared."""
@@ -169,9 +187,11 @@ class EarlyStop:
 
     @classmethod
     def install(cls) -> None:
-        """Record SIGTERM and SIGINT from now on (main thread only)."""
+        """Record SIGTERM and SIGINT from now on (main thread only), and adopt orphaned
+        descendants (``adopt_orphans``)."""
         if threading.current_thread() is not threading.main_thread():
             return
+        adopt_orphans()
         names: dict[int, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
 
         def handler(signum: int, _frame: object) -> None:

@@ -36,7 +36,7 @@ from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.execution.stopbound import EarlyStop, StopBound
+from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.progress import GateProgress
@@ -506,6 +506,8 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
             signal.signal(signum, handler)
         if not exit_bounded:
             bound.disarm()
+    if exit_bounded and result.stopped:
+        kill_descendants()  # what a stopped stage left (a compile worker), never outlives it
     return result
 
 
