@@ -49,7 +49,9 @@ def test_correct_impl_passes_every_stage(tmp_path: Path) -> None:
     assert code == 0, output
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["corpus replay", "covering array", "fuzz suite", "error parity",
-                            OPINFO_STAGE, "torch.compile parity", "classification"]
+                            OPINFO_STAGE, "torch.compile parity", "registration audit",
+                            "classification"]
+    assert stages["registration audit"]["cases"] > 0  # diagfuzz's own registration
     assert stages["covering array"]["cases"] == len(covering_cases())
     assert report["combinations"]["all stages"]["diagonal"]["3"]["share"] == 1.0
     assert stages["corpus replay"]["cases"] == 1

@@ -206,20 +206,32 @@ def test_a_registration_diagfuzz_cannot_defer_stops_the_run(library: Any) -> Non
     from diagfuzz.impl import ReferenceReplaced, load_proven
 
     _impl, proof = load_proven("tests.registered.planted_adapter", "cpu")
-    assert "bit-identical" in proof and "2 aten registration(s) deferred" in proof
+    assert "bit-identical" in proof and "aten registration(s) deferred" in proof
     with pytest.raises(ReferenceReplaced, match="aten::diag_embed at CPU"):
         load_proven("tests.registered.unwatched", "cpu")
     assert dispatch.unisolated(["aten::diag_embed"])
 
 
-def test_the_compile_stage_reports_a_dropped_gradient_as_a_finding(library: Any) -> None:
+def test_the_compile_stage_reports_a_dropped_gradient_as_a_finding() -> None:
     """torch.compile parity under the library's registration: the compiled diag's input
-    gets no gradient, a mismatch (the oracle once crashed on it)."""
-    impl = load_impl("registered:tests.registered.diag_kernel")
-    case = spec_of("diag").compile_cases()[0]
-    verdict = oracles.check_compile(case, impl, backend="aot_eager")
-    assert (verdict.kind, verdict.check) == ("mismatch", "compile:grad"), verdict
-    assert "no gradient" in verdict.message
+    gets no gradient, a mismatch (the oracle once crashed on it). In a fresh process:
+    whether torch.compile keeps diag's decomposition depends on what the process
+    dispatched before (the gate classifies it flaky where it varies)."""
+    script = textwrap.dedent("""
+        from diagfuzz import oracles
+        from diagfuzz.impl import load_impl
+        from diagfuzz.specs import spec_of
+
+        impl = load_impl("registered:tests.registered.diag_kernel")
+        case = spec_of("diag").compile_cases()[0]
+        verdict = oracles.check_compile(case, impl, backend="aot_eager")
+        print(verdict.kind, verdict.check, "|", verdict.message)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("mismatch compile:grad |"), done.stdout
+    assert "no gradient" in done.stdout
 
 
 def test_diagfuzz_own_kernels_through_their_registration(library: Any) -> None:
