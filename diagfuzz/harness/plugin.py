@@ -204,11 +204,12 @@ def pytest_configure(config: pytest.Config) -> None:
     profiles.register()
     n_workers = (len(workers.pin_specs(config.getoption("tx"), []))
                  if distributed(config) else 1)
-    server = _start_fork_server(config)  # its imports run beside the planning's
-    plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
+    # Output paths first: the plan claims a run directory, and a usage error runs nothing.
     report = planning.check_output_path("--diagfuzz-report",
                                         config.getoption("diagfuzz_report"))
     planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))
+    server = _start_fork_server(config)  # its imports run beside the planning's
+    plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
     config.pluginmanager.register(Reporter(config, plan, report), "diagfuzz-reporter")
     if distributed(config):
         config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())
