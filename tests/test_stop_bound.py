@@ -177,10 +177,12 @@ def test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound(tmp_path: P
 
 
 @pytest.mark.parametrize(("stage", "impl", "extra"), [
-    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",)),
+    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
+                                                                "--no-covering")),
     # A corpus Case that hangs: classification re-runs it in fresh executors.
     ("classification", "tests.faulty.hang:impl", ("--no-opinfo", "--no-compile",
-                                                  "--timeout", "3", "--corpus", "corpus")),
+                                                  "--no-covering", "--timeout", "3",
+                                                  "--corpus", "corpus")),
 ])
 def test_a_stop_in_a_stage_ends_within_the_bound_with_its_outputs(
         tmp_path: Path, stage: str, impl: str, extra: tuple[str, ...]) -> None:
