@@ -23,6 +23,7 @@ from diagfuzz.core import dispatch
 from diagfuzz.core.impl import (
     Impl,
     ImplError,
+    capabilities,
     declared_dtypes,
     import_roots,
     provided_ops,
@@ -284,6 +285,7 @@ __all__ = [
     "TritonViaAten",
     "aten",
     "aten_with_out",
+    "capabilities",
     "declared_dtypes",
     "import_roots",
     "load_impl",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from math import prod
@@ -198,10 +198,12 @@ class CannotBuild(ValueError):
     """A valid assignment of levels the builder found no Case for (a builder bug)."""
 
 
-def build(op: str, levels: Mapping[str, str], seed: int = 0) -> Case:
+def build(op: str, levels: Mapping[str, str], seed: int = 0,
+          dtypes: Collection[str] | None = None) -> Case:
     """A valid Case of ``op`` with exactly ``levels`` (a full assignment of the op's
     model), the same for the same arguments. Free choices (which sizes, which
-    special patterns, which dtype of a family) come from a seeded ``random.Random``."""
+    special patterns, which dtype of a family: of ``dtypes`` where given) come from a
+    seeded ``random.Random``."""
     spec = spec_of(op)
     model = model_of(spec)
     missing = [f.name for f in model.factors if f.name not in levels]
@@ -213,13 +215,14 @@ def build(op: str, levels: Mapping[str, str], seed: int = 0) -> Case:
     rng = random.Random(f"{op}|{seed}|{key}")
     want = {f.name: levels[f.name] for f in model.factors}
     for _ in range(ATTEMPTS):
-        case = _attempt(spec, want, rng)
+        case = _attempt(spec, want, rng, dtypes)
         if case is not None and classify(case) == want:
             return case
     raise CannotBuild(f"build({op!r}): no Case found for {want}")
 
 
-def _attempt(spec: OpSpec, want: Mapping[str, str], rng: random.Random) -> Case | None:
+def _attempt(spec: OpSpec, want: Mapping[str, str], rng: random.Random,
+             dtypes: Collection[str] | None = None) -> Case | None:
     rank = int(want.get("rank", spec.ranks[0]))
     dims = _dims(spec, want, rank, rng)
     if dims is None:
@@ -230,7 +233,7 @@ def _attempt(spec: OpSpec, want: Mapping[str, str], rng: random.Random) -> Case 
         return None
     rows, cols, offset = geometry
     sizes = _sizes(want, rank, d1, d2, rows, cols, rng)
-    dtype = _dtype(want["dtype"], rng)
+    dtype = _dtype(want["dtype"], rng, dtypes)
     if dtype is None:
         return None
     diag = diagonal_of(sizes, offset, d1, d2)
@@ -352,8 +355,10 @@ def _sizes(want: Mapping[str, str], rank: int, d1: int, d2: int, rows: int, cols
     return tuple(sizes)
 
 
-def _dtype(family: str, rng: random.Random) -> str | None:
-    names = [d for d in FAMILY_DTYPES[family] if d in available_dtypes()]
+def _dtype(family: str, rng: random.Random,
+           dtypes: Collection[str] | None = None) -> str | None:
+    names = [d for d in FAMILY_DTYPES[family] if d in available_dtypes()
+             and (dtypes is None or d in dtypes)]
     return rng.choice(names) if names else None
 
 
@@ -471,9 +476,41 @@ def model_key(model: Model, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def covering_rows(op: str, seed: int = COVERING_SEED) -> list[dict[str, str]]:
-    """The covering array of ``op``'s model, from the cache where it is there."""
-    model = model_of(spec_of(op))
+def inapplicable(op: str, dtypes: Collection[str] | None, has_out: bool
+                 ) -> dict[str, frozenset[str]]:
+    """The levels of ``op``'s model an implementation cannot take (factor -> levels): the
+    dtype families with none of the ``dtypes`` it declares (None: it declares none),
+    ``call=out`` without an ``.out`` method."""
+    drop: dict[str, frozenset[str]] = {}
+    if dtypes is not None:
+        families = {dtype_level(d) for d in dtypes}
+        drop["dtype"] = frozenset(f for f in FAMILY_DTYPES if f not in families)
+    if not has_out:
+        drop["call"] = frozenset({"out"})
+    return {f: levels for f, levels in drop.items() if levels}
+
+
+def _frozen(drop: Mapping[str, Collection[str]] | None) -> tuple[tuple[str, tuple[str, ...]],
+                                                                   ...]:
+    return tuple(sorted((f, tuple(sorted(v))) for f, v in (drop or {}).items() if v))
+
+
+def narrowed_model(op: str, drop: Mapping[str, Collection[str]] | None = None) -> Model:
+    """``op``'s model without the levels ``drop`` names: one instance per narrowing, so
+    the combinations it knows valid are worked out once for the array and the measure."""
+    return _narrowed(op, _frozen(drop))
+
+
+@cache
+def _narrowed(op: str, drop: tuple[tuple[str, tuple[str, ...]], ...]) -> Model:
+    return model_of(spec_of(op)).narrowed(dict(drop))
+
+
+def covering_rows(op: str, seed: int = COVERING_SEED,
+                  drop: Mapping[str, Collection[str]] | None = None) -> list[dict[str, str]]:
+    """The covering array of ``op``'s model (without the levels ``drop`` names), from the
+    cache where it is there."""
+    model = narrowed_model(op, drop)
     path = cache_dir() / f"{op}-{model_key(model, seed)}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -496,11 +533,21 @@ def covering_rows(op: str, seed: int = COVERING_SEED) -> list[dict[str, str]]:
     return rows
 
 
+def covering_set(op: str, seed: int = COVERING_SEED,
+                 drop: Mapping[str, Collection[str]] | None = None,
+                 dtypes: Collection[str] | None = None) -> CoveringSet:
+    """``op``'s covering Cases, one per row of its covering array: of the model without
+    the levels ``drop`` names, each Case of one of ``dtypes`` where given (what an
+    implementation declares: ``inapplicable``)."""
+    return _covering_set(op, seed, _frozen(drop),
+                         None if dtypes is None else tuple(sorted(dtypes)))
+
+
 @cache
-def covering_set(op: str, seed: int = COVERING_SEED) -> CoveringSet:
-    """``op``'s covering Cases, one per row of its covering array."""
-    rows = covering_rows(op, seed)
-    cases = tuple(build(op, row, seed) for row in rows)
+def _covering_set(op: str, seed: int, drop: tuple[tuple[str, tuple[str, ...]], ...],
+                  dtypes: tuple[str, ...] | None) -> CoveringSet:
+    rows = covering_rows(op, seed, dict(drop))
+    cases = tuple(build(op, row, seed, dtypes) for row in rows)
     return CoveringSet(op, tuple(tuple(sorted(r.items())) for r in rows), cases)
 
 
@@ -511,6 +558,23 @@ def covering_cases(ops: Iterable[str] | None = None, seed: int = COVERING_SEED) 
 
 
 # --- measured coverage -------------------------------------------------------------------
+
+def refused_levels(judged: Iterable[Mapping[str, str]],
+                   refused: Iterable[Mapping[str, str]]) -> dict[str, set[str]]:
+    """Per factor, the levels that occur only in Cases the implementation refused as
+    unsupported (a dtype family it does not declare, ``.out`` where it has no ``.out``
+    method), never in a judged Case: combinations holding one do not apply to it."""
+    seen: dict[str, set[str]] = {}
+    for row in judged:
+        for factor, level in row.items():
+            seen.setdefault(factor, set()).add(level)
+    only: dict[str, set[str]] = {}
+    for row in refused:
+        for factor, level in row.items():
+            if level not in seen.get(factor, set()):
+                only.setdefault(factor, set()).add(level)
+    return only
+
 
 def measure(cases: Iterable[Case], strengths: Iterable[int] = STRENGTHS,
             show: int = SHOW_MISSING) -> dict[str, dict[str, Coverage]]:
@@ -526,15 +590,20 @@ def measure(cases: Iterable[Case], strengths: Iterable[int] = STRENGTHS,
 
 def measure_rows(rows: Mapping[str, list[dict[str, str]]],
                  strengths: Iterable[int] = STRENGTHS,
-                 show: int = SHOW_MISSING) -> dict[str, dict[str, Coverage]]:
-    """``measure`` of Cases already classified (``classify``), by op."""
+                 show: int = SHOW_MISSING,
+                 excluded: Mapping[str, Mapping[str, set[str]]] | None = None
+                 ) -> dict[str, dict[str, Coverage]]:
+    """``measure`` of Cases already classified (``classify``), by op; ``excluded``: per
+    op, the levels the implementation cannot take: measured against the model without
+    them (``narrowed_model``), where the combinations they alone made possible go too."""
     out: dict[str, dict[str, Coverage]] = {}
     strengths = tuple(strengths)
     for op in SPECS:
         if op not in rows:
             continue
-        model = model_of(spec_of(op))
-        covering_rows(op)  # the cached array primes the model's valid combinations
+        gone = (excluded or {}).get(op)
+        model = narrowed_model(op, gone)
+        covering_rows(op, drop=gone)  # the cached array primes the model's combinations
         found = {str(t): coverage(model, rows[op], t, show=show) for t in strengths}
         if model.core:
             t = min(model.core_strength, len(model.core))
@@ -558,4 +627,5 @@ def coverage_lines(measured: Mapping[str, Mapping[str, Coverage]]) -> list[str]:
 
 
 __all__ = ["COVERING_SEED", "STRENGTHS", "CannotBuild", "CoveringSet", "build", "classify",
-           "coverage_lines", "covering_cases", "covering_rows", "covering_set", "measure"]
+           "coverage_lines", "covering_cases", "covering_rows", "covering_set",
+           "inapplicable", "measure", "refused_levels"]

@@ -21,7 +21,7 @@ strategies turn rows into Cases and Cases back into rows.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations, product
@@ -69,6 +69,19 @@ class Model:
         default_factory=dict, compare=False, hash=False, repr=False)
     _valid: dict[tuple[int, ...], list[tuple[int, ...]]] = field(
         default_factory=dict, compare=False, hash=False, repr=False)
+
+    def narrowed(self, drop: Mapping[str, Collection[str]]) -> Model:
+        """This model without the levels ``drop`` names (factor -> levels): the calls an
+        implementation can take, where it declares some unsupported. A factor keeps at
+        least one level; the constraints stand (they read levels by name)."""
+        if not any(drop.values()):
+            return self
+        factors = tuple(
+            Factor(f.name, tuple(lv for lv in f.levels if lv not in drop.get(f.name, ()))
+                   or f.levels)
+            for f in self.factors)
+        return Model(self.name, factors, self.constraints, self.core, self.strength,
+                     self.core_strength)
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.factors]
@@ -293,7 +306,8 @@ def coverage(model: Model, rows: Iterable[Mapping[str, str | None]], t: int,
              within: Sequence[str] | None = None, show: int = 3) -> Coverage:
     """How many valid combinations of every ``t`` factors (of ``within`` where given) the
     ``rows`` hold; a factor a row leaves out (or None) covers nothing. ``show`` of those
-    never reached are named, in the model's order."""
+    never reached are named, in the model's order. (For an implementation that cannot
+    take some levels, pass the model ``narrowed`` by them.)"""
     index = {name: i for i, name in enumerate(model.names)}
     seen: set[tuple[int, ...]] = set()
     for row in rows:

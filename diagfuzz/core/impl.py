@@ -92,6 +92,15 @@ def declared_dtypes(impl: Any, op: str) -> tuple[str, ...] | None:
     return tuple(_dtype_name(d, f"{type(impl).__name__}.dtypes") for d in dtypes)
 
 
+def capabilities(impl: Any, ops: tuple[str, ...]
+                 ) -> dict[str, tuple[tuple[str, ...] | None, bool]]:
+    """Per op of ``ops``: the dtypes ``impl`` declares (None: it declares none), and
+    whether it has the op's ``.out`` method (what the covering stage narrows its model to)."""
+    return {op: (declared_dtypes(impl, op),
+                 callable(getattr(impl, f"{op_call(op).method_name}_out", None)))
+            for op in ops}
+
+
 def unsupported(impl: Any, case: Case) -> str:
     """Why ``impl`` declares ``case`` unsupported, or '' when it supports it."""
     if not provides(impl, case.op):

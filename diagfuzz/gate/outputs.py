@@ -36,19 +36,53 @@ def headline(code: int, stages: list[Stage] | None = None) -> str:
     return text
 
 
+def _rows(counters: dict[str, Counter[str]],
+          into: dict[str, list[dict[str, str]]]) -> None:
+    for op, counts in counters.items():
+        into.setdefault(op, []).extend(
+            dict(part.split("=", 1) for part in row.split("|")) for row in counts)
+
+
+def not_applicable(result: Result) -> dict[str, dict[str, set[str]]]:
+    """Per op, the factor levels every stage met only in Cases the impl refused as
+    unsupported (``diagfuzz.strategies.covering.refused_levels``)."""
+    from diagfuzz.strategies.covering import refused_levels
+
+    judged: dict[str, list[dict[str, str]]] = {}
+    refused: dict[str, list[dict[str, str]]] = {}
+    for s in result.stages:
+        _rows(s.levels, judged)
+        _rows(s.refused, refused)
+    found = {op: refused_levels(judged.get(op, []), rows) for op, rows in refused.items()}
+    for op, drop in result.inapplicable.items():  # what the impl declares it cannot take
+        for factor, levels in drop.items():
+            found.setdefault(op, {}).setdefault(factor, set()).update(levels)
+    return {op: levels for op, levels in found.items() if levels}
+
+
 def t_way(result: Result, stage: str | None = None) -> dict[str, dict[str, Coverage]]:
     """Per op, the t-way coverage of the factor model (``diagfuzz.strategies.covering``)
-    that the judged Cases of every stage (or of ``stage`` alone) reach."""
+    that the judged Cases of every stage (or of ``stage`` alone) reach, over the
+    combinations that apply to the impl (``not_applicable`` left out)."""
     from diagfuzz.strategies.covering import measure_rows
 
     rows: dict[str, list[dict[str, str]]] = {}
     for s in result.stages:
-        if stage is not None and s.name != stage:
-            continue
-        for op, counts in s.levels.items():
-            rows.setdefault(op, []).extend(
-                dict(part.split("=", 1) for part in row.split("|")) for row in counts)
-    return measure_rows(rows) if rows else {}
+        if stage is None or s.name == stage:
+            _rows(s.levels, rows)
+    return measure_rows(rows, excluded=not_applicable(result)) if rows else {}
+
+
+def not_applicable_line(result: Result) -> str:
+    """Which levels the coverage leaves out because the impl refuses them, per op."""
+    found = not_applicable(result)
+    if not found:
+        return ""
+    parts = [f"{op}: " + ", ".join(f"{factor}={level}" for factor in sorted(levels)
+                                   for level in sorted(levels[factor]))
+             for op, levels in found.items()]
+    return ("Not applicable (met only in Cases the impl declares unsupported, left out of "
+            "the shares): " + "; ".join(parts))
 
 
 def t_way_line(measured: dict[str, dict[str, Coverage]]) -> str:
@@ -155,6 +189,8 @@ def markdown(result: Result) -> str:
     measured = t_way(result)
     if measured:
         lines += [t_way_line(measured), ""]
+        excluded = not_applicable_line(result)
+        lines += [excluded, ""] if excluded else []
     if result.stages:
         # Cases judged, the failing ones among them, and the causes (findings) they are.
         lines += ["| stage | Cases | failing Cases | causes | unsupported | time | note |",
@@ -286,7 +322,10 @@ def to_json(result: Result) -> dict[str, Any]:
         "impl": result.impl,
         "not_run": {s.name: s.skipped for s in not_run(result.stages)},
         "combinations": {"all stages": _t_way_dict(t_way(result)),
-                         "fuzz suite": _t_way_dict(t_way(result, "fuzz suite"))},
+                         "fuzz suite": _t_way_dict(t_way(result, "fuzz suite")),
+                         "not_applicable": {op: {f: sorted(v) for f, v in levels.items()}
+                                            for op, levels in
+                                            not_applicable(result).items()}},
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
         "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
                     "failing_cases": _failing_cases(s),

@@ -23,7 +23,7 @@ from diagfuzz.gate.stages import (
     opinfo_samples,
 )
 from diagfuzz.gate.usage import check_ops_provided
-from diagfuzz.impl import load_impl, provided_ops
+from diagfuzz.impl import capabilities, load_impl, provided_ops
 
 
 def _per_op(cases: list) -> str:
@@ -65,7 +65,10 @@ def covering_plan(opts: Options, provided: tuple[str, ...]) -> list[str]:
 
     if not opts.covering:
         return ["  covering array       skipped (--no-covering)"]
-    cases = covering_for(opts, provided)
+    caps = capabilities(load_impl(opts.impl), provided)
+    if opts.strict:
+        caps = {op: (None, has_out) for op, (_, has_out) in caps.items()}
+    cases = covering_for(opts, provided, caps)
     lines = [f"  covering array       {len(cases):,} Cases ({_per_op(cases)})"]
     for op, found in measure(cases).items():
         shares = ", ".join(f"{t}-way {c.share:.0%}" for t, c in found.items())

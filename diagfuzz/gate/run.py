@@ -67,6 +67,7 @@ from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the 
 from diagfuzz.impl import (
     ImplError,
     ReferenceReplaced,
+    capabilities,
     import_roots,
     load_proven,
     locate_impl,
@@ -106,6 +107,9 @@ class Result:
     #: What the impl registered into aten: calls, warnings, the audit table
     #: (``diagfuzz.gate.stages.registration_report``).
     registrations: dict[str, Any] = field(default_factory=dict)
+    #: Per op, the factor levels the impl cannot take (``diagfuzz.core.impl.capabilities``
+    #: made into ``diagfuzz.strategies.covering.inapplicable``): not in the shares.
+    inapplicable: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     #: The gate's directory on disk once this run's old runs are pruned: ``path``,
     #: ``bytes``, ``triton_cache_bytes``, ``runs_kept``.
     disk: dict[str, Any] = field(default_factory=dict)
@@ -254,6 +258,9 @@ class Gate:
                 wanted = tuple(op for op in ctx.provided if not opts.ops
                                or op in {o.strip() for o in opts.ops.split(",")})
                 ctx.registrations = registration_report(impl, proof, wanted)
+                ctx.capabilities = {
+                    op: (None if opts.strict else dtypes, has_out)
+                    for op, (dtypes, has_out) in capabilities(impl, ctx.provided).items()}
                 for line in ctx.registrations["lines"]:
                     ctx.progress.say(line)
             except ImplError as exc:
@@ -363,7 +370,8 @@ class Gate:
                       corpus_dir=opts.corpus_dir if opts.save_corpus else None,
                       cut=any(s.cut for s in stages) or stopped == "--max-seconds",
                       stopped=stopped, run_dir=opts.run_dir, timing=self._timing(stages),
-                      registrations=self.ctx.registrations)
+                      registrations=self.ctx.registrations,
+                      inapplicable=_inapplicable(self.ctx.capabilities))
 
     def _write_findings(self, findings: list[Finding]) -> list[Path]:
         opts = self.opts
@@ -509,6 +517,15 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
     if exit_bounded and result.stopped:
         kill_descendants()  # what a stopped stage left (a compile worker), never outlives it
     return result
+
+
+def _inapplicable(caps: dict[str, tuple[tuple[str, ...] | None, bool]]
+                  ) -> dict[str, dict[str, list[str]]]:
+    """Per op, what the covering stage narrowed its model by (``covering_for``)."""
+    from diagfuzz.strategies.covering import inapplicable
+
+    found = {op: inapplicable(op, dtypes, has_out) for op, (dtypes, has_out) in caps.items()}
+    return {op: {f: sorted(v) for f, v in drop.items()} for op, drop in found.items() if drop}
 
 
 def _disk(opts: Options) -> dict[str, Any]:

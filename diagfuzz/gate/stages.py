@@ -147,6 +147,8 @@ class Stage:
     #: Judged Cases per op as factor-model rows (``diagfuzz.strategies.covering``: the
     #: row's text -> Cases), for the t-way coverage.
     levels: dict[str, Counter[str]] = field(default_factory=dict)
+    #: The factor-model rows of the Cases the impl refused as unsupported, by op.
+    refused: dict[str, Counter[str]] = field(default_factory=dict)
 
 
 # --- fixed Cases of the error-parity and torch.compile stages ---------------------------
@@ -189,6 +191,15 @@ def _count(stage: Stage, case: Case) -> None:
         stage.levels.setdefault(case.op, Counter())[row] += 1
 
 
+def _refused(stage: Stage, case: Case) -> None:
+    """Add an unsupported ``case``'s factor-model row to the stage's refused rows."""
+    from diagfuzz.harness.report import levels_row
+
+    row = levels_row(case)
+    if row:
+        stage.refused.setdefault(case.op, Counter())[row] += 1
+
+
 def report_coverage(counts: dict[str, Any]) -> dict[str, Counter[str]]:
     """Per-axis counts from the suite report's ``counts`` ({group: {cases, classes}})."""
     coverage: dict[str, Counter[str]] = {"group": Counter()}
@@ -223,6 +234,10 @@ class Context:
     provided: tuple[str, ...] | None = None
     #: ``registration_report`` of the impl (known once the gate has loaded it).
     registrations: dict[str, Any] = field(default_factory=dict)
+    #: Per op, the dtypes the impl declares and whether it has ``.out``
+    #: (``diagfuzz.core.impl.capabilities``; known once the gate has loaded it).
+    capabilities: dict[str, tuple[tuple[str, ...] | None, bool]] = field(
+        default_factory=dict)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
@@ -259,6 +274,8 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
             if verdict.case is not None and not (verdict.unsupported
                                                  or verdict.details.get("skipped")):
                 _count(stage, verdict.case)  # judged: what it reached counts
+            elif verdict.case is not None and verdict.unsupported:
+                _refused(stage, verdict.case)
             signature = ""
             if not verdict.ok:
                 finding = Finding(stage.name, verdict, oracle)
@@ -317,17 +334,27 @@ def covering_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     if not ctx.opts.covering:
         stage.skipped = "--no-covering"
         return stage
-    run_cases(ctx, stage, covering_for(ctx.opts, ctx.provided), runner, "check")
+    run_cases(ctx, stage, covering_for(ctx.opts, ctx.provided, ctx.capabilities), runner,
+              "check")
     return stage
 
 
-def covering_for(opts: Options, provided: tuple[str, ...] | None) -> list[Case]:
-    """The covering Cases of the ops and dtypes ``opts`` leave in."""
-    from diagfuzz.strategies.covering import covering_cases
+def covering_for(opts: Options, provided: tuple[str, ...] | None,
+                 capabilities: dict[str, tuple[tuple[str, ...] | None, bool]] | None = None
+                 ) -> list[Case]:
+    """The covering Cases of the ops and dtypes ``opts`` leave in: for each op, of its
+    model narrowed to what the impl can take (``capabilities``: the dtype families it
+    declares, ``call=out`` only with an ``.out`` method), so that every combination that
+    applies to it is reached."""
+    from diagfuzz.specs import SPECS
+    from diagfuzz.strategies.covering import covering_set, inapplicable
 
+    cases: list[Case] = []
+    for op in SPECS:
+        dtypes, has_out = (capabilities or {}).get(op, (None, True))
+        cases += covering_set(op, drop=inapplicable(op, dtypes, has_out), dtypes=dtypes).cases
     wanted = {d.strip() for d in opts.dtypes.split(",")} if opts.dtypes else None
-    return [c for c in fixed(opts, covering_cases(), provided)
-            if wanted is None or c.dtype in wanted]
+    return [c for c in fixed(opts, cases, provided) if wanted is None or c.dtype in wanted]
 
 
 def error_parity_stage(ctx: Context, runner: ProcessRunner) -> Stage:
