@@ -7,7 +7,7 @@ import torch
 from diagfuzz.core.bits import differing, symptom
 from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.origin import raise_origin
-from diagfuzz.core.signature import Signature, check_class, signature_of
+from diagfuzz.core.signature import Signature, cause_axes, check_class, signature_of
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.harness.findings import Finding, block, merge_findings
 
@@ -61,7 +61,7 @@ def test_signatures_group_by_cause_not_by_dtype_class_or_aten_wording() -> None:
     site = "mylib/diag.py:12 in diagonal"
     raised = signature_of(Verdict("error-parity", "error-parity", "", _case("complex64"),
                                   {"actual": {"type": "KeyError", "origin": site}}))
-    assert raised.describe() == f"diagonal · error-parity · raised KeyError · at {site}"
+    assert raised.describe() == f"error-parity · raised KeyError · at {site}"
     wrong = signature_of(Verdict(
         "error-parity", "error-parity", "", _case(invalid="same_dims"),
         {"actual": {"type": "KeyError", "origin": site}, "expected": {"type": "RuntimeError"}}))
@@ -76,6 +76,17 @@ def test_signatures_group_by_cause_not_by_dtype_class_or_aten_wording() -> None:
         "int8", invalid="same_dims"), {"expected": {"type": "RuntimeError"}}))
     assert lenient == other_class
     assert lenient.trigger == "returned a result where aten raises"
+    # One raise site is one fix whichever op reached it (a library's zeros that two ops
+    # call); the finding counts the ops. Without an impl frame the op stays in the key.
+    embed = _case().replace(op="diag_embed")
+    other_op = signature_of(Verdict("error-parity", "error-parity", "", embed,
+                                    {"actual": {"type": "KeyError", "origin": site}}))
+    assert other_op == raised
+    assert cause_axes(embed.to_dict(), {"actual": {"type": "KeyError", "origin": site}}
+                      )["op"] == "diag_embed"
+    torch_site = {"actual": {"type": "RuntimeError", "origin": "x.py:1 in f (no impl frame)"}}
+    assert (signature_of(Verdict("error-parity", "error-parity", "", embed, torch_site))
+            != signature_of(Verdict("error-parity", "error-parity", "", _case(), torch_site)))
 
 
 def _raise_in_helper() -> None:
@@ -151,7 +162,8 @@ def test_one_raise_site_is_one_finding_that_counts_its_classes() -> None:
     assert one.count == 15
     assert one.dtypes == {"complex64": 10, "float32": 2, "int8": 3}
     assert one.classes == {"invalid class": {"valid": 10, "dim_above_range": 2, "same_dims": 3},
-                           "aten raises": {"IndexError": 2, "RuntimeError": 3}}
+                           "aten raises": {"IndexError": 2, "RuntimeError": 3},
+                           "op": {"diagonal": 15}}
     text = "\n".join(block(one, 1, 2))
     assert "covers   aten raises: RuntimeError 3, IndexError 2" in text
     assert "covers   Case class: valid 10, same_dims 3, dim_above_range 2" in text

@@ -72,7 +72,7 @@ def test_three_independent_bugs_are_three_findings_of_one_run(tmp_path: Path) ->
     assert code == 1, out
     found = _signatures(report)
     # The KeyError, keyed on its raise site in the impl's code, whatever reached it.
-    assert ("diagonal · error-parity · raised KeyError · at tests/faulty/three_bugs.py:22 in "
+    assert ("error-parity · raised KeyError · at tests/faulty/three_bugs.py:22 in "
             "allocate") in found
     # The lost -0.0 and the ignored storage offset are two value bugs of one op and check:
     # one finding until the first is fixed, each symptom with its own shrunk Case.

@@ -4,9 +4,11 @@ A run keeps fuzzing after a failure, so one implementation with several bugs sho
 one of them. Failures are grouped by their origin, as a maintainer counts what to fix:
 
 * an exception the implementation raised (on a valid Case, or the wrong type on an invalid
-  one): the op, the exception's type and its raise site, the innermost frame of the
+  one): the exception's type and its raise site, the innermost frame of the
   implementation's own code (``diagfuzz.core.origin``). One ``assert`` is one finding
-  whatever dtype, invalid class or stage reaches it, and whatever aten raises there;
+  whatever op, dtype, invalid class or stage reaches it (a library's ``zeros`` that
+  ``diag_embed`` and ``diagonal_backward`` both call is one fix), and whatever aten raises
+  there; without a frame of the implementation's own, the op too;
 * a result where aten raises: the op and the check (the invalid classes it covers are
   listed inside the finding);
 * a wrong result: the op, the check (without what varies from Case to Case:
@@ -86,6 +88,8 @@ def signature_from(kind: str, check: str, case: dict[str, Any] | None,
         if actual:
             trigger = f"raised {actual.get('type', '')}"
             origin = str(actual.get("origin", ""))
+            if _own_site(origin):
+                op = ""  # one raise site is one fix, whichever op reached it
         elif _raised(details, "expected"):
             trigger = "returned a result where aten raises"
     elif kind == "mismatch":  # unwritten and alias: the kind names the defect
@@ -98,14 +102,22 @@ def signature_from(kind: str, check: str, case: dict[str, Any] | None,
     return Signature(op, kind, check_class(check), trigger, origin)
 
 
+def _own_site(origin: str) -> bool:
+    """Whether ``origin`` is a raise site in the implementation's own code (not torch's
+    innermost frame, which many causes share)."""
+    return bool(origin) and not origin.endswith("(no impl frame)")
+
+
 def defect(kind: str, check: str) -> str:
     """The kind of defect a wrong result is, what a fix changes: ``wrong values``,
     ``wrong metadata`` (a layout or type field: the check names it), ``unwritten
-    elements``, ``aliasing``."""
+    elements``, ``aliasing``, ``dropped gradient`` (the registration audit's)."""
     if kind == "unwritten":
         return "unwritten elements"
     if kind == "alias":
         return "aliasing"
+    if check.startswith("registration:gradient"):
+        return "dropped gradient"
     return "wrong values" if "bitwise" in check else "wrong metadata"
 
 
@@ -130,11 +142,14 @@ def shrink_key(verdict: Any) -> Signature:
 def cause_axes(case: dict[str, Any] | None, details: dict[str, Any] | None
                ) -> dict[str, str]:
     """What a finding counts inside it, beside dtypes: the Case's invalid class (``valid``
-    for a valid Case), where aten raised, aten's exception type, and a wrong result's
-    symptom."""
+    for a valid Case), where aten raised, aten's exception type, a wrong result's
+    symptom, and for a raise site (keyed without its op) the op that reached it."""
     case = case or {}
     details = details or {}
     axes = {"invalid class": str(case.get("invalid") or "valid")}
+    actual = _raised(details, "actual")
+    if actual and _own_site(str(actual.get("origin", ""))):
+        axes["op"] = str(case.get("op", ""))
     if isinstance(details.get("symptom"), str):
         axes["symptom"] = details["symptom"]
     expected = _raised(details, "expected")
