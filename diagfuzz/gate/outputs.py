@@ -201,8 +201,8 @@ def markdown(result: Result) -> str:
             if s.name == "classification":  # it judges findings, not Cases: its note says
                 counts = "— | — | — | —"
             else:
-                causes = len({f.key for f in s.failures})  # a stage's failing Cases, merged
-                counts = f"{s.ran} | {_failing_cases(s)} | {causes} | {s.unsupported}"
+                merged = len({f.key for f in s.failures})  # a stage's failing Cases, merged
+                counts = f"{s.ran} | {_failing_cases(s)} | {merged} | {s.unsupported}"
             lines.append(f"| {s.name} | {counts} | {s.seconds:.1f} s | {note} |")
         lines.append("")
     errors = [s for s in result.stages if s.error]
