@@ -40,6 +40,23 @@ def _forward_backward(fn: Any, x: torch.Tensor, grad: torch.Tensor
     return y.detach(), leaf.grad
 
 
+def differentiable_call(case: Case, device: str, check: str
+                        ) -> Verdict | tuple[Any, torch.Tensor, torch.Tensor]:
+    """The op's differentiable function, its input and a gradient for its output (the
+    spec's ``compile_function``), or a skipped pass of ``check``: a Case that is not a
+    plain valid one, or of a dtype autograd refuses."""
+    spec = spec_of(case.op)
+    if case.invalid or case.out_dtype or case.out_device or spec.compile_function is None:
+        return Verdict("pass", check, "skipped: not a plain valid Case", case,
+                       {"skipped": "case"})
+    args = arguments(case, device)
+    if not reference.differentiable(args[spec.first.name].dtype):
+        return Verdict("pass", check, "skipped: dtype not differentiable", case,
+                       {"skipped": "dtype"})
+    fn, x, grad = spec.compile_function(case, args)
+    return fn, x, grad
+
+
 @judged
 def check_compile(case: Case, impl: Any, device: str = DEVICE,
                   backend: str = "inductor", *, strict: bool = False) -> Verdict:
@@ -47,15 +64,10 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
 
     (``strict`` is accepted for the executor's one calling convention; nothing here
     depends on it.)"""
-    spec = spec_of(case.op)
-    if case.invalid or case.out_dtype or case.out_device or spec.compile_function is None:
-        return Verdict("pass", "compile", "skipped: not a plain valid Case", case,
-                       {"skipped": "case"})
-    args = arguments(case, device)
-    if not reference.differentiable(args[spec.first.name].dtype):
-        return Verdict("pass", "compile", "skipped: dtype not differentiable", case,
-                       {"skipped": "dtype"})
-    fn, x, grad = spec.compile_function(case, args)
+    call = differentiable_call(case, device, "compile")
+    if isinstance(call, Verdict):
+        return call
+    fn, x, grad = call
     eager_y, eager_grad = _forward_backward(fn, x, grad)  # aten's own kernels
     if eager_grad is None:
         return Verdict("pass", "compile", "skipped: aten's function gives no gradient", case,

@@ -36,9 +36,9 @@ from diagfuzz.core.case import Case
 from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.oracles import reference
 from diagfuzz.oracles.checks import _compare
-from diagfuzz.specs import all_specs, arguments, spec_of
+from diagfuzz.oracles.compile import differentiable_call
+from diagfuzz.specs import all_specs, spec_of
 
 #: The backend keys' autograd keys: a kernel registered there replaces autograd's formula.
 AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA")
@@ -107,18 +107,13 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
     plain valid differentiable ones, and impls that register nothing, pass as skipped.
     (``strict`` is accepted for the executor's one calling convention.)"""
     package = audited_package(impl)
-    spec = spec_of(case.op)
     if package is None:
         return Verdict("pass", "registration", "skipped: the impl registers nothing", case,
                        {"skipped": "impl"})
-    if case.invalid or case.out_dtype or case.out_device or spec.compile_function is None:
-        return Verdict("pass", "registration", "skipped: not a plain valid Case", case,
-                       {"skipped": "case"})
-    args = arguments(case, device)
-    if not reference.differentiable(args[spec.first.name].dtype):
-        return Verdict("pass", "registration", "skipped: dtype not differentiable", case,
-                       {"skipped": "dtype"})
-    fn, x, grad = spec.compile_function(case, args)
+    call = differentiable_call(case, device, "registration")
+    if isinstance(call, Verdict):
+        return call
+    fn, x, grad = call
     want_y, _, want_grad = _run(fn, x, grad)  # aten's own kernels
     registration = getattr(impl, "registration", None)
     active = registration if callable(registration) else nullcontext
