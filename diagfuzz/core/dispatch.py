@@ -67,7 +67,8 @@ class Registration:
         return f"{self.op} at {self.key} by {self.module} ({self.where})"
 
 
-#: Every wrapped registration, in order.
+#: The wrapped registrations, in order (those of destroyed Libraries pruned as new ones
+#: come).
 REGISTRATIONS: list[Registration] = []
 #: The open ``aten_only`` (True) and ``under_test`` (False) blocks; the innermost decides.
 #: A process-wide stack, not a thread-local: autograd runs a CUDA backward on a thread of
@@ -265,6 +266,8 @@ def _watched_impl(self: Any, op_name: Any, fn: Any, dispatch_key: str = "", *,
                               **kwargs)
     registration, wrapper, key = watched
     result = _original_impl(self, op_name, wrapper, key, with_keyset=True, **kwargs)
+    # Registrations a destroyed Library held go (a switch on and off registers anew).
+    REGISTRATIONS[:] = [r for r in REGISTRATIONS if r.active]
     REGISTRATIONS.append(registration)
     return result
 
