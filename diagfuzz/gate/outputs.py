@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from diagfuzz.core import corpus
+from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.covering import Coverage
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
@@ -218,8 +218,9 @@ def markdown(result: Result) -> str:
             lines += _finding_lines(n, f)
         lines.append("")
     if result.repro_dir is not None and result.findings:
-        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (kept: every run "
-                     "writes into a directory of its own).")
+        lines.append(f"Reproducers of this run: `{result.repro_dir}/` (a directory of this "
+                     f"run's own, kept until {rundirs.keep()} newer runs follow: "
+                     f"`{rundirs.KEEP_ENV}=N`; the corpus keeps each cause's Case).")
     if result.corpus_dir is not None and result.saved:
         lines.append(f"Saved {len(result.saved)} new Case(s) to `{result.corpus_dir}/`, one "
                      "per cause, which every gate replays first (`--no-save` turns saving "
