@@ -108,6 +108,7 @@ class _PublicAten:
 
 with_every_op(_PublicAten, _public_calls, out=True)
 
+
 def _serving_keys(key: str = DISPATCH_KEY) -> tuple[str, ...]:
     """The dispatch keys whose registration serves a call on ``key``'s device."""
     return (key, f"Autograd{key}", "Autograd", "CompositeImplicitAutograd",
@@ -188,10 +189,15 @@ def _load_registered(spec: str) -> RegisteredLibrary:
     if not library.served:
         registered = dispatch.overrides(package)
         found = "; ".join(r.describe() for r in registered[:6]) or "nothing"
+        switches = [name for name in ("enable", "use_gems", "register")
+                    if callable(getattr(module, name, None))]
+        hint = (f"; to call its switch: --impl registered:{module_name}:{switches[0]}"
+                if switches and not attr else "")
         raise ImplError(
             f"--impl {spec!r}: {package} registered no kernel of the diagonal family "
             f"that serves {DISPATCH_KEY} tensors (registered: {found}); a registration "
-            "through torch.library.Library('aten', 'IMPL').impl is what this mode tests")
+            f"through torch.library.Library('aten', 'IMPL').impl is what this mode "
+            f"tests{hint}")
     return library
 
 

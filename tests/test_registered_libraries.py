@@ -250,3 +250,12 @@ def test_diagfuzz_own_kernels_through_their_registration(library: Any) -> None:
     finally:
         if not was:
             ops.disable()
+
+
+def test_a_library_with_a_switch_is_named_with_it(library: Any) -> None:
+    """Forgetting the switch: the error says how to call it; with it, the library runs."""
+    with pytest.raises(ImplError, match=r"registered:tests\.registered\.switched:enable"):
+        load_impl("registered:tests.registered.switched")
+    impl = load_impl("registered:tests.registered.switched:enable")
+    assert provided_ops(impl) == ("diag_embed", "diag_1d")
+    assert oracles.check(_embed(1, "float32"), impl).ok
