@@ -94,11 +94,13 @@ def gather(tensors: list[torch.Tensor],
     is viewed over its storage's part of it. (Tests run it on the CPU with a clone.)
     """
     device = tensors[0].device
+    keys = [_storage_key(t) for t in tensors]
     chunks: dict[tuple[int, int], torch.Tensor] = {}
-    for t in tensors:
+    for t, key in zip(tensors, keys, strict=True):
         if t.device != device:
             raise ValueError(f"to_host: tensors on {device} and {t.device}")
-        chunks.setdefault(_storage_key(t), storage_bytes(t))
+        if key not in chunks:  # a storage several tensors share is copied once
+            chunks[key] = storage_bytes(t)
     parts, starts, start = [], {}, 0
     pad = torch.empty(ALIGN, dtype=torch.uint8, device=device)
     for key, chunk in chunks.items():
@@ -109,11 +111,8 @@ def gather(tensors: list[torch.Tensor],
             parts.append(pad[:padded - chunk.numel()])
         start += padded
     host = copy(parts[0] if len(parts) == 1 else torch.cat(parts))
-    out = []
-    for t in tensors:
-        key = _storage_key(t)
-        out.append(host_view(host[starts[key]:starts[key] + chunks[key].numel()], t))
-    return out
+    return [host_view(host[starts[key]:starts[key] + chunks[key].numel()], t)
+            for t, key in zip(tensors, keys, strict=True)]
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:
