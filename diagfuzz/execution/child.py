@@ -106,6 +106,11 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         from diagfuzz.execution.warmup import warm_up
         from diagfuzz.impl import load_proven
 
+        if str(device).startswith("cuda"):
+            # The CUDA context, its own step of the timeline (with a dozen executors
+            # starting on one GPU, contexts are the part of start-up that waits on others).
+            torch.empty(1, device=device)
+            mark("cuda_context", "executor")
         # The canary references before and after the impl loads: what it registers into
         # aten must change none of them (diagfuzz.core.dispatch defers it while judging).
         impl, _ = load_proven(impl_spec, device)
