@@ -246,7 +246,8 @@ def raise_origin(exc: BaseException) -> str:
     frames = _frames(exc.__traceback__)
     if not frames:
         return ""
-    own = [f for f in frames if not is_foreign(f[0])]
+    bases = _bases()  # once for every frame: it asks the OS for the current directory
+    own = [f for f in frames if not _foreign(f[0], bases)]
     filename, line, function = (own or frames)[-1]
-    where = f"{display_path(filename)}:{line} in {function}"
+    where = f"{_display(filename, bases)}:{line} in {function}"
     return where if own else f"{where} (no impl frame)"
