@@ -58,7 +58,9 @@ from diagfuzz.gate.stages import (
     error_parity_stage,
     huge_stage,
     not_run,
+    opinfo_samples,
     opinfo_stage,
+    preload,
     registration_report,
     stage_executors,
     stop_children,
@@ -282,6 +284,8 @@ class Gate:
                 self.stop("loading the impl replaced a reference")
                 return
             runner = self.runner
+            if opts.opinfo:  # loads while the covering Cases are judged
+                ctx.opinfo = preload(functools.partial(opinfo_samples, self.device))
             steps: list[tuple[str, Callable[[Context, FanoutRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), (COVERING_STAGE, covering_stage),
                 ("error parity", error_parity_stage),

@@ -16,9 +16,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,6 +243,8 @@ class Context:
     #: (``diagfuzz.core.impl.capabilities``; known once the gate has loaded it).
     capabilities: dict[str, tuple[tuple[str, ...] | None, bool]] = field(
         default_factory=dict)
+    #: The OpInfo samples, loading while the stages before theirs run (``preload``).
+    opinfo: Future[Any] | None = None
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
@@ -421,13 +425,29 @@ def opinfo_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     if not ctx.opts.opinfo:
         stage.skipped = "--no-opinfo"
         return stage
-    samples = opinfo_samples(runner.device)
+    samples = ctx.opinfo.result() if ctx.opinfo is not None else opinfo_samples(
+        runner.device)
     if samples.skipped:
         stage.skipped = samples.skipped
         return stage
     stage.note = f"OpInfo of torch {torch_version()}: {samples.summary()}"
     run_cases(ctx, stage, fixed(ctx.opts, samples.cases, ctx.provided), runner, "check")
     return stage
+
+
+def preload(call: Callable[[], Any]) -> Future[Any]:
+    """``call()`` in a daemon thread: a stage's Cases load while earlier stages are judged
+    (OpInfo's take seconds), and a stopped gate never waits for them to exit."""
+    future: Future[Any] = Future()
+
+    def load() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # the stage that asks for it raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=load, name="diagfuzz-gate-load", daemon=True).start()
+    return future
 
 
 def opinfo_samples(device: str) -> Any:
