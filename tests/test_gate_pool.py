@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from diagfuzz.core import corpus
 from diagfuzz.core.case import Case, Layout, Values
 from diagfuzz.core.verdict import Verdict
@@ -225,3 +227,20 @@ def test_one_or_two_stage_executors_judge_the_same_findings_and_counts(
     assert stages["corpus replay"]["cases"] == 1 and stages["error parity"]["failures"]
     assert len(one["findings"]) == 2  # diagonal's signed zero; diag_embed's assert
     assert _judged(one) == _judged(two)
+
+
+def test_stage_executors_is_auto_or_a_positive_number(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from diagfuzz.gate.cli import gate_options, parser
+
+    def parsed(*argv: str) -> Options:
+        return gate_options(parser().parse_args(["gate", *argv]))  # type: ignore[no-any-return]
+
+    assert parsed().stage_executors is None
+    assert parsed("--stage-executors", "auto").stage_executors is None
+    assert parsed("--stage-executors", "3").stage_executors == 3
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(SystemExit) as exc:
+            parsed("--stage-executors", bad)
+        assert exc.value.code == 4  # a usage error
+    assert "--stage-executors" in capsys.readouterr().err
