@@ -95,7 +95,7 @@ class Router:
         ready = [i for i in range(self.executors) if self._lanes[i] or self._groups]
         if not ready:
             return None
-        executor = min(ready, key=lambda i: (in_flight[i] if i < len(in_flight) else 0, i))
+        executor = min(ready, key=lambda i: (in_flight[i], i))
         lane = self._lanes[executor]
         if not lane:
             lane.extend(self._groups.popleft())
