@@ -140,7 +140,7 @@ class _Recording:
     def request_close(self) -> None:
         self.calls.append(f"request {self.name}")
 
-    def close(self) -> None:
+    def close(self, wait: float = 2.0) -> None:
         self.calls.append(f"close {self.name}")
 
 

@@ -179,6 +179,10 @@ def test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound(tmp_path: P
 @pytest.mark.parametrize(("stage", "impl", "extra"), [
     ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
                                                                 "--no-covering")),
+    # Both executors of the pool compiling: each is closed within the bound.
+    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
+                                                                "--no-covering",
+                                                                "--stage-executors", "2")),
     # A corpus Case that hangs: classification re-runs it in fresh executors.
     ("classification", "tests.faulty.hang:impl", ("--no-opinfo", "--no-compile",
                                                   "--no-covering", "--timeout", "3",

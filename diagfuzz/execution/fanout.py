@@ -19,10 +19,11 @@ could not start still reaches the caller before the error's lost Cases are blame
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError, ProcessRunner
 
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
     from diagfuzz.core.case import Case
@@ -71,15 +72,25 @@ class FanoutRunner:
         for runner in self.runners:
             runner.start()
 
-    def submit(self, case: Case) -> int:
-        """Send ``case`` to the executor with the fewest Cases in flight; its ticket.
+    @property
+    def device(self) -> str:
+        """Where the executors run Cases (all alike)."""
+        return self.runners[0].device
+
+    def submit(self, case: Case, oracle: str | None = None, timeout: float | None = None,
+               executor: int | None = None) -> int:
+        """Send ``case`` to executor ``executor``, else to the one with the fewest Cases in
+        flight; its ticket. ``oracle`` and ``timeout`` as ``ProcessRunner.submit``'s (a
+        caller that routes, the gate's stages, keeps a JIT library's specialisation in one
+        process: ``diagfuzz.gate.pool``).
 
         Waits first while ``window`` Cases are in flight (verdicts kept for ``poll``).
         """
         self._collect_until(self.window - 1)
-        index = min(range(len(self.runners)), key=lambda i: self.runners[i].in_flight)
+        index = (min(range(len(self.runners)), key=lambda i: self.runners[i].in_flight)
+                 if executor is None else executor)
         ticket = next(self._tickets)
-        inner = self._call(index, lambda: self.runners[index].submit(case))
+        inner = self._call(index, lambda: self.runners[index].submit(case, oracle, timeout))
         self._names[index][inner] = ticket
         self._pending[ticket] = index
         # An inner submit may have waited for room itself: its verdicts wait in its poll.
@@ -91,6 +102,12 @@ class FanoutRunner:
         for index, runner in enumerate(self.runners):
             self._absorb(index, self._call(index, runner.poll))
         return self._release()
+
+    def poll_settled(self) -> list[tuple[int, Verdict]]:
+        """Every verdict settled so far, in ticket order, earlier Cases answered or not:
+        what a stopped caller still counts before ``close`` drops the rest."""
+        self._release_all = True
+        return self.poll()
 
     def wait(self, in_flight: int = 0) -> list[tuple[int, Verdict]]:
         """Wait until at most ``in_flight`` Cases are unanswered; the verdicts releasable
@@ -116,16 +133,19 @@ class FanoutRunner:
             self._settle_one(index)
         return self._settled.pop(ticket)
 
-    def close(self) -> None:
-        """Close every executor; Cases in flight are dropped."""
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Close every executor; Cases in flight are dropped. They are asked all at once
+        and share one ``wait`` for exiting before they are killed, so a stop closes many
+        executors in the time of one."""
         self._pending.clear()
         self._settled.clear()
         for names in self._names:
             names.clear()
         for runner in self.runners:
             runner.request_close()  # all at once: they exit side by side
+        deadline = time.monotonic() + wait
         for runner in self.runners:
-            runner.close()
+            runner.close(max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> FanoutRunner:
         return self
@@ -173,7 +193,9 @@ class FanoutRunner:
     def _absorb(self, index: int, done: list[tuple[int, Verdict]]) -> None:
         """Verdicts of executor ``index`` (its tickets): settled under ours."""
         for inner, verdict in done:
-            ticket = self._names[index].pop(inner)
+            ticket = self._names[index].pop(inner, None)
+            if ticket is None:  # closed meanwhile (a stop, from another thread): dropped
+                continue
             self._pending.pop(ticket, None)
             self._settled[ticket] = verdict
 

@@ -98,6 +98,9 @@ START_TIMEOUT = 300.0
 #: within about ten families; the pipes are enlarged so that the requests (about 1 KB each)
 #: never fill them while the executor is busy (``_PIPE_BYTES``).
 MAX_IN_FLIGHT = 64
+#: Seconds ``close`` waits for an asked executor to exit before it kills it (one judging a
+#: batch reads the request only after it).
+CLOSE_WAIT = 2.0
 #: Bytes each pipe to and from an executor holds (Linux; elsewhere the default).
 _PIPE_BYTES = 1 << 20
 
@@ -364,13 +367,14 @@ class ProcessRunner:
         except subprocess.TimeoutExpired:
             return None
 
-    def close(self) -> None:
-        """Ask the executor to exit, and make sure it has; Cases in flight are dropped. One
-        still starting (launched, never ready) reads no request yet: it is killed at once."""
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Ask the executor to exit, and make sure it has (killed after ``wait`` seconds);
+        Cases in flight are dropped. One still starting (launched, never ready) reads no
+        request yet: it is killed at once."""
         self.request_close()
         if self._proc is not None and self._closing:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(2)
+                self._proc.wait(wait)
         self._kill()
 
     def request_close(self) -> None:

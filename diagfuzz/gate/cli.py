@@ -67,6 +67,15 @@ def _workers(text: str) -> str:
     raise argparse.ArgumentTypeError(f"must be 'auto' or a number of workers, got {text!r}")
 
 
+def _stage_executors(text: str) -> int | None:
+    if text == "auto":
+        return None
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"must be 'auto' or a number of executors (1 or more), "
+                                     f"got {text!r}")
+
+
 def _device(text: str) -> str:
     if text.split(":")[0] in ("cpu", "cuda"):
         return text
@@ -130,7 +139,7 @@ def gate_options(args: argparse.Namespace) -> Any:
         max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
         max_elements=args.max_elements, strict=args.strict, max_seconds=args.max_seconds,
-        quiet=args.quiet, huge=args.huge,
+        quiet=args.quiet, huge=args.huge, stage_executors=args.stage_executors,
         require_stages=args.require_stages)
 
 
@@ -253,6 +262,7 @@ def parser() -> argparse.ArgumentParser:
     """The argument parser (also documents every option)."""
     from diagfuzz.core.case import available_dtypes
     from diagfuzz.gate.options import DEFAULT_BUDGET, Options
+    from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
     from diagfuzz.harness.profiles import BUDGETS
     from diagfuzz.harness.sharding import STREAMS, suite_split
     from diagfuzz.specs import SPECS
@@ -295,6 +305,11 @@ def parser() -> argparse.ArgumentParser:
                         "split for the impl's ops)")
     g.add_argument("-n", dest="workers", type=_workers, default="auto",
                    help="pytest-xdist workers (auto)")
+    g.add_argument("--stage-executors", type=_stage_executors, default=None,
+                   metavar="N|auto",
+                   help="executors judging the fixed stages (corpus, covering, error parity, "
+                        "OpInfo, torch.compile), each specialisation of an op in one of "
+                        f"them (default {STAGE_EXECUTORS_RULE})")
     g.add_argument("--max-seconds", type=_seconds,
                    help="a wall-clock cap from the gate's start (Python's own start-up, "
                         "2-3 s, comes before it): the gate ends within 5 %% of it, with its "

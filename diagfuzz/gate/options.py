@@ -50,6 +50,8 @@ class Options:
     quiet: bool = False
     #: Run the huge tier (Cases past 2**31 elements, ``stages.huge_stage``): GPU only.
     huge: bool = False
+    #: Executors judging the fixed stages (None: ``pool.STAGE_EXECUTORS_RULE``).
+    stage_executors: int | None = None
     #: A stage that cannot run here is an error (exit 3), not a "Not run" line.
     require_stages: bool = False
     #: This run's directory under ``out_dir`` (made when the run starts).

@@ -11,6 +11,7 @@ from collections import Counter
 
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
+from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
 from diagfuzz.gate.stages import (
     HUGE_SEED,
     OPINFO_STAGE,
@@ -115,6 +116,11 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append("  torch.compile parity skipped (--no-compile)")
     if opts.huge:
         lines.append(f"  huge tier            {huge_plan(opts, provided)}")
+    chosen = (f"{opts.stage_executors} (--stage-executors)" if opts.stage_executors
+              else STAGE_EXECUTORS_RULE)
+    lines.append(f"  stage executors      {chosen}")
+    lines.append("                       for the stages above but the suite; each op, "
+                 "dtype, rank and layout class on one")
     lines.append(f"  classification       each cause's Case {opts.repeats} times in one fresh "
                  "process, a second when they disagree")
     lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "

@@ -1,8 +1,9 @@
 """``diagfuzz gate``: what a kernel library runs before merging a kernel change.
 
 The stages (``stages.py``) run in a thread of their own: the fuzz suite (a pytest
-subprocess with its own workers and executors) beside the corpus, error-parity and compile
-stages, which share one executor of this process. Their findings are merged by cause over
+subprocess with its own workers and executors) beside the fixed stages (corpus, covering,
+error parity, OpInfo, compile, audit, huge), one after another, each spread over one pool
+of executors of this process (``pool.py``). Their findings are merged by cause over
 every stage (``distinct``), and each cause is classified once (``classification.py``), all
 causes at once. Every finding gets a reproducer in this run's directory, and its shrunk Case
 is saved to the corpus, one file per cause.
@@ -34,11 +35,13 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timing
+from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.messages import WARM_UP_ENV
-from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
+from diagfuzz.gate.pool import stage_pool
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.stages import (
     AUDIT_STAGE,
@@ -55,8 +58,11 @@ from diagfuzz.gate.stages import (
     error_parity_stage,
     huge_stage,
     not_run,
+    opinfo_samples,
     opinfo_stage,
+    preload,
     registration_report,
+    stage_executors,
     stop_children,
     suite_root,
     suite_stage,
@@ -78,6 +84,8 @@ from diagfuzz.impl import (
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", COVERING_STAGE, "fuzz suite", "error parity", OPINFO_STAGE,
                "torch.compile parity", AUDIT_STAGE, "huge tier", "classification")
+#: The timing group of the stages the pool of executors judges.
+FIXED_STAGES = "fixed stages"
 #: Seconds the stopped suite gets to write its partial report, at most.
 STOP_GRACE = 5.0
 
@@ -206,7 +214,9 @@ class Gate:
         self.wall_start = time.time()
         self.progress = GateProgress(opts.quiet, suite_root=suite_root(opts))
         self.ctx = Context(opts, self.progress, self.deadline, self._stop.is_set)
-        self.runner: ProcessRunner | None = None
+        self.runner: FanoutRunner | None = None
+        #: Executors in ``runner`` (``stages.stage_executors``; 0 until it is made).
+        self.stage_executors = 0
         self.classifier: Classifier | None = None
         self.device = opts.device or ""
         self.findings: list[Finding] | None = None  # distinct, once the stages are done
@@ -245,12 +255,13 @@ class Gate:
             suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
             self._resolve_device()  # after the suite started: it imports the kernels
             env_cache = {"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}
-            # One executor serves the corpus, error-parity and compile stages (a fresh one
-            # replaces it after a crash); the suite's workers have their own.
-            self.runner = ProcessRunner(opts.impl, self.device, timeout=opts.timeout,
-                                        workdir=opts.run_dir / "executor", strict=opts.strict)
+            # A pool of executors judges the fixed stages (each replaced by a fresh one
+            # after a crash); the suite's workers have their own.
+            self.stage_executors = stage_executors(opts, self.device)
+            self.runner = stage_pool(opts.impl, self.device, self.stage_executors,
+                                     opts.timeout, opts.run_dir / "executor", opts.strict)
             with _environment(env_cache):
-                self.runner.launch()  # it starts while this process loads the impl
+                self.runner.launch()  # they start while this process loads the impl
             try:
                 impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
@@ -273,7 +284,9 @@ class Gate:
                 self.stop("loading the impl replaced a reference")
                 return
             runner = self.runner
-            steps: list[tuple[str, Callable[[Context, ProcessRunner], Stage]]] = [
+            if opts.opinfo:  # loads while the covering Cases are judged
+                ctx.opinfo = preload(functools.partial(opinfo_samples, self.device))
+            steps: list[tuple[str, Callable[[Context, FanoutRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), (COVERING_STAGE, covering_stage),
                 ("error parity", error_parity_stage),
                 (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage),
@@ -326,8 +339,8 @@ class Gate:
         if self.classifier is not None:
             self.classifier.stop()
         stop_children(self.ctx, self.grace)
-        if self.runner is not None:
-            self.runner.close()
+        if self.runner is not None:  # every executor of the pool, within one wait
+            self.runner.close(min(CLOSE_WAIT, self.grace))
 
     def stages(self) -> list[Stage]:
         """The stages begun, in report order."""
@@ -404,14 +417,17 @@ class Gate:
         from diagfuzz.execution.timeline import process_start
 
         start = process_start()
+        # Every executor of a group writes its own timing file (replacements too): read
+        # sums them and counts them as the group's "executors".
         groups = {"fuzz suite": suite_root(self.opts),
-                  "corpus, error parity, compile": self.opts.run_dir / "executor",
+                  FIXED_STAGES: self.opts.run_dir / "executor",
                   "classification": self.opts.run_dir / "classify"}
         data: dict[str, Any] = {
             "wall_s": round(time.monotonic() - self.started, 3),
             "gate_startup_s": (round(max(0.0, self.wall_start - start), 3)
                                if start is not None else None),
             "stages_s": {s.name: round(s.seconds, 3) for s in stages},
+            "stage_executors": self.stage_executors,
             "executors": {}}
         for name, directory in groups.items():
             found = timing.read(directory) if directory.exists() else None

@@ -10,14 +10,17 @@ merges their findings by cause and classifies each cause once.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +29,13 @@ from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
+from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate import unfinished
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
+from diagfuzz.gate.pool import Router, auto_stage_executors
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.harness.findings import Finding as SuiteFinding
 from diagfuzz.harness.findings import add_tallies, merge_examples, own_example
@@ -238,6 +243,8 @@ class Context:
     #: (``diagfuzz.core.impl.capabilities``; known once the gate has loaded it).
     capabilities: dict[str, tuple[tuple[str, ...] | None, bool]] = field(
         default_factory=dict)
+    #: The OpInfo samples, loading while the stages before theirs run (``preload``).
+    opinfo: Future[Any] | None = None
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
@@ -248,25 +255,33 @@ class Context:
         return self.stages[name]
 
 
-def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunner,
+def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: FanoutRunner,
               oracle: str, timeout: float | None = None,
-              seen: Callable[[Verdict], None] | None = None) -> None:
-    """Run ``cases`` through ``runner``; an oracle exception is an infrastructure error.
-    ``seen`` gets every verdict (the huge tier records each Case's memory).
+              seen: Callable[[Verdict], None] | None = None, spread: bool = True) -> None:
+    """Run ``cases`` through the stage executors ``runner``; an oracle exception is an
+    infrastructure error. ``seen`` gets every verdict (the huge tier records each Case's
+    memory); ``spread`` False keeps every Case on the first executor (one at a time on the
+    device: the huge tier's Cases each fill its memory).
 
-    Cases are submitted ahead of their verdicts (``ProcessRunner.submit``), so the executor
-    judges what is queued in batches. A stop or ``--max-seconds`` ends submitting; the
-    verdicts already in hand are recorded, the Cases still in flight are dropped (their
-    executor is closed) and the stage's note says how many of them were judged.
+    Each Case of one specialisation goes to the same executor (``pool.Router``), submitted
+    ahead of its verdict, so each executor judges what is queued in batches. The findings
+    are kept in the order of ``cases`` whatever executor answered first, so the first
+    Case of a cause, its representative, is the same with any number of executors. A stop
+    or ``--max-seconds`` ends submitting; the verdicts already in hand are recorded, the
+    Cases still in flight are dropped (the executors are closed) and the stage's note
+    says how many of them were judged.
     """
     stage.planned = len(cases)
     if ctx.stopping():  # stopped while the stage loaded its Cases: it never started
         stage.stopped = True
         return
     ctx.progress.begin(stage.name, len(cases))
+    router = Router(cases, len(runner.runners) if spread else 1)
+    where: dict[int, int] = {}  # ticket -> the Case's index in ``cases``
+    order: list[int] = []  # the indices of stage.failures' Cases, ascending
 
     def record(done: list[tuple[int, Verdict]]) -> None:
-        for _, verdict in done:
+        for ticket, verdict in done:
             stage.ran += 1
             if seen is not None:
                 seen(verdict)
@@ -279,18 +294,21 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
             signature = ""
             if not verdict.ok:
                 finding = Finding(stage.name, verdict, oracle)
-                stage.failures.append(finding)
+                at = bisect.bisect(order, where.get(ticket, len(cases)))
+                order.insert(at, where.get(ticket, len(cases)))
+                stage.failures.insert(at, finding)
                 signature = finding.key.describe()
+            where.pop(ticket, None)
             ctx.progress.advance(stage.name, 1, signature)
 
     def end(why: str) -> None:
-        record(runner.poll())
+        record(runner.poll_settled())
         if runner.in_flight:
             runner.close()  # its queue is dropped: a later stage must not meet its verdicts
         stage.note = f"{why} after {stage.ran} of {len(cases)} Cases"
 
     try:
-        for case in cases:
+        while True:
             if ctx.stopping():
                 stage.stopped = True
                 end("stopped")
@@ -299,7 +317,11 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
                 stage.cut = True
                 end("cut by --max-seconds")
                 return
-            runner.submit(case, oracle, timeout)
+            step = router.next([r.in_flight for r in runner.runners])
+            if step is None:
+                break
+            executor, index = step
+            where[runner.submit(cases[index], oracle, timeout, executor)] = index
             record(runner.poll())
         record(runner.drain())
     except ExecutorError as exc:
@@ -311,7 +333,7 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: ProcessRunn
         stage.error = f"{exc}"
 
 
-def corpus_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def corpus_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """Replay every Case of the regression corpus."""
     stage = ctx.stage("corpus replay")
     try:
@@ -326,7 +348,7 @@ def corpus_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     return stage
 
 
-def covering_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def covering_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """Every op's covering Cases (``diagfuzz.strategies.covering``): each valid 3-way
     combination of its factor model and 4-way combination of its geometric core, made
     into small Cases, judged like the corpus's (within ``--dtypes`` where given)."""
@@ -357,14 +379,14 @@ def covering_for(opts: Options, provided: tuple[str, ...] | None,
     return [c for c in fixed(opts, cases, provided) if wanted is None or c.dtype in wanted]
 
 
-def error_parity_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def error_parity_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """Invalid calls: the impl must refuse them as aten does (``oracles.policy``)."""
     stage = ctx.stage("error parity")
     run_cases(ctx, stage, fixed(ctx.opts, error_parity_cases(), ctx.provided), runner, "check")
     return stage
 
 
-def compile_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def compile_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """torch.compile parity on a small fixed sample (``diagfuzz.oracles.check_compile``).
 
     A Case that also fails with aten itself (``diagfuzz.impl:aten``, same check) shows a
@@ -395,7 +417,7 @@ def compile_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     return stage
 
 
-def opinfo_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def opinfo_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """PyTorch's OpInfo samples and error inputs of the ops (``diagfuzz.strategies.opinfo``),
     judged bitwise by the same oracle; skipped with the reason where op_db cannot be
     imported (it needs ``expecttest``)."""
@@ -403,13 +425,29 @@ def opinfo_stage(ctx: Context, runner: ProcessRunner) -> Stage:
     if not ctx.opts.opinfo:
         stage.skipped = "--no-opinfo"
         return stage
-    samples = opinfo_samples(runner.device)
+    samples = ctx.opinfo.result() if ctx.opinfo is not None else opinfo_samples(
+        runner.device)
     if samples.skipped:
         stage.skipped = samples.skipped
         return stage
     stage.note = f"OpInfo of torch {torch_version()}: {samples.summary()}"
     run_cases(ctx, stage, fixed(ctx.opts, samples.cases, ctx.provided), runner, "check")
     return stage
+
+
+def preload(call: Callable[[], Any]) -> Future[Any]:
+    """``call()`` in a daemon thread: a stage's Cases load while earlier stages are judged
+    (OpInfo's take seconds), and a stopped gate never waits for them to exit."""
+    future: Future[Any] = Future()
+
+    def load() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # the stage that asks for it raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=load, name="diagfuzz-gate-load", daemon=True).start()
+    return future
 
 
 def opinfo_samples(device: str) -> Any:
@@ -471,6 +509,32 @@ def gate_workers_per_gpu() -> int:
     except Exception:  # no torch build with CUDA: the option is unused without a GPU
         gpus = 1
     return max(2, min(GATE_MAX_WORKERS_PER_GPU, cpu_count() // gpus // 2))
+
+
+def suite_workers(opts: Options, device: str) -> int:
+    """The fuzz suite's workers: ``-n``, for ``-n auto`` what the plugin takes (per GPU
+    ``gate_workers_per_gpu``, off the GPU xdist's one per CPU); none with ``--no-suite``."""
+    from diagfuzz.harness.workers import cpu_count
+
+    if not opts.suite:
+        return 0
+    if opts.workers != "auto":
+        return max(1, int(opts.workers))  # -n 0: the suite's pytest judges in-process
+    if not device.startswith("cuda"):
+        return cpu_count()
+    import torch
+
+    return max(1, torch.cuda.device_count()) * gate_workers_per_gpu()
+
+
+def stage_executors(opts: Options, device: str) -> int:
+    """The fixed stages' executors: ``--stage-executors``, else ``pool.STAGE_EXECUTORS_RULE``
+    for this machine."""
+    from diagfuzz.harness.workers import cpu_count
+
+    if opts.stage_executors is not None:
+        return opts.stage_executors
+    return auto_stage_executors(cpu_count(), suite_workers(opts, device))
 
 
 def suite_environment(opts: Options) -> dict[str, str]:
@@ -644,7 +708,7 @@ def huge_memory_note(records: list[dict[str, Any]], path: Path) -> str:
 AUDIT_STAGE = "registration audit"
 
 
-def audit_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def audit_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """The registration audit (``diagfuzz.oracles.check_registration``) on the
     torch.compile sample, for an impl that runs a library's aten registrations."""
     stage = ctx.stage(AUDIT_STAGE)
@@ -670,7 +734,7 @@ def registration_report(impl: Any, proof: str = "",
             "audit": rows}
 
 
-def huge_stage(ctx: Context, runner: ProcessRunner) -> Stage:
+def huge_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     """The huge tier (``--huge``): a few Cases per op past 2**31 elements and 2**32 bytes
     (``diagfuzz.strategies.huge_cases``), judged by ``diagfuzz.oracles.check_huge`` on the
     GPU; skipped with the reason elsewhere. Each Case's time and GPU memory go to
@@ -703,7 +767,8 @@ def huge_stage(ctx: Context, runner: ProcessRunner) -> Stage:
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
-    run_cases(ctx, stage, cases, runner, "check_huge", max(opts.timeout, huge.TIMEOUT), seen)
+    run_cases(ctx, stage, cases, runner, "check_huge", max(opts.timeout, huge.TIMEOUT), seen,
+              spread=False)
     note = huge_memory_note(records, path)
     stage.note = "; ".join(filter(None, [stage.note, note]))
     return stage
