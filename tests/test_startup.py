@@ -229,3 +229,32 @@ def test_an_impl_a_worker_cannot_use_is_the_controllers_usage_error(tmp_path: Pa
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "cannot import 'broken_impl': RuntimeError('boom at import')" in proc.stderr
     assert not report.exists()
+
+
+_GATE_PROBE = '''
+import json, sys
+
+import diagfuzz.gate.suite as suite
+
+def probe(opts, cap):  # instead of starting the suite: what the gate had imported by then
+    print("PROBE " + json.dumps({"torch": "torch" in sys.modules,
+                                 "run_dir": str(opts.run_dir), "cap": cap}), flush=True)
+    raise SystemExit(0)
+
+suite.start = probe
+from diagfuzz.__main__ import main
+sys.exit(main(["gate", "--out", sys.argv[1], "--budget", "10", "--no-save",
+               "--max-seconds", "40"]))
+'''
+
+
+def test_the_gate_starts_its_suite_before_it_imports_torch(tmp_path: Path) -> None:
+    # The suite's pytest controller is the gate's critical path: it starts as soon as the
+    # options are checked, not after the gate's own imports (4.1 s on an H200 host).
+    proc = subprocess.run([sys.executable, "-c", _GATE_PROBE, str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE ")]
+    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
+    seen = json.loads(lines[0].removeprefix("PROBE "))
+    assert seen["torch"] is False
+    assert Path(seen["run_dir"]).parent == tmp_path / "out" and seen["cap"] == 20.0
