@@ -5,8 +5,9 @@ pytest run, but it stays inert unless named with ``-p``, so a project that only 
 diagfuzz keeps its GPUs, caches and Hypothesis profiles as they were).
 
 Laid out like pytest-xdist: the hooks are gathered here (options, activation, ``-n auto``
-sizing, configure: the ``RunPlan`` resolved once, ``--impl`` validated, one GPU pinned per
-xdist worker), and each side's plugin object lives in its own module:
+sizing, configure: the ``RunPlan`` decided once without torch or the impl, which each
+worker completes (``diagfuzz.harness.planning``), one GPU pinned per xdist worker), and
+each side's plugin object lives in its own module:
 
 * the controller side (``diagfuzz.harness.controller``: ``RunController``, ``Reporter``)
   ships the plan, names a dead worker's Case, aggregates the workers' counts and findings

@@ -65,8 +65,9 @@ def families_per_shard(cases: int, mean_members: float) -> int:
 class RunPlan:
     """Everything a worker needs to collect and run the same shards as every other worker.
 
-    Resolved once on the controller (or the single pytest process) and shipped to xdist
-    workers as a plain dict, so no worker re-derives anything from its own environment.
+    Decided once on the controller (or the single pytest process) and shipped to xdist
+    workers as a plain dict, so no worker re-derives anything from its own environment;
+    what depends on the impl each worker completes from it alike (``resolved``).
     """
 
     seed: int
