@@ -35,7 +35,7 @@ STEPS = [
     ("controller", "plugin_configure"), ("controller", "torch_imported_before_configure"),
     ("controller", "planned"), ("controller", "session_start"),
     ("worker", "process_start"), ("worker", "plugin_imported"), ("worker", "plugin_configure"),
-    ("worker", "torch_imported_before_configure"), ("worker", "collected"),
+    ("worker", "torch_imported_before_configure"), ("worker", "planned"), ("worker", "collected"),
     ("worker", "executors_launched"),
     ("forkserver", "process_start"), ("forkserver", "preloaded"),
     ("executor", "process_start"), ("executor", "start"), ("executor", "torch_imported"),

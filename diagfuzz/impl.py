@@ -32,7 +32,9 @@ from diagfuzz.core.impl import (
     use_roots,
 )
 from diagfuzz.core.impl import load_impl as _load_module_impl
-from diagfuzz.core.impl import locate_impl as _locate_module_impl
+from diagfuzz.core.impl import locate_impl as locate_impl  # re-exported
+from diagfuzz.core.roots import DEFAULT_IMPL as DEFAULT_IMPL  # re-exported
+from diagfuzz.core.roots import REGISTERED as REGISTERED  # re-exported
 from diagfuzz.core.runtime import DISPATCH_KEY
 from diagfuzz.oracles.aten import (
     AtenReference,
@@ -42,8 +44,6 @@ from diagfuzz.oracles.aten import (
     overload,
     with_every_op,
 )
-
-DEFAULT_IMPL = "diagfuzz.impl:triton_aten"
 
 
 def _registered_calls(functional: str, out_overload: str
@@ -83,8 +83,6 @@ class TritonViaAten:
 with_every_op(TritonViaAten, _registered_calls, out=True)
 triton_aten = TritonViaAten()
 
-#: ``--impl`` prefix of a library tested through its aten registrations.
-REGISTERED = "registered:"
 
 
 def _public_calls(functional: str, out_overload: str
@@ -207,15 +205,6 @@ def load_impl(spec: str) -> Any:
     if spec.startswith(REGISTERED):
         return _load_registered(spec)
     return _load_module_impl(spec)
-
-
-def locate_impl(spec: str) -> None:
-    """``diagfuzz.core.impl.locate_impl`` for either form of ``--impl``."""
-    if spec.startswith(REGISTERED):
-        target = spec.removeprefix(REGISTERED)
-        _locate_module_impl(f"{target.partition(':')[0]}:")
-        return
-    _locate_module_impl(spec)
 
 
 class ReferenceReplaced(RuntimeError):

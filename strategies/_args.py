@@ -12,13 +12,12 @@ import torch
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz.core.case import available_dtypes
+from diagfuzz.core.names import MAX_RANK as MAX_RANK  # re-exported
 
 #: Storage-element budget of the default (CPU) profile; a GPU profile passes a larger one.
 DEFAULT_MAX_ELEMENTS = 4096
 #: Ranks drawn by default (inclusive).
 DEFAULT_RANKS = (2, 8)
-#: The largest rank a strategy accepts: beyond it a Case is slow to draw and to read.
-MAX_RANK = 16
 
 
 def check_ranks(ranks: int | Sequence[int], minimum: int = 2) -> tuple[int, int]:

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from diagfuzz.core.case import Layout
+from diagfuzz.core.names import LAYOUT_KINDS as LAYOUT_KINDS  # re-exported
 from diagfuzz.strategies._args import DEFAULT_MAX_ELEMENTS, check_kinds, check_max_elements
 from diagfuzz.strategies._draws import below, choice, ints
 
 #: Layout kinds in shrink order: each Layout's ``kinds`` tags are a sub-tuple of these.
-LAYOUT_KINDS = ("contiguous", "permuted", "channels_last", "sliced", "offset", "expanded")
 #: The largest slicing step and trailing padding per dim (they multiply the storage).
 MAX_STEP = 4
 MAX_PAD = 3

@@ -7,6 +7,7 @@ alternate: even positions to executor 0, odd ones to executor 1.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -144,3 +145,34 @@ def test_a_settled_verdict_waits_for_every_earlier_case(tmp_path: Path) -> None:
         assert runner.poll() == []  # held behind the running Case
         done: list[tuple[int, Verdict]] = runner.drain()
     assert [(t, v.kind) for t, v in done] == [(stuck, "hang"), (quick, "pass")]
+
+
+def test_a_shard_starts_on_the_first_ready_executor_and_the_slow_one_joins_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Executor 1 loads an impl that takes seconds to import; start() returns once executor
+    # 0 is ready, Cases go to it meanwhile, and the verdicts are those of one executor.
+    (tmp_path / "slow_to_import.py").write_text(
+        "import time\ntime.sleep(float(__import__('os').environ['SLOW_IMPORT_S']))\n"
+        "from tests.faulty.wrong import impl\n")
+    monkeypatch.setenv("SLOW_IMPORT_S", "8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    offsets = [0, 1, 2, -1, 1, 0]
+    with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60) as one:
+        sync = [one.run(square(o)) for o in offsets]
+    fast = ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=60)
+    slow = ProcessRunner("slow_to_import:impl", "cpu", timeout=60)
+    with FanoutRunner([fast, slow]) as runner:
+        t0 = time.monotonic()
+        runner.start()
+        assert fast.ready_now() and not slow.ready_now()
+        tickets = [runner.submit(square(o)) for o in offsets]
+        got = runner.drain()
+        assert time.monotonic() - t0 < 8.0  # judged before the slow executor was ready
+        assert slow.in_flight == 0 and not slow.ready_now()  # no Case waited for it
+        assert [t for t, _ in got] == tickets
+        assert [v.to_json() for _, v in got] == [v.to_json() for v in sync]
+        slow.start()  # once ready, it takes Cases too: the second goes to it
+        runner.submit(square(0))
+        runner.submit(square(0))
+        assert (fast.in_flight, slow.in_flight) == (1, 1)
+        assert [v.kind for _, v in runner.drain()] == ["pass", "pass"]

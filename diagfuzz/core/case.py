@@ -21,18 +21,13 @@ from typing import Any
 import torch
 
 from diagfuzz.core import huge
+from diagfuzz.core.names import DTYPE_NAMES as DTYPE_NAMES  # re-exported
 from diagfuzz.core.opnames import op_call
 from diagfuzz.core.words import as_words
 
 #: The JSON format ``to_json`` writes; ``from_json`` reads it and every earlier one.
 JSON_VERSION = 2
 
-#: dtype names a Case may carry, in the order coverage reports list them.
-DTYPE_NAMES = (
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
-    "float64", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
-    "float8_e4m3fnuz", "float8_e5m2fnuz",
-)
 
 def dtype_of(name: str) -> torch.dtype:
     """The torch dtype called ``name``; a clear error for names this torch lacks."""

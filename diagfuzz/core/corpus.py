@@ -16,11 +16,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature
-from diagfuzz.core.verdict import Verdict
+
+if TYPE_CHECKING:  # torch-heavy: ``diagfuzz gate`` parses its options without torch
+    from diagfuzz.core.case import Case
+    from diagfuzz.core.verdict import Verdict
 
 #: The corpus in the repository, relative to its root.
 DEFAULT_DIR = "corpus"
@@ -115,6 +117,8 @@ def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproduci
 
 def read_entry(path: str | os.PathLike[str]) -> Entry:
     """One corpus file (a ``{"case": ..., "found": ...}`` record or a bare Case JSON)."""
+    from diagfuzz.core.case import Case
+
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

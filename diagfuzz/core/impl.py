@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from diagfuzz.core.case import Case
 from diagfuzz.core.opnames import op_call, op_names
+from diagfuzz.core.roots import ImplError as ImplError  # re-exported (diagfuzz.impl)
 from diagfuzz.core.roots import import_roots as import_roots  # re-exported (diagfuzz.impl)
-from diagfuzz.core.roots import use_roots
-
-
-class ImplError(Exception):
-    """The implementation named by ``--impl`` cannot be used (a usage error, not a failure)."""
+from diagfuzz.core.roots import locate_impl as locate_impl  # re-exported
+from diagfuzz.core.roots import module_file, not_found, use_roots
 
 
 @runtime_checkable
@@ -115,45 +111,17 @@ def unsupported(impl: Any, case: Case) -> str:
     return ""
 
 
-def locate_impl(spec: str) -> None:
-    """Refuse an ``--impl`` whose module cannot be found, without importing it (ImplError,
-    as ``load_impl`` words it): a caller can say so before it starts anything slow."""
-    module_name = spec.partition(":")[0]
-    if not module_name:
-        raise ImplError(f"--impl {spec!r}: expected MODULE:ATTR")
-    if module_name.endswith(".py"):
-        _module_file(module_name, spec)
-        return
-    top = module_name.split(".")[0]
-    if top not in sys.modules and importlib.util.find_spec(top) is None:
-        raise ImplError(_not_found(spec, top))
-
-
-def _not_found(spec: str, module_name: str) -> str:
-    searched = "\n  ".join(p or "." for p in sys.path)
-    return (f"--impl {spec!r}: cannot import {module_name!r}: no such module on the path "
-            f"searched:\n  {searched}")
-
-
-def _module_file(module_name: str, spec: str) -> Path:
-    """The module file ``path/to/mod.py`` an ``--impl`` names (ImplError if there is none)."""
-    path = Path(module_name)
-    if not path.is_file():
-        raise ImplError(f"--impl {spec!r}: no module file {path.resolve()}")
-    return path
-
-
 def _import(module_name: str, spec: str) -> Any:
     """Import ``module_name``, or a module file ``path/to/mod.py``."""
     if module_name.endswith(".py"):
-        path = _module_file(module_name, spec)
+        path = module_file(module_name, spec)
         use_roots([str(path.resolve().parent)])
         module_name = path.stem
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.split(".")[0] == exc.name.split(".")[0]:
-            raise ImplError(_not_found(spec, module_name)) from exc
+            raise ImplError(not_found(spec, module_name)) from exc
         raise ImplError(f"--impl {spec!r}: importing {module_name!r} failed: {exc!r}") from exc
     except Exception as exc:  # any import failure is a usage error naming the module
         raise ImplError(f"--impl {spec!r}: cannot import {module_name!r}: {exc!r}") from exc

@@ -42,3 +42,50 @@ def preselect() -> None:
         return
     if no_gpu_here():
         os.environ["TRITON_INTERPRET"] = "1"
+
+
+def visible_gpu_nodes() -> int | None:
+    """The NVIDIA GPUs this process can open, counted from their device nodes
+    (``/dev/nvidia0`` ...) without importing torch or initialising a driver: 0 where
+    ``no_gpu_here``; None where only torch can tell (an AMD device node)."""
+    if no_gpu_here():
+        return 0
+    if not Path("/dev/nvidiactl").exists():
+        return None
+    return sum(1 for node in Path("/dev").glob("nvidia*") if node.name[6:].isdigit())
+
+
+def device_without_torch() -> str | None:
+    """Where kernels will run (``diagfuzz.core.runtime.DEVICE``) where that is certain
+    without torch: "cpu" under Triton's interpreter (chosen by ``preselect`` or by the
+    user); None where torch must be asked (a GPU device node is there)."""
+    if os.environ.get("DIAGFUZZ_COMPILE_ONLY", "0") not in ("", "0"):
+        return None
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or no_gpu_here():
+        return "cpu"
+    return None
+
+
+def likely_device() -> str | None:
+    """``device_without_torch``, else "cuda" where NVIDIA GPUs can be opened and the
+    installed torch is a CUDA build (read from ``torch/version.py``, not imported): a worker
+    launches its executors on it before it imports torch, and checks it once it has."""
+    certain = device_without_torch()
+    if certain is not None:
+        return certain
+    if not visible_gpu_nodes():
+        return None
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        source = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in source.splitlines():
+        name, _, value = line.partition("=")
+        if name.split(":")[0].strip() == "cuda":
+            return None if value.strip() in ("", "None") else "cuda"
+    return None

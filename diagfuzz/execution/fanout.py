@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing import connection
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError, ProcessRunner
@@ -66,11 +67,20 @@ class FanoutRunner:
             runner.launch()
 
     def start(self) -> None:
-        """Start every executor not running yet (``ProcessRunner.start``); launched first,
-        so they start side by side, not one after another."""
+        """Launch every executor not running yet, side by side, and return as soon as one
+        of them is ready: a shard starts on the first, and ``submit`` sends Cases to the
+        others as each becomes ready (verdicts come back in submission order either way).
+        When none is ready within the start timeout, the first one's start says why."""
         self.launch()
-        for runner in self.runners:
-            runner.start()
+        deadline = time.monotonic() + max(r.start_timeout for r in self.runners)
+        while time.monotonic() < deadline:
+            if any(r.ready_now() for r in self.runners):
+                return
+            replies = [c for c in (r.start_reply for r in self.runners) if c is not None]
+            if not replies:
+                break
+            connection.wait(replies, timeout=max(0.0, deadline - time.monotonic()))
+        self.runners[0].start()
 
     @property
     def device(self) -> str:
@@ -79,16 +89,20 @@ class FanoutRunner:
 
     def submit(self, case: Case, oracle: str | None = None, timeout: float | None = None,
                executor: int | None = None) -> int:
-        """Send ``case`` to executor ``executor``, else to the one with the fewest Cases in
-        flight; its ticket. ``oracle`` and ``timeout`` as ``ProcessRunner.submit``'s (a
-        caller that routes, the gate's stages, keeps a JIT library's specialisation in one
-        process: ``diagfuzz.gate.pool``).
+        """Send ``case`` to executor ``executor``, else to the ready executor with the
+        fewest Cases in flight (any executor, where none is ready yet); its ticket.
+        ``oracle`` and ``timeout`` as ``ProcessRunner.submit``'s (a caller that routes,
+        the gate's stages, keeps a JIT library's specialisation in one process:
+        ``diagfuzz.gate.pool``).
 
         Waits first while ``window`` Cases are in flight (verdicts kept for ``poll``).
         """
         self._collect_until(self.window - 1)
-        index = (min(range(len(self.runners)), key=lambda i: self.runners[i].in_flight)
-                 if executor is None else executor)
+        if executor is None:
+            ready = [i for i, r in enumerate(self.runners) if r.ready_now()]
+            executor = min(ready or range(len(self.runners)),
+                           key=lambda i: self.runners[i].in_flight)
+        index = executor
         ticket = next(self._tickets)
         inner = self._call(index, lambda: self.runners[index].submit(case, oracle, timeout))
         self._names[index][inner] = ticket

@@ -270,6 +270,24 @@ class ProcessRunner:
         if not self._queue:
             self._ensure_ready()
 
+    def ready_now(self) -> bool:
+        """Whether a Case sent now would wait for no executor's start: none is starting, or
+        the launched one's "ready" has come (read now). One that failed to start counts as
+        ready: the next Case starts it again, and reports why it cannot start."""
+        if not self._starting:
+            return True
+        assert self._conn is not None
+        if not self._conn.poll(0):
+            return False
+        with contextlib.suppress(Exception):
+            self._await_ready()
+        return True
+
+    @property
+    def start_reply(self) -> Connection | None:
+        """Where a launched executor's "ready" comes (None when none is starting)."""
+        return self._conn if self._starting else None
+
     def _ensure_ready(self) -> None:
         """A live executor whose "ready" has been read: wait for a launched one, start one
         where none runs (or the last one died)."""

@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode, table
+from diagfuzz.core.roots import DEFAULT_IMPL, ImplError
 from diagfuzz.gate.usage import UsageError, writable_file
-from diagfuzz.impl import DEFAULT_IMPL, ImplError
 
 EXIT_FAILURE, EXIT_ERROR, EXIT_USAGE = ExitCode.FAILURE, ExitCode.ERROR, ExitCode.USAGE
 
@@ -93,16 +93,16 @@ def _names(option: str, value: str | None, valid: Sequence[str]) -> None:
 
 
 def _op_names() -> tuple[str, ...]:
-    from diagfuzz.specs import SPECS
+    from diagfuzz.core.opnames import op_names
 
-    return tuple(SPECS)
+    return op_names()
 
 
 def _check_gate(args: argparse.Namespace) -> None:
-    """Everything the gate would otherwise find out late."""
-    from diagfuzz.core.case import available_dtypes
-    from diagfuzz.specs import SPECS as OPS
-    from diagfuzz.strategies import LAYOUT_KINDS, MAX_RANK
+    """Everything the gate would otherwise find out late (without torch: the suite starts
+    once they are checked, before the gate's own imports)."""
+    from diagfuzz.core.names import DTYPE_NAMES, LAYOUT_KINDS, MAX_RANK
+    from diagfuzz.core.opnames import op_names
 
     for option, path in (("--report", args.report), ("--junit", args.junit),
                          ("--summary", args.summary)):
@@ -111,8 +111,8 @@ def _check_gate(args: argparse.Namespace) -> None:
         raise UsageError(f"--corpus {args.corpus}: is a file, not a directory")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a file, not a directory")
-    _names("--ops", args.ops, OPS)
-    _names("--dtypes", args.dtypes, available_dtypes())
+    _names("--ops", args.ops, op_names())
+    _names("--dtypes", args.dtypes, DTYPE_NAMES)
     _names("--layouts", args.layouts, LAYOUT_KINDS)
     if args.ranks is not None:
         low, _, high = args.ranks.replace("..", "-").partition("-")
@@ -144,12 +144,14 @@ def gate_options(args: argparse.Namespace) -> Any:
 
 
 def _gate(args: argparse.Namespace) -> int:
+    _check_gate(args)
+    opts = gate_options(args)
+    if not args.plan:
+        _start_suite(opts)  # before the imports below: they take seconds (torch)
     from diagfuzz.gate import outputs as gate_report
     from diagfuzz.gate.plan import plan_lines
     from diagfuzz.gate.run import run_gate
 
-    _check_gate(args)
-    opts = gate_options(args)
     if args.plan:
         from diagfuzz.impl import import_roots, use_roots
 
@@ -171,6 +173,25 @@ def _gate(args: argparse.Namespace) -> int:
             print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
 
     return int(run_gate(opts, write, exit_bounded=True).code)
+
+
+def _start_suite(opts: Any) -> None:
+    """Start the fuzz suite's pytest in this run's directory now: its controller's
+    start-up is the gate's critical path, and nothing here has imported torch yet. Not
+    where the suite does not run, or where the impl is not there (the gate says so)."""
+    from diagfuzz.core.roots import import_roots, locate_impl, use_roots
+    from diagfuzz.gate import suite
+
+    if not opts.suite:
+        return
+    use_roots(import_roots())
+    try:
+        locate_impl(opts.impl)
+    except ImplError:
+        return
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    opts.run_dir = rundirs.new_run_dir(opts.out_dir)
+    suite.start_early(opts)
 
 
 def _repro(args: argparse.Namespace) -> int:
@@ -259,14 +280,15 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The argument parser (also documents every option)."""
-    from diagfuzz.core.case import available_dtypes
+    """The argument parser (also documents every option). Imports no torch."""
+    from diagfuzz.core.names import DTYPE_NAMES, LAYOUT_KINDS
+    from diagfuzz.core.opnames import op_names
     from diagfuzz.gate.options import DEFAULT_BUDGET, Options
     from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
     from diagfuzz.harness.profiles import BUDGETS
     from diagfuzz.harness.sharding import STREAMS, suite_split
-    from diagfuzz.specs import SPECS
-    from diagfuzz.strategies import LAYOUT_KINDS
+
+    SPECS = op_names()
 
     DEFAULT_TIMEOUT = Options.timeout
     defaults = Options()
@@ -317,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
                         "nothing found; a stage ended before it reported a Case is named)")
     g.add_argument("--ops", help=f"only these ops, comma-separated ({', '.join(SPECS)})")
     g.add_argument("--dtypes", help="only these dtypes, comma-separated "
-                                    f"({', '.join(available_dtypes())})")
+                                    f"({', '.join(DTYPE_NAMES)})")
     g.add_argument("--ranks", help="only these ranks: N or LO-HI")
     g.add_argument("--layouts", help="only these layout kinds, comma-separated "
                                      f"({', '.join(LAYOUT_KINDS)})")

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagfuzz.core import corpus
+from diagfuzz.core.roots import DEFAULT_IMPL
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
-from diagfuzz.impl import DEFAULT_IMPL
 
 #: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).
 DEFAULT_BUDGET: int | None = None

@@ -39,6 +39,7 @@ from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
+from diagfuzz.gate import suite
 from diagfuzz.gate.classification import Classifier, Rerun
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import stage_pool
@@ -479,9 +480,13 @@ def run_gate(opts: Options, write: Callable[[Result], None] | None = None,
     whatever a thread or child is doing. ``exit_bounded`` (the command line) keeps it
     armed after the return, so the interpreter's exit is bounded too."""
     use_roots(import_roots())  # --impl may name a module of the current directory
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
-    opts.run_dir = rundirs.new_run_dir(opts.out_dir)
+    early = suite.early(opts)  # the command line started the suite in its run directory
+    if early is None:
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+        opts.run_dir = rundirs.new_run_dir(opts.out_dir)
     gate = Gate(opts)
+    if early is not None:  # a stop stops it, as it does every stage's children
+        gate.ctx.children.append(early.proc)
     write_once = _WriteOnce(gate, write)
     bound = EarlyStop.bound or StopBound(write_once.held)  # armed by a start-up signal
     bound.write = write_once.held

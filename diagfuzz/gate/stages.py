@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -30,31 +29,32 @@ from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, cause_axes, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.fanout import FanoutRunner
-from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from diagfuzz.gate import unfinished
+from diagfuzz.gate import suite, unfinished
 from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import Router, auto_stage_executors
 from diagfuzz.gate.progress import GateProgress
+from diagfuzz.gate.suite import (  # re-exported: the suite's process is suite.py's
+    GATE_MAX_WORKERS_PER_GPU as GATE_MAX_WORKERS_PER_GPU,
+)
+from diagfuzz.gate.suite import SUITE_SHARE as SUITE_SHARE
+from diagfuzz.gate.suite import gate_workers_per_gpu as gate_workers_per_gpu
+from diagfuzz.gate.suite import suite_command as suite_command
+from diagfuzz.gate.suite import suite_environment as suite_environment
+from diagfuzz.gate.suite import suite_root as suite_root
 from diagfuzz.harness.findings import Finding as SuiteFinding
 from diagfuzz.harness.findings import add_tallies, merge_examples, own_example
-from diagfuzz.harness.workers import TRITON_CACHE_ENV
 from diagfuzz.specs import all_specs
 
 #: The reference impl a compile-parity failure is checked against before it counts.
 BASELINE_IMPL = "diagfuzz.impl:aten"
 #: Seconds a torch.compile parity Case may take (inductor compiles: slow on a CPU).
 COMPILE_TIMEOUT = 300.0
-#: Of the time left under --max-seconds, the share the fuzz suite's drawing gets (its
-#: shrinking, the fixed stages and classification share the rest).
-SUITE_SHARE = 0.5
 #: The OpInfo stage's name (reports, progress lines, JUnit).
 OPINFO_STAGE = "opinfo samples"
 #: The covering stage's name.
 COVERING_STAGE = "covering array"
-#: The most workers per GPU the gate's suite takes for ``-n auto``.
-GATE_MAX_WORKERS_PER_GPU = 8
 
 
 @dataclass
@@ -465,52 +465,6 @@ def torch_version() -> str:
 
 # --- the fuzz suite, a pytest subprocess ------------------------------------------------
 
-def suite_root(opts: Options) -> Path:
-    """The suite's ``--diagfuzz-root``: inside this gate run's directory."""
-    return opts.run_dir / "suite"
-
-
-def suite_command(opts: Options, report: Path, max_seconds: float | None = None) -> list[str]:
-    """The pytest command line of the fuzz-suite stage (the one place that knows it)."""
-    command = [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
-               "--hypothesis-profile", "gate", "-n", str(opts.workers), "--impl", opts.impl,
-               "--diagfuzz-isolation", "process", "--diagfuzz-timeout", str(opts.timeout),
-               f"--diagfuzz-report={report}", f"--rootdir={Path.cwd()}",
-               f"--diagfuzz-root={suite_root(opts)}", "-q", "-p", "no:cacheprovider"]
-    if opts.budget is not None:
-        command += ["--diagfuzz-budget", str(opts.budget)]
-    # The gate profile is derandomized, so its workers judge each Case as they draw it
-    # (no pipelining): one executor a worker serves it, and on a GPU host twice the
-    # pipelined runs' workers keep the GPU fed (H200, FlagGems: 4 workers of 3 executors
-    # each, 12 imports and warm-ups, for 4 Cases in flight at a time).
-    command += ["--diagfuzz-executors", "1"]
-    # No --diagfuzz-covering: the gate judges the covering Cases in a stage of its own.
-    if opts.workers == "auto":
-        command += ["--diagfuzz-workers-per-gpu", str(gate_workers_per_gpu())]
-    for flag, value in (("ops", opts.ops), ("dtypes", opts.dtypes), ("ranks", opts.ranks),
-                        ("layouts", opts.layouts), ("max-elements", opts.max_elements),
-                        ("max-seconds", max_seconds)):
-        if value is not None:
-            command.append(f"--diagfuzz-{flag}={value}")
-    if opts.strict:
-        command.append("--diagfuzz-strict")
-    return command
-
-
-def gate_workers_per_gpu() -> int:
-    """Workers per GPU for the gate's ``-n auto``: one per two CPUs of the GPU's share
-    (a worker and its executor), 2 to ``GATE_MAX_WORKERS_PER_GPU``."""
-    from diagfuzz.harness.workers import cpu_count
-
-    try:
-        import torch
-
-        gpus = max(1, torch.cuda.device_count())
-    except Exception:  # no torch build with CUDA: the option is unused without a GPU
-        gpus = 1
-    return max(2, min(GATE_MAX_WORKERS_PER_GPU, cpu_count() // gpus // 2))
-
-
 def suite_workers(opts: Options, device: str) -> int:
     """The fuzz suite's workers: ``-n``, for ``-n auto`` what the plugin takes (per GPU
     ``gate_workers_per_gpu``, off the GPU xdist's one per CPU); none with ``--no-suite``."""
@@ -522,9 +476,7 @@ def suite_workers(opts: Options, device: str) -> int:
         return max(1, int(opts.workers))  # -n 0: the suite's pytest judges in-process
     if not device.startswith("cuda"):
         return cpu_count()
-    import torch
-
-    return max(1, torch.cuda.device_count()) * gate_workers_per_gpu()
+    return suite.gate_gpus() * gate_workers_per_gpu()
 
 
 def stage_executors(opts: Options, device: str) -> int:
@@ -535,21 +487,6 @@ def stage_executors(opts: Options, device: str) -> int:
     if opts.stage_executors is not None:
         return opts.stage_executors
     return auto_stage_executors(cpu_count(), suite_workers(opts, device))
-
-
-def suite_environment(opts: Options) -> dict[str, str]:
-    """The suite's environment: the current directory importable (for ``--impl``), the
-    gate's one Triton cache, no executor warm-up, and no xdist worker identity inherited (a
-    gate run from inside an xdist worker, as the tests do, would name its run directories
-    after that worker)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()),
-                                                      env.get("PYTHONPATH", "")]))
-    env.setdefault(TRITON_CACHE_ENV, str(opts.triton_cache.resolve()))
-    # No executor warm-up: it readies the suite's pace figure, which the gate does not
-    # report, and it sits on every worker's start-up.
-    env.setdefault(WARM_UP_ENV, "0")
-    return env
 
 
 def suite_findings(report: dict[str, Any]) -> tuple[int, list[Finding], list[str]]:
@@ -599,20 +536,17 @@ def suite_stage(ctx: Context, stop_grace: float = 5.0) -> Stage:
     cap = None
     if ctx.deadline is not None:
         cap = max(1.0, round(SUITE_SHARE * (ctx.deadline - time.time()), 1))
-    report_path = opts.run_dir / "suite-report.json"
-    output = opts.run_dir / "suite-output.txt"
-    command = suite_command(opts, report_path, cap)
     ctx.progress.begin(stage.name, stage.planned)
-    with output.open("w", encoding="utf-8") as log:
-        # Its own process group: the gate stops it, its workers and their executors at once.
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                env=suite_environment(opts), start_new_session=True)
+    # Started by the command line before the gate's imports, or now.
+    started = suite.early(opts) or suite.start(opts, cap)
+    proc, cap, report_path, output = started.proc, started.cap, started.report, started.output
+    if proc not in ctx.children:
         ctx.children.append(proc)
-        try:
-            proc.wait()
-        finally:
-            if proc.returncode is None:
-                _stop_suite(proc, stop_grace)
+    try:
+        proc.wait()
+    finally:
+        if proc.returncode is None:
+            _stop_suite(proc, stop_grace)
     text = output.read_text(encoding="utf-8", errors="replace")
     stopped = ctx.stopping()
     if not report_path.exists() or (proc.returncode not in (0, 1, 6, 7) and not stopped):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from diagfuzz.impl import ImplError
+from diagfuzz.core.roots import ImplError
 
 
 class UsageError(Exception):

@@ -96,6 +96,8 @@ class Reporter:
         #: A signal arms it: past its bound the run writes what it holds and exits.
         self.bound = StopBound(self._write_held)
         self._write_lock = threading.Lock()
+        #: A worker found the impl unusable: pytest reports it; this run writes nothing.
+        self.usage_error = False
         from diagfuzz.campaign.report import CampaignTally
 
         self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
@@ -104,6 +106,30 @@ class Reporter:
         return [line for line in (self.plan.describe(), planning.root_warning(self.config),
                                   *(f"diagfuzz: {r}" for r in self.plan.registrations))
                 if line]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        """The plan as the first worker to collect completed it (what the impl provides
+        and declares): said now, before any shard runs, and what the report describes. A
+        worker that found the impl unusable ends the run with pytest's usage error."""
+        if self.plan.resolved:
+            return
+        try:
+            resolved = planning.read_resolved(self.plan.worker_dir(node.gateway.id))
+        except pytest.UsageError:
+            self.usage_error = True
+            raise
+        if resolved is None:
+            return
+        self.plan = resolved
+        self.campaign.plan = resolved
+        if self._printer is not None:
+            self._printer.budget = resolved.total
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            for line in (resolved.describe().splitlines()
+                         + [f"diagfuzz: {r}" for r in resolved.registrations]):
+                terminal.write_line(line)
 
     def pytest_sessionstart(self) -> None:
         mark("session_start")
@@ -145,7 +171,6 @@ class Reporter:
             self._watchdog.start()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from diagfuzz.harness.findings import Finding
         from diagfuzz.harness.report import Tally
 
         raw = getattr(report, "diagfuzz", None)
@@ -161,8 +186,10 @@ class Reporter:
             self.cut_shards += bool(payload.get("cut"))
             self.shrink_checks += int(payload.get("shrink_checks", 0))
             self.campaign.add(payload)
-            self.findings += [Finding.from_dict(f) for f in payload["findings"]]
-            if payload["findings"]:
+            if payload["findings"]:  # (the Case model imports torch: only for findings)
+                from diagfuzz.harness.findings import Finding
+
+                self.findings += [Finding.from_dict(f) for f in payload["findings"]]
                 return
         if report.failed and _is_shard_id(report.nodeid) and (
                 payload is None or report.when == "call"):
@@ -187,7 +214,6 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from diagfuzz.harness.findings import merge_findings
         from diagfuzz.harness.report import report_data
 
         mark("session_finish")
@@ -195,12 +221,14 @@ class Reporter:
             self._watchdog.cancel()
         if self._printer is not None:
             self._printer.stop()
+        if self.usage_error:
+            return
         if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
             self.stopped = self.stopped or "SIGINT"
             self._add_unfinished()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
         self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
-        self.findings = merge_findings(self.findings)
+        self.findings = _merged(self.findings)
         if self.stopped:
             session.exitstatus = (ExitCode.FAILURE if self.findings else
                                   ExitCode.CUT if self.stopped.endswith("max-seconds")
@@ -271,10 +299,10 @@ class Reporter:
 
     def _write_reproducers(self) -> None:
         """A reproducer per finding with a Case, in a directory of this run's alone."""
-        from diagfuzz.harness import reproducers as repro
-
         if not self.findings:
             return
+        from diagfuzz.harness import reproducers as repro
+
         directory = self._repro_dir()
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -314,9 +342,10 @@ class Reporter:
             return fallback
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        from diagfuzz.harness.findings import block
         from diagfuzz.harness.report import format_table
 
+        if self.usage_error:
+            return
         write = terminalreporter.write_line
         n = len(self.findings)
         merged = (f"{self.shard_findings} shard findings merged by signature; "
@@ -328,6 +357,8 @@ class Reporter:
         for line in self.plan.registrations:
             write(f"diagfuzz: {line}")
         for i, finding in enumerate(self.findings, 1):
+            from diagfuzz.harness.findings import block
+
             command = f"python {finding.reproducer}" if finding.reproducer else None
             for line in block(finding, i, n, command):
                 write(line)
@@ -355,6 +386,15 @@ class Reporter:
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
         mark("summary_written")
+
+
+def _merged(findings: list[Finding]) -> list[Finding]:
+    """``merge_findings``, imported only where there are findings (it imports torch)."""
+    if not findings:
+        return []
+    from diagfuzz.harness.findings import merge_findings
+
+    return merge_findings(findings)
 
 
 def _default_timeout() -> float:

@@ -5,8 +5,9 @@ pytest run, but it stays inert unless named with ``-p``, so a project that only 
 diagfuzz keeps its GPUs, caches and Hypothesis profiles as they were).
 
 Laid out like pytest-xdist: the hooks are gathered here (options, activation, ``-n auto``
-sizing, configure: the ``RunPlan`` resolved once, ``--impl`` validated, one GPU pinned per
-xdist worker), and each side's plugin object lives in its own module:
+sizing, configure: the ``RunPlan`` decided once without torch or the impl, which each
+worker completes (``diagfuzz.harness.planning``), one GPU pinned per xdist worker), and
+each side's plugin object lives in its own module:
 
 * the controller side (``diagfuzz.harness.controller``: ``RunController``, ``Reporter``)
   ships the plan, names a dead worker's Case, aggregates the workers' counts and findings
@@ -135,7 +136,14 @@ def _is_worker(config: pytest.Config) -> bool:
 
 
 def _cuda_device_count() -> int:
-    """GPUs torch sees; only ever called on the controller, which runs no kernel."""
+    """GPUs this controller's workers can use: counted from the device nodes, so the
+    controller imports no torch; torch counts them only where the nodes cannot tell (an
+    AMD GPU). Only ever called on the controller, which runs no kernel."""
+    from diagfuzz.core.preselect import visible_gpu_nodes
+
+    counted = visible_gpu_nodes()
+    if counted is not None:
+        return counted
     import torch
 
     return torch.cuda.device_count()
@@ -170,7 +178,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on a GPU machine: a few workers per GPU; elsewhere xdist decides."""
     if not active(config) or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    _start_fork_server(config, distributed_run=True)  # before _gpus(), which may import torch
+    _start_fork_server(config, distributed_run=True)  # first: its imports take seconds
     gpus = _gpus()
     if not gpus:
         return None
@@ -209,7 +217,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                         config.getoption("diagfuzz_report"))
     planning.check_output_path("--junitxml", getattr(config.option, "xmlpath", None))
     server = _start_fork_server(config)  # its imports run beside the planning's
-    plan = dataclasses.replace(planning.resolve_plan(config, n_workers), fork_server=server)
+    # The controller's plan leaves what depends on the impl to its workers: it imports
+    # neither torch nor the impl (a run without xdist loads them here, as it runs Cases).
+    plan = dataclasses.replace(
+        planning.resolve_plan(config, n_workers, with_impl=not distributed(config)),
+        fork_server=server)
     config.pluginmanager.register(Reporter(config, plan, report), "diagfuzz-reporter")
     if distributed(config):
         config.option.tx = workers.pin_specs(config.getoption("tx"), _gpus())

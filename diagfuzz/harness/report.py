@@ -13,10 +13,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import DTYPE_NAMES, Case
-from diagfuzz.specs import SPECS
+from diagfuzz.core.names import DTYPE_NAMES
+from diagfuzz.core.opnames import op_names
+
+if TYPE_CHECKING:  # torch-heavy: the controller tallies reports without torch
+    from diagfuzz.core.case import Case
+
+SPECS = op_names()
 
 #: Report columns: each op (``diagfuzz.specs``), and error-parity Cases of any op.
 GROUPS = (*SPECS, "invalid")

@@ -65,8 +65,9 @@ def families_per_shard(cases: int, mean_members: float) -> int:
 class RunPlan:
     """Everything a worker needs to collect and run the same shards as every other worker.
 
-    Resolved once on the controller (or the single pytest process) and shipped to xdist
-    workers as a plain dict, so no worker re-derives anything from its own environment.
+    Decided once on the controller (or the single pytest process) and shipped to xdist
+    workers as a plain dict, so no worker re-derives anything from its own environment;
+    what depends on the impl each worker completes from it alike (``resolved``).
     """
 
     seed: int
@@ -114,9 +115,8 @@ class RunPlan:
     #: --diagfuzz-database: a shared example database's URL (diagfuzz.campaign.database);
     #: None: each worker's own directory database.
     database: str | None = None
-    #: The device Cases run on (diagfuzz.core.runtime.DEVICE in the controller, which
-    #: imported torch to check the impl): a worker launches its executors before it
-    #: imports torch itself. None: the worker asks diagfuzz.ops.
+    #: The device Cases run on (diagfuzz.core.runtime.DEVICE once resolved; before, what
+    #: ``diagfuzz.core.preselect.device_without_torch`` is certain of, else None).
     device: str | None = None
     #: This run's own id (random): a rerun with the same seed shares the run directory,
     #: not this run's shrink claims (diagfuzz.harness.claims).
@@ -132,6 +132,19 @@ class RunPlan:
     #: What the impl's loading registered into aten and what a Case calls
     #: (``diagfuzz.impl.registration_lines``): said at the run's start and end.
     registrations: tuple[str, ...] = ()
+    #: Whether what depends on the impl (``ops``, ``skipped``, ``dtypes``,
+    #: ``registrations``, ``cases_per_shard``, a partition's ``shards``, ``device``) is
+    #: decided. An xdist controller leaves it to its workers, which import torch and the
+    #: impl anyway (``diagfuzz.harness.planning.complete``); the controller imports neither.
+    resolved: bool = True
+    #: What the options ask, for ``complete``: --diagfuzz-ops and --diagfuzz-dtypes (None:
+    #: not given), the Case budget over all shards, the profile's shards per stream and
+    #: whether --diagfuzz-shards was given (a partition's shards follow the streams that run).
+    asked_ops: tuple[str, ...] | None = None
+    asked_dtypes: tuple[str, ...] | None = None
+    budget: int = 0
+    profile_shards: int = 0
+    shards_given: bool = False
 
     @property
     def pipelines(self) -> bool:
@@ -180,7 +193,8 @@ class RunPlan:
     def from_dict(data: dict[str, Any]) -> RunPlan:
         """The inverse of ``to_dict`` (JSON lists back to tuples)."""
         data = dict(data)
-        for name in ("ops", "streams", "layouts", "ranks", "impl_path", "registrations"):
+        for name in ("ops", "streams", "layouts", "ranks", "impl_path", "registrations",
+                     "asked_ops", "asked_dtypes"):
             if data.get(name) is not None:
                 data[name] = tuple(data[name])
         if data.get("dtypes") is not None:
@@ -210,7 +224,13 @@ class RunPlan:
         return args
 
     def describe(self) -> str:
-        """The run header: how to rerun, how big the run is, what it leaves out."""
+        """The run header: how to rerun, how big the run is, what it leaves out. Unresolved
+        (an xdist controller's plan), only how to rerun: the rest is said once a worker has
+        loaded the impl."""
+        if not self.resolved:
+            return (f"diagfuzz: seed {self.seed} (rerun: --diagfuzz-seed {self.seed}), impl "
+                    f"{self.impl}, run dir {self.run_dir}: the workers load the impl, then "
+                    "the plan follows")
         lines = [self._headline()]
         if self.dtypes is not None or self.ranks or self.layouts or self.strict:
             lines.append("diagfuzz: narrowed to " + self._narrowing())

@@ -50,19 +50,48 @@ class ShardSession:
         self._inner: Any = None  # the executors' runner, before the journal wraps it
         self._warned = False
         self._profiler = Profiler("worker")  # DIAGFUZZ_PROFILE only
-        if (plan.isolation == "process" and plan.device is not None
-                and not config.getoption("collectonly", False)):
-            self.launch_executors()
+        #: Why the impl cannot be used ('' while it can): this worker then runs nothing,
+        #: and the controller stops the run with it as a usage error.
+        self.plan_error = ""
+        self._launched_on: str | None = None  # the device the executors were launched on
+        from diagfuzz.core.preselect import likely_device
 
-    def launch_executors(self) -> None:
+        device = plan.device or likely_device()
+        if (plan.isolation == "process" and device is not None
+                and not config.getoption("collectonly", False)):
+            self.launch_executors(device)
+
+    def launch_executors(self, device: str) -> None:
         """Spawn this worker's executors now, before it imports torch and collects: their
         start-up (torch, CUDA, warm-up) overlaps the worker's own. A launch that fails is
         found again, and reported, when the first shard starts them."""
         with contextlib.suppress(Exception):
-            self._inner = make_executors(self.plan, self.worker_id,
-                                         self.plan.device or planning.device())
+            self._inner = make_executors(self.plan, self.worker_id, device)
             self._inner.launch()
+            self._launched_on = device
             mark("executors_launched")
+
+    # --- the impl's part of the plan --------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self) -> None:
+        """Decide what depends on the impl before collecting (the shards' items follow
+        it): the controller's plan leaves it to each worker, which loads the impl while its
+        executors start. What it decided, or why the impl cannot be used, goes to the
+        worker's directory for the controller (``RESOLVED_FILE``)."""
+        if self.plan.resolved:
+            return
+        try:
+            self.plan = planning.complete(self.plan)
+        except planning.PlanError as exc:
+            self.plan_error = str(exc)
+        self.campaign.plan = self.plan
+        planning.write_resolved(self.worker_dir, self.plan, self.plan_error)
+        mark("planned")
+        if self._inner is not None and self._launched_on != self.plan.device:
+            self._inner.close()  # launched on a device torch does not confirm
+            self._inner = None
+            if not self.plan_error and self.plan.isolation == "process":
+                self.launch_executors(self.plan.device or planning.device())
 
     # --- collection -------------------------------------------------------------------
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -77,6 +106,10 @@ class ShardSession:
         first partition of a campaign)."""
         from diagfuzz.campaign.partition import deselect
 
+        if self.plan_error:  # the controller stops the run with it (a usage error)
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
+            return
         deselect(self.plan, config, items, SHARD_FIXTURE)
         wanted = self.plan.huge and (self.plan.partition or 1) == 1
         dropped = [i for i in items if not wanted and HUGE_FIXTURE in
