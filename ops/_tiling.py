@@ -685,8 +685,9 @@ class Launcher:
                   direct: Direct) -> None:
         """Record in ``plan`` the compiled kernel a direct launch of it used (``_repeat``)."""
         out = tensors[0]
-        plan.launched[(self, out.get_device(), out.element_size(),
-                       *[t.data_ptr() % 16 == 0 for t in tensors[:self.aligned]])] = direct
+        key = (self, out.get_device(), out.element_size(),
+               *[t.data_ptr() % 16 == 0 for t in tensors[:self.aligned]])
+        plan.launched[key] = direct
 
     @staticmethod
     def _run(direct: Direct, device: int, plan: LaunchPlan,
