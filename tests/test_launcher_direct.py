@@ -58,6 +58,16 @@ def launcher() -> tuple[Launcher, FakeKernel]:
     return launch, kernel
 
 
+def recorded_plan() -> tuple[Launcher, FakeKernel, LaunchPlan, tuple[torch.Tensor, ...]]:
+    """A launcher whose plan has launched twice on two tensors: compiled, then recorded."""
+    launch, kernel = launcher()
+    p = plan()
+    tensors = (torch.empty(8), torch.empty(64))
+    for _ in range(2):
+        launch(p, tensors)
+    return launch, kernel, p, tensors
+
+
 def test_a_repeated_plan_launches_its_recorded_kernel_with_this_calls_pointers(
         recorded: list[tuple[Any, ...]]) -> None:
     launch, kernel = launcher()
@@ -96,11 +106,7 @@ def test_a_plan_never_reuses_a_kernel_of_another_word_size_or_alignment(
 
 def test_a_call_on_another_device_than_the_current_one_takes_the_guarded_path(
         recorded: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
-    launch, kernel = launcher()
-    p = plan()
-    out, source = torch.empty(8), torch.empty(64)
-    for _ in range(2):
-        launch(p, (out, source))
+    launch, kernel, p, (out, source) = recorded_plan()
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 0, raising=False)
     taken = len(recorded)
     launch(p, (out, source))  # the tensors' device (-1) is not current: not the plan's record
@@ -110,11 +116,7 @@ def test_a_call_on_another_device_than_the_current_one_takes_the_guarded_path(
 
 def test_a_launcher_whose_direct_launch_fails_falls_back_to_tritons_path_for_good(
         recorded: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
-    launch, kernel = launcher()
-    p = plan()
-    out, source = torch.empty(8), torch.empty(64)
-    for _ in range(2):
-        launch(p, (out, source))
+    launch, kernel, p, (out, source) = recorded_plan()
 
     def broken(*args: Any) -> None:
         raise TypeError("a Triton whose launcher takes other arguments")
