@@ -238,6 +238,22 @@ def test_the_stage_table_counts_failing_cases_and_causes_apart() -> None:
     assert data["stages"][0]["failing_cases"] == 13 and data["stages"][0]["failures"] == 2
 
 
+def test_a_fixed_stages_counts_stay_its_own_after_the_causes_are_merged() -> None:
+    from diagfuzz.gate.run import distinct
+
+    # A fixed stage records one finding per failing Case: three Cases of one cause.
+    cases = [Finding("covering array", Verdict("mismatch", "bitwise:aten", "", square(n),
+                                               {"symptom": "values"})) for n in (1, 2, 3)]
+    stages = [Stage("covering array", ran=10, failures=cases)]
+    merged = distinct(cases)
+    assert len(merged) == 1 and merged[0].count == 3
+    assert merged[0].stages == {"covering array": 3}
+    text = gate_report.markdown(Result(ExitCode.FAILURE, stages, merged, "m:a", "cpu", 3.0))
+    assert "| covering array | 10 | 3 | 1 | 0 | 0.0 s |" in text
+    data = gate_report.to_json(Result(ExitCode.FAILURE, stages, merged, "m:a", "cpu", 3.0))
+    assert data["stages"][0]["failing_cases"] == 3 and data["stages"][0]["failures"] == 1
+
+
 def test_only_shrunk_or_chosen_cases_go_to_the_corpus(tmp_path: Path) -> None:
     from diagfuzz.gate.options import Options
     from diagfuzz.gate.run import Gate

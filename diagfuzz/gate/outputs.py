@@ -328,7 +328,7 @@ def to_json(result: Result) -> dict[str, Any]:
                                             for op, levels in
                                             not_applicable(result).items()}},
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
-        "stages": [{"name": s.name, "cases": s.ran, "failures": len(s.failures),
+        "stages": [{"name": s.name, "cases": s.ran, "failures": len({f.key for f in s.failures}),
                     "failing_cases": _failing_cases(s),
                     "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
                     "note": s.note, "cut": s.cut, "stopped": s.stopped,

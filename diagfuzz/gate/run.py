@@ -18,6 +18,7 @@ outputs, and the oldest runs beyond ``diagfuzz.core.rundirs.KEEP`` are pruned on
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
@@ -126,16 +127,18 @@ class Result:
 
 def distinct(findings: list[Finding]) -> list[Finding]:
     """One finding per cause over every stage: the first stage's Case represents it (a
-    shrunk one where a stage has it); counts, dtypes, classes and stages add up."""
+    shrunk one where a stage has it); counts, dtypes, classes and stages add up. Each
+    cause is a copy: the stages' own findings keep counting their own Cases."""
     merged: dict[Signature, Finding] = {}
     for finding in findings:
         seen = merged.get(finding.key)
         if seen is None:
-            merged[finding.key] = finding
+            merged[finding.key] = dataclasses.replace(finding)
             continue
         if finding.shrunk and not seen.shrunk:
-            finding.absorb(seen)
-            merged[finding.key] = finding
+            mine = dataclasses.replace(finding)
+            mine.absorb(seen)
+            merged[finding.key] = mine
         else:
             seen.absorb(finding)
     return list(merged.values())
