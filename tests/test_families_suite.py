@@ -7,6 +7,7 @@ subprocess imports it as ``--impl``.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -71,3 +72,20 @@ def test_the_case_budget_holds_with_families(tmp_path: Path) -> None:
     # One Case an example: exactly the shards' Cases (240, rounded up to whole shards).
     assert report["cases"] == report["cases_per_shard"] * 2 * len(STREAMS)
     assert report["max_members"] == 1
+
+
+def test_a_small_dev_budget_draws_about_its_cases_not_each_shards_simplest_one(
+        tmp_path: Path) -> None:
+    """Hypothesis opens every shard with its simplest example; at a budget of 100 the dev
+    profile's 4 shards a stream would each draw that one Case (28 Cases, 7 distinct). The
+    run takes fewer shards instead (``diagfuzz.core.streams.shards_within_budget``)."""
+    code, out, report = fuzz(tmp_path, "--impl", "diagfuzz.impl:aten", "--diagfuzz-isolation",
+                             "inprocess", "--diagfuzz-seed", "3", "--diagfuzz-budget", "100",
+                             "--diagfuzz-max-elements", "256")
+    assert code == 0, out
+    assert report["shards"] == 1, out
+    assert report["cases"] >= 70, report["counts"]
+    records = [r["case"] for r in journal.read(journal.journal_path(
+        Path(report["run_dir"]) / "journal", "main")) if r["type"] == "case"]
+    distinct = {json.dumps(c, sort_keys=True) for c in records}
+    assert len(distinct) >= 50, len(distinct)

@@ -315,3 +315,16 @@ def test_only_local_workers_under_this_python_share_the_runs_fork_server() -> No
     assert workers.share_this_interpreter(["3*popen//env:CUDA_VISIBLE_DEVICES=1"])
     assert not workers.share_this_interpreter(["popen", "popen//python=/opt/py312/bin/python"])
     assert not workers.share_this_interpreter(["ssh=gpu-box//python=python3"])
+
+
+def test_a_small_budget_gets_fewer_shards_not_shards_of_one_simplest_case() -> None:
+    from diagfuzz.core.streams import MIN_CASES_PER_SHARD, shards_within_budget
+
+    assert shards_within_budget(4, 100, 7) == 1  # 4 shards would each draw 4 Cases
+    assert shards_within_budget(4, 2_800, 7) == 4  # the gate profile's default: as asked
+    assert shards_within_budget(8, 14_000, 7) == 8
+    assert shards_within_budget(4, 0, 7) == 1
+    for budget in range(0, 5_000, 37):
+        shards = shards_within_budget(4, budget, 7)
+        assert 1 <= shards <= 4
+        assert shards == 1 or budget / (7 * shards) >= MIN_CASES_PER_SHARD

@@ -79,6 +79,7 @@ def covering_plan(opts: Options, provided: tuple[str, ...]) -> list[str]:
 
 def plan_lines(opts: Options) -> list[str]:
     """The plan of a gate run with ``opts``: one line per stage, then limits and outputs."""
+    from diagfuzz.core.streams import shards_within_budget
     from diagfuzz.harness.profiles import BUDGETS
     from diagfuzz.harness.sharding import STREAM_OPS, suite_split
 
@@ -99,7 +100,9 @@ def plan_lines(opts: Options) -> list[str]:
     lines += covering_plan(opts, provided)
     if opts.suite:
         # Split over the streams that run (harness.planning), as --budget's help says.
-        budget, split = suite_split(opts.budget or gate.total, gate.shards, len(streams))
+        total = opts.budget or gate.total
+        budget, split = suite_split(total, shards_within_budget(gate.shards, total,
+                                                                len(streams)), len(streams))
         how = f"{'--budget' if opts.budget else 'the gate profile'}: {split}"
         lines.append(f"  fuzz suite           ~{budget:,} Cases ({how}), derandomized, "
                      f"-n {opts.workers}")

@@ -26,6 +26,7 @@ import pytest
 from diagfuzz.campaign import options as campaign
 from diagfuzz.core import rundirs
 from diagfuzz.core.exits import ExitCode
+from diagfuzz.core.streams import shards_within_budget
 from diagfuzz.harness import workers
 from diagfuzz.harness.sharding import (
     DRAW_SHARE,
@@ -190,6 +191,8 @@ def complete(plan: RunPlan) -> RunPlan:
     ops, skipped, dtypes, registrations = _impl_capabilities(plan, impl, proof)
     active = len(STREAMS) - len(skipped)
     shards = plan.shards
+    if not plan.shards_given and not plan.partitions:  # (a partition's are the campaign's)
+        shards = shards_within_budget(shards, plan.budget, active)
     if plan.partitions:
         part = Partition(plan.partition or 1, plan.partitions)
         if not plan.shards_given:
