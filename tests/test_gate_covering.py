@@ -7,6 +7,7 @@ run names it in its headline and in the JUnit file.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from diagfuzz.core.exits import ExitCode
@@ -98,3 +99,16 @@ def test_covering_stage_cases_follow_ops_and_dtypes() -> None:
     off = plan_lines(Options(impl="diagfuzz.impl:aten_with_out", ops="diag",
                              covering=False))
     assert f"  {COVERING_STAGE}       skipped (--no-covering)" in off
+
+
+def test_the_plans_coverage_is_measured_on_the_model_the_impl_can_take() -> None:
+    """``--plan`` and the run's summary measure one narrowed model: an adapter without
+    ``.out`` methods reaches every combination that applies to it, and the plan names
+    ``call=out`` as not applicable instead of showing shares below 100 %."""
+    lines = plan_lines(Options(impl="diagfuzz.impl:aten", suite=False, opinfo=False,
+                               compile_sample=False))
+    covering = "\n".join(line for line in lines if line.startswith("   ")
+                         and ("-way" in line or "not applicable" in line))
+    assert "-way" in covering and "%" in covering, lines
+    assert all(share == "100%" for share in re.findall(r"\d+%", covering)), covering
+    assert "diag_embed: call=out" in covering, covering
