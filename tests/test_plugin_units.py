@@ -190,6 +190,18 @@ def test_tally_merges_and_round_trips() -> None:
     assert a.coverage()["rank"] == {"1": 1, "2": 2}
 
 
+def test_out_calls_the_impl_has_no_method_for_are_not_counted_as_dtypes() -> None:
+    tally = Tally()
+    tally.add(_case(dtype="float32"), failed=False, unsupported=True, no_out=True)
+    tally.add(_case(dtype="complex64"), failed=False, unsupported=True)
+    back = Tally.from_dict(json.loads(json.dumps(tally.to_dict())))
+    assert back.unsupported_out == {"diagonal": 1}
+    assert back.unsupported_dtypes == {"complex64": 1}
+    lines = format_table(back)
+    assert "unsupported by dtype: complex64 1" in lines
+    assert "unsupported .out calls (the impl has no <op>_out): diagonal 1" in lines
+
+
 def test_table_and_json_report(tmp_path) -> None:
     tally = Tally()
     case = _case((4, 4))

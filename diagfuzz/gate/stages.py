@@ -209,6 +209,8 @@ def report_coverage(counts: dict[str, Any]) -> dict[str, Counter[str]]:
     """Per-axis counts from the suite report's ``counts`` ({group: {cases, classes}})."""
     coverage: dict[str, Counter[str]] = {"group": Counter()}
     for group, entry in counts.items():
+        if group in ("unsupported_dtypes", "unsupported_out"):  # tallies, not groups
+            continue
         coverage["group"][group] += int(entry.get("cases", 0))
         for axis, values in entry.get("classes", {}).items():
             coverage.setdefault(axis, Counter()).update(values)

@@ -104,18 +104,26 @@ class Tally:
     failures: Counter[str] = field(default_factory=Counter)
     unsupported: Counter[str] = field(default_factory=Counter)
     unsupported_dtypes: Counter[str] = field(default_factory=Counter)
+    #: ``.out`` Cases per op that the impl could not take (no ``<op>_out`` method): apart
+    #: from the dtypes, which it may well declare.
+    unsupported_out: Counter[str] = field(default_factory=Counter)
     classes: dict[str, dict[str, Counter[str]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(Counter)))
     #: Judged Cases per group by factor-model row (``levels_row``): the t-way coverage.
     levels: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
-    def add(self, case: Case, failed: bool, unsupported: bool = False) -> None:
-        """Count one explored Case (an unsupported one is counted apart, not classified)."""
+    def add(self, case: Case, failed: bool, unsupported: bool = False,
+            no_out: bool = False) -> None:
+        """Count one explored Case (an unsupported one is counted apart, not classified;
+        ``no_out``: refused as an ``.out`` call the impl has no method for)."""
         group = group_of(case)
         self.cases[group] += 1
         if unsupported:
             self.unsupported[group] += 1
-            self.unsupported_dtypes[case.dtype] += 1
+            if no_out:
+                self.unsupported_out[case.op] += 1
+            else:
+                self.unsupported_dtypes[case.dtype] += 1
             return
         if failed:
             self.failures[group] += 1
@@ -132,6 +140,7 @@ class Tally:
         self.failures.update(other.failures)
         self.unsupported.update(other.unsupported)
         self.unsupported_dtypes.update(other.unsupported_dtypes)
+        self.unsupported_out.update(other.unsupported_out)
         for group, axes in other.classes.items():
             for axis, values in axes.items():
                 self.classes[group][axis].update(values)
@@ -166,7 +175,8 @@ class Tally:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data: ``{group: {cases, failures, unsupported, classes: {axis:
-        {class: n}}}}`` and, under ``"unsupported_dtypes"``, unsupported Cases per dtype."""
+        {class: n}}}}`` and, under ``"unsupported_dtypes"``, unsupported Cases per dtype
+        (``"unsupported_out"``: refused ``.out`` Cases per op)."""
         groups = sorted(set(self.cases) | set(self.failures), key=_group_order)
         data: dict[str, Any] = {
             g: {"cases": self.cases[g], "failures": self.failures[g],
@@ -178,6 +188,8 @@ class Tally:
             for g in groups}
         if self.unsupported_dtypes:
             data["unsupported_dtypes"] = dict(sorted(self.unsupported_dtypes.items()))
+        if self.unsupported_out:
+            data["unsupported_out"] = dict(sorted(self.unsupported_out.items()))
         return data
 
     @staticmethod
@@ -187,6 +199,9 @@ class Tally:
         for group, entry in data.items():
             if group == "unsupported_dtypes":
                 tally.unsupported_dtypes.update(entry)
+                continue
+            if group == "unsupported_out":
+                tally.unsupported_out.update(entry)
                 continue
             tally.cases[group] += entry["cases"]
             tally.failures[group] += entry["failures"]
@@ -251,6 +266,9 @@ def format_table(tally: Tally) -> list[str]:
     if tally.unsupported_dtypes:
         lines.append("unsupported by dtype: " + ", ".join(
             f"{d} {n}" for d, n in sorted(tally.unsupported_dtypes.items())))
+    if tally.unsupported_out:
+        lines.append("unsupported .out calls (the impl has no <op>_out): " + ", ".join(
+            f"{op} {n}" for op, n in sorted(tally.unsupported_out.items())))
     return lines
 
 

@@ -86,7 +86,8 @@ class Explorer:
 
     def record(self, case: Any, verdict: Any, choices: bytes | None) -> None:
         """Count one checked Case; a failure goes under its signature."""
-        self.shard.tally.add(case, failed=not verdict.ok, unsupported=verdict.unsupported)
+        self.shard.tally.add(case, failed=not verdict.ok, unsupported=verdict.unsupported,
+                             no_out=verdict.details.get("skipped") == "out")
         if verdict.ok:
             self.shard.session.progress.add(verdict)
             return
