@@ -148,3 +148,13 @@ def test_budget_help_and_plan_state_one_split(capsys) -> None:
     assert int(shown.group(1).replace(",", "")) == per_shard * shards * streams
     assert suite_split(60000, shards, streams)[1] == (
         f"{per_shard:,} Cases x {shards} shards x {streams} streams")
+
+
+def test_a_budget_that_is_not_a_number_is_named_as_such(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["gate", "--budget", "abc"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 4
+    assert "--budget: must be a whole number, got 'abc'" in err, err
+    assert "_positive_int" not in err

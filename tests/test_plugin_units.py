@@ -340,3 +340,10 @@ def test_a_small_budget_gets_fewer_shards_not_shards_of_one_simplest_case() -> N
         shards = shards_within_budget(4, budget, 7)
         assert 1 <= shards <= 4
         assert shards == 1 or budget / (7 * shards) >= MIN_CASES_PER_SHARD
+
+
+def test_a_skip_for_a_missing_method_names_the_method() -> None:
+    from diagfuzz.core.impl import no_method
+
+    assert no_method("diag_1d") == "the impl provides no diag (the method of diag_1d)"
+    assert no_method("diagonal") == "the impl provides no diagonal"

@@ -97,10 +97,18 @@ def capabilities(impl: Any, ops: tuple[str, ...]
             for op in ops}
 
 
+def no_method(op: str) -> str:
+    """Why an impl without ``op``'s method skips ``op``: the method named (``diag_1d``'s
+    is ``diag``)."""
+    method = op_call(op).method_name
+    return f"the impl provides no {method}" + (f" (the method of {op})" if method != op
+                                              else "")
+
+
 def unsupported(impl: Any, case: Case) -> str:
     """Why ``impl`` declares ``case`` unsupported, or '' when it supports it."""
     if not provides(impl, case.op):
-        return f"the impl provides no {case.op}"
+        return no_method(case.op)
     declared = declared_dtypes(impl, case.op)
     if declared is not None and case.dtype not in declared:
         return (f"dtype {case.dtype} is not among the dtypes the impl declares for "

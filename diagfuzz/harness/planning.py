@@ -124,6 +124,7 @@ def _impl_capabilities(plan: RunPlan, impl: Any, proof: str
     """(ops fuzzed, streams skipped with why, dtypes per op, what the impl registered into
     aten) from the options ``plan`` carries and the impl's declarations."""
     from diagfuzz.core.case import available_dtypes
+    from diagfuzz.core.impl import no_method
     from diagfuzz.impl import declared_dtypes, provided_ops, registration_lines
 
     asked_ops = plan.asked_ops or SPECS
@@ -140,7 +141,7 @@ def _impl_capabilities(plan: RunPlan, impl: Any, proof: str
     for op in asked_ops:
         stream = next(s for s, o in STREAM_OPS.items() if o == op)
         if op not in provided:
-            skipped[stream] = f"the impl provides no {op}"
+            skipped[stream] = no_method(op)
             continue
         declared = None if plan.strict else declared_dtypes(impl, op)
         wanted = asked_dtypes if asked_dtypes is not None else _float32_first(declared)
