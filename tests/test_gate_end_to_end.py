@@ -114,6 +114,18 @@ def test_flaky_bug_exits_2_with_k_of_r(tmp_path: Path) -> None:
     assert "FLAKY" in output
 
 
+def test_an_impl_without_any_op_is_a_usage_error_with_no_stage_rows(tmp_path: Path) -> None:
+    """The suite starts before the gate loads the impl; an impl that turns out to provide
+    no op stops it, and the summary says the usage error, not a suite that ran nothing."""
+    code, output, report, _ = _gate(tmp_path, "tests.faulty.cases")
+    assert code == ExitCode.USAGE == 4, output
+    assert "provides none of the ops" in report["error"]
+    assert report["stages"] == [], report["stages"]
+    summary = (tmp_path / "s.md").read_text()
+    assert "USAGE ERROR" in summary and "| fuzz suite" not in summary
+    assert "**Not run:**" not in summary, summary
+
+
 def test_an_impl_that_does_not_import_is_a_usage_error(tmp_path: Path, capsys) -> None:
     code = main(["gate", "--impl", "tests.faulty.no_such_module:impl", "--corpus",
                  str(tmp_path / "c"), "--out", str(tmp_path / "o"),

@@ -357,6 +357,8 @@ class Gate:
         opts = self.opts
         stopped = self.stop_reason if self.code is None else ""
         stages = self.stages()
+        if self.code == ExitCode.USAGE:  # the suite started early is stopped, not a stage run
+            stages = [s for s in stages if s.ran]
         for stage in stages:
             if stopped and not stage.seconds:  # still running when stopped
                 stage.stopped = True
