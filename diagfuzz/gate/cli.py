@@ -185,11 +185,12 @@ def _gate(args: argparse.Namespace) -> int:
 def _start_suite(opts: Any) -> None:
     """Start the fuzz suite's pytest in this run's directory now: its controller's
     start-up is the gate's critical path, and nothing here has imported torch yet. Not
-    where the suite does not run, or where the impl is not there (the gate says so)."""
+    where the suite does not run, where the impl is not there (the gate says so), or with
+    --require-stages, where the gate may refuse to run anything (it knows only later)."""
     from diagfuzz.core.roots import import_roots, locate_impl, use_roots
     from diagfuzz.gate import suite
 
-    if not opts.suite:
+    if not opts.suite or opts.require_stages:
         return
     use_roots(import_roots())
     try:

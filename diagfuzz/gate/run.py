@@ -435,7 +435,10 @@ class Gate:
             "stages_s": {s.name: round(s.seconds, 3) for s in stages},
             "stage_executors": self.stage_executors,
             "executors": {}}
+        ran = {s.name for s in stages}
         for name, directory in groups.items():
+            if name == "fuzz suite" and name not in ran:  # started early, then not a stage
+                continue
             found = timing.read(directory) if directory.exists() else None
             if found is not None:
                 data["executors"][name] = found.to_dict()

@@ -12,6 +12,7 @@ import _thread
 import contextlib
 import json
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -149,6 +150,7 @@ class Reporter:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             def on_sigterm(_signum: int, _frame: Any) -> None:
                 self.bound.arm()
+                _import_findings_now()
                 if not self.stopped:
                     self.stopped = "SIGTERM"
                     raise KeyboardInterrupt("diagfuzz: stopped by SIGTERM")
@@ -156,6 +158,7 @@ class Reporter:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             def on_sigint(signum: int, frame: Any) -> None:
                 self.bound.arm()
+                _import_findings_now()
                 signal.default_int_handler(signum, frame)
             signal.signal(signal.SIGINT, on_sigint)
         if self.plan.stop_at is not None and self.plan.max_seconds:
@@ -165,6 +168,7 @@ class Reporter:
             def hard_stop() -> None:
                 if not self.stopped:
                     self.stopped = "--diagfuzz-max-seconds"
+                    _import_findings_now()
                     _thread.interrupt_main()
             self._watchdog = threading.Timer(max(0.0, left), hard_stop)
             self._watchdog.daemon = True
@@ -386,6 +390,26 @@ class Reporter:
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
         mark("summary_written")
+
+
+def _import_findings_now() -> None:
+    """Import the findings' modules (torch, the Case model) in a thread of their own, once:
+    a stopped run writes its findings, and the controller, which plans without torch, would
+    otherwise import them only then, seconds inside its stop bound, while the workers are
+    still ending side by side."""
+    global _importing
+    if _importing is None and "diagfuzz.harness.findings" not in sys.modules:
+        def load() -> None:
+            with contextlib.suppress(Exception):
+                import diagfuzz.harness.findings
+                import diagfuzz.harness.reproducers  # noqa: F401
+
+        _importing = threading.Thread(target=load, name="diagfuzz-stop-imports", daemon=True)
+        _importing.start()
+
+
+#: The thread importing the findings' modules after a stop (``_import_findings_now``).
+_importing: threading.Thread | None = None
 
 
 def _merged(findings: list[Finding]) -> list[Finding]:
