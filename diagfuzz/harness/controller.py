@@ -99,6 +99,8 @@ class Reporter:
         self._write_lock = threading.Lock()
         #: A worker found the impl unusable: pytest reports it; this run writes nothing.
         self.usage_error = False
+        #: The workers that have collected (``pytest_xdist_node_collection_finished``).
+        self._collected: set[str] = set()
         from diagfuzz.campaign.report import CampaignTally
 
         self.campaign = CampaignTally(plan)  # partition, shared database (diagfuzz.campaign)
@@ -108,11 +110,20 @@ class Reporter:
                                   *(f"diagfuzz: {r}" for r in self.plan.registrations))
                 if line]
 
-    @pytest.hookimpl(optionalhook=True)
+    @pytest.hookimpl(optionalhook=True, trylast=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
-        """The plan as the first worker to collect completed it (what the impl provides
-        and declares): said now, before any shard runs, and what the report describes. A
-        worker that found the impl unusable ends the run with pytest's usage error."""
+        """The plan as the first worker to collect completed it, and once every worker has
+        collected, the findings' modules (torch) imported in a thread: off the start-up's
+        path, and loaded before a stop has to write findings within its bound."""
+        self._collected.add(str(node.gateway.id))
+        self._take_plan(node)
+        if len(self._collected) >= max(1, self.plan.workers):
+            _import_findings_now()
+
+    def _take_plan(self, node: Any) -> None:
+        """The plan as ``node`` completed it (what the impl provides and declares): said
+        now, before any shard runs, and what the report describes. A worker that found
+        the impl unusable ends the run with pytest's usage error."""
         if self.plan.resolved:
             return
         try:
@@ -395,8 +406,8 @@ class Reporter:
 def _import_findings_now() -> None:
     """Import the findings' modules (torch, the Case model) in a thread of their own, once:
     a stopped run writes its findings, and the controller, which plans without torch, would
-    otherwise import them only then, seconds inside its stop bound, while the workers are
-    still ending side by side."""
+    otherwise import them only then, seconds inside its stop bound (more than it has on a
+    loaded machine)."""
     global _importing
     if _importing is None and "diagfuzz.harness.findings" not in sys.modules:
         def load() -> None:
