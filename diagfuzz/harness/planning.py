@@ -14,6 +14,7 @@ drawn.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import secrets
 import time
@@ -192,12 +193,16 @@ def complete(plan: RunPlan) -> RunPlan:
     ops, skipped, dtypes, registrations = _impl_capabilities(plan, impl, proof)
     active = len(STREAMS) - len(skipped)
     shards = plan.shards
-    if not plan.shards_given and not plan.partitions:  # (a partition's are the campaign's)
-        shards = shards_within_budget(shards, plan.budget, active)
-    if plan.partitions:
-        part = Partition(plan.partition or 1, plan.partitions)
-        if not plan.shards_given:
+    part = Partition(plan.partition or 1, plan.partitions) if plan.partitions else None
+    if not plan.shards_given:
+        if part is not None:
             shards = campaign.shards_for(part, plan.profile_shards, plan.workers, active)
+        # From the budget and the streams alone, so a campaign's partitions and the whole
+        # run of its seed and budget take the same shards (each partition one item at least).
+        shards = shards_within_budget(shards, plan.budget, active)
+        if part is not None:
+            shards = max(shards, math.ceil(part.count / max(active, 1)))
+    if part is not None:
         try:
             check_size(part, shards, active, plan.shards_given)
         except PartitionError as exc:
