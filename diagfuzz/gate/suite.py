@@ -123,7 +123,7 @@ _early: dict[Path, Started] = {}
 
 def start_early(opts: Options) -> Started:
     """Start the suite for the run directory ``opts.run_dir`` now, before the gate's
-    imports; ``taken`` hands it to the suite stage. Under --max-seconds its cap is its
+    imports; ``early`` hands it to the suite stage. Under --max-seconds its cap is its
     share of the whole cap (the gate's clock starts a moment later)."""
     cap = (None if opts.max_seconds is None
            else max(1.0, round(SUITE_SHARE * opts.max_seconds, 1)))
