@@ -63,8 +63,10 @@ def gate_run(impl: Any, run_seed: int, *, boundary: bool) -> tuple[Verdict | Non
 
 
 def gate_shard(impl: Any, strategy: st.SearchStrategy[tuple[Case, ...]],
-               shard_seed: int) -> tuple[Verdict | None, int]:
-    """One shard under the gate profile's settings: (first failing Verdict, Cases run)."""
+               shard_seed: int, limit: int | None = None,
+               device: str = ops.DEVICE) -> tuple[Verdict | None, int]:
+    """One shard under the gate profile's settings, at most ``limit`` Cases: (first
+    failing Verdict, Cases run)."""
     found: list[Verdict] = []
     ran = [0]
 
@@ -75,8 +77,10 @@ def gate_shard(impl: Any, strategy: st.SearchStrategy[tuple[Case, ...]],
     @given(strategy)
     def run(family: tuple[Case, ...]) -> None:
         for case in family:
+            if limit is not None and ran[0] >= limit:
+                return
             ran[0] += 1
-            verdict = oracles.check(case, impl, ops.DEVICE)
+            verdict = oracles.check(case, impl, device)
             if not verdict.ok:
                 found.append(verdict)
                 raise _Caught(str(verdict))

@@ -10,13 +10,10 @@ Cases are judged in this process by the same oracle the executor runs, on the CP
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from diagfuzz import oracles, strategies
 from diagfuzz.core.case import Case, Layout, Values
@@ -25,6 +22,7 @@ from diagfuzz.harness.profiles import budget_for
 from diagfuzz.harness.sharding import derive_seed
 from diagfuzz.strategies.covering import classify, covering_set
 from tests.faulty import new_user_fast_path, three_way
+from tests.test_boundary_bug import gate_shard
 
 GATE = budget_for("gate")
 REPO = Path(__file__).resolve().parents[1]
@@ -35,10 +33,6 @@ def judged(impl: Any, cases: list[Case] | tuple[Case, ...]) -> list[Verdict]:
     return [v for c in cases if not (v := oracles.check(c, impl, "cpu")).ok]
 
 
-class _Caught(Exception):
-    pass
-
-
 def random_draws(impl: Any, op: str, cases: int, run_seed: int = 0) -> tuple[Verdict | None,
                                                                              int]:
     """The suite's stream of ``op`` under the gate profile (its shard seeds of
@@ -46,29 +40,15 @@ def random_draws(impl: Any, op: str, cases: int, run_seed: int = 0) -> tuple[Ver
     ``cases`` Cases were judged: (first failing verdict or None, Cases judged)."""
     strategy = strategies.case_families(op, max_elements=GATE.max_elements,
                                         max_members=GATE.max_members)
-    found: list[Verdict] = []
-    ran = [0]
-    shard = 0
-    while ran[0] < cases and not found:
-        @seed(derive_seed(run_seed, f"test_{op}", shard))
-        @settings(max_examples=GATE.examples, deadline=None, database=None,
-                  derandomize=GATE.derandomize, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
-        @given(strategy)
-        def run(family: tuple[Case, ...]) -> None:
-            for case in family:
-                if ran[0] >= cases:
-                    return
-                ran[0] += 1
-                verdict = oracles.check(case, impl, "cpu")
-                if not verdict.ok:
-                    found.append(verdict)
-                    raise _Caught(str(verdict))
-
-        with contextlib.suppress(_Caught):
-            run()
+    ran, shard = 0, 0
+    while ran < cases:
+        verdict, checked = gate_shard(impl, strategy, derive_seed(run_seed, f"test_{op}", shard),
+                                      limit=cases - ran, device="cpu")
+        ran += checked
+        if verdict is not None:
+            return verdict, ran
         shard += 1
-    return (found[0] if found else None), ran[0]
+    return None, ran
 
 
 def test_three_way_trigger_is_caught_by_the_covering_cases() -> None:
