@@ -577,15 +577,18 @@ def refused_levels(judged: Iterable[Mapping[str, str]],
 
 
 def measure(cases: Iterable[Case], strengths: Iterable[int] = STRENGTHS,
-            show: int = SHOW_MISSING) -> dict[str, dict[str, Coverage]]:
+            show: int = SHOW_MISSING,
+            excluded: Mapping[str, Mapping[str, set[str]]] | None = None
+            ) -> dict[str, dict[str, Coverage]]:
     """Per op of ``cases``: the t-way coverage of its model (``"t"``: over every factor)
-    and of its geometric core (``"core t"``) that the Cases reach."""
+    and of its geometric core (``"core t"``) that the Cases reach (``excluded``: as
+    ``measure_rows``)."""
     rows: dict[str, list[dict[str, str]]] = {}
     for case in cases:
         levels = classify(case)
         if levels:
             rows.setdefault(case.op, []).append(levels)
-    return measure_rows(rows, strengths, show)
+    return measure_rows(rows, strengths, show, excluded)
 
 
 def measure_rows(rows: Mapping[str, list[dict[str, str]]],

@@ -78,11 +78,16 @@ def not_applicable_line(result: Result) -> str:
     found = not_applicable(result)
     if not found:
         return ""
-    parts = [f"{op}: " + ", ".join(f"{factor}={level}" for factor in sorted(levels)
-                                   for level in sorted(levels[factor]))
-             for op, levels in found.items()]
     return ("Not applicable (met only in Cases the impl declares unsupported, left out of "
-            "the shares): " + "; ".join(parts))
+            "the shares): " + levels_text(found))
+
+
+def levels_text(found: dict[str, dict[str, set[str]]]) -> str:
+    """Factor levels per op, ``op: factor=level, ...; op: ...`` (what a summary or plan
+    leaves out of the shares)."""
+    return "; ".join(f"{op}: " + ", ".join(f"{factor}={level}" for factor in sorted(levels)
+                                           for level in sorted(levels[factor]))
+                     for op, levels in found.items())
 
 
 def t_way_line(measured: dict[str, dict[str, Coverage]]) -> str:

@@ -11,6 +11,7 @@ from collections import Counter
 
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
+from diagfuzz.gate.outputs import levels_text
 from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
 from diagfuzz.gate.stages import (
     HUGE_SEED,
@@ -62,7 +63,7 @@ def huge_plan(opts: Options, provided: tuple[str, ...]) -> str:
 
 def covering_plan(opts: Options, provided: tuple[str, ...]) -> list[str]:
     """The covering stage's lines: its Cases per op and the t-way coverage they give."""
-    from diagfuzz.strategies.covering import classify, inapplicable, measure_rows
+    from diagfuzz.strategies.covering import inapplicable, measure
 
     if not opts.covering:
         return ["  covering array       skipped (--no-covering)"]
@@ -71,24 +72,16 @@ def covering_plan(opts: Options, provided: tuple[str, ...]) -> list[str]:
         caps = {op: (None, has_out) for op, (_, has_out) in caps.items()}
     cases = covering_for(opts, provided, caps)
     lines = [f"  covering array       {len(cases):,} Cases ({_per_op(cases)})"]
-    rows: dict[str, list[dict[str, str]]] = {}
-    for case in cases:
-        levels = classify(case)
-        if levels:
-            rows.setdefault(case.op, []).append(levels)
     # Measured against the model narrowed to what the impl can take, as the run's summary
     # measures it; the rest is named as not applicable.
     excluded = {op: {f: set(v) for f, v in inapplicable(op, dtypes, has_out).items()}
                 for op, (dtypes, has_out) in caps.items()}
-    for op, found in measure_rows(rows, excluded=excluded).items():
+    for op, found in measure(cases, excluded=excluded).items():
         shares = ", ".join(f"{t}-way {c.share:.0%}" for t, c in found.items())
         lines.append(f"                       {op}: {shares}")
-    gone = [f"{op}: " + ", ".join(f"{f}={level}" for f in sorted(drop)
-                                  for level in sorted(drop[f]))
-            for op, drop in excluded.items() if drop]
+    gone = levels_text({op: drop for op, drop in excluded.items() if drop})
     if gone:
-        lines.append("                       not applicable (the impl cannot take them): "
-                     + "; ".join(gone))
+        lines.append(f"                       not applicable (the impl cannot take them): {gone}")
     return lines
 
 
