@@ -28,6 +28,7 @@ import pytest
 
 from diagfuzz.campaign import options as campaign_options
 from diagfuzz.core.opnames import op_names
+from diagfuzz.core.streams import MIN_CASES_PER_SHARD
 from diagfuzz.execution.timeline import mark
 from diagfuzz.harness import planning, workers
 from diagfuzz.harness.controller import PLAN_KEY, Reporter, RunController, distributed
@@ -56,7 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "0 under a derandomized profile such as gate)")
     group.addoption("--diagfuzz-shards", type=int, default=None, metavar="N",
                     help="shards per stream (default: the profile's, at least "
-                         "workers/3); the budget is split over them")
+                         "workers/streams, fewer where a shard would get under "
+                         f"{MIN_CASES_PER_SHARD} Cases); the budget is split over them")
     group.addoption("--diagfuzz-budget", type=int, default=None, metavar="N",
                     help="total Cases over all shards, about (the suite draws Case "
                          "families; default: the profile's)")
