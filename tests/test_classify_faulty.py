@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.gate.classification import classify
+from diagfuzz.gate.classification import Classifier, Rerun, classify
 from tests.faulty.cases import square
 
 TIMEOUT = 3.0
@@ -43,6 +44,42 @@ def test_wrong_one_time_in_three_is_flaky_with_k(tmp_path: Path,
     assert (c.label, c.failures, c.runs, c.ratio) == ("flaky", 3, 10, "3/10")
     assert c.kinds == {"mismatch": 3, "pass": 7} and c.processes == 2
     assert c.to_dict()["label"] == "flaky"
+
+
+def test_spares_launched_before_classifying_take_the_reruns_and_judge_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The counted 1-in-3 impl: a spare that called the impl while it waited would shift
+    # which re-runs are wrong, and so the ratio.
+    monkeypatch.setenv("DIAGFUZZ_FAULTY_COUNTER", str(tmp_path / "calls"))
+    monkeypatch.setenv(WARM_UP_ENV, "0")  # as the gate launches them
+    with ProcessRunner("tests.faulty.flaky:impl", "cpu", timeout=30) as runner:
+        verdicts = [runner.run(square(0)) for _ in range(3)]
+    classifier = Classifier(Rerun("tests.faulty.flaky:impl", "cpu", 30.0,
+                                  workdir=tmp_path / "classify"), repeats=5)
+    classifier.prepare(1)
+    classifier.prepare(3)  # up to three in all, not four
+    spares = list(classifier._spares)
+    assert len(spares) == 3 and all(r.pid is not None for r in spares)
+    found = classifier.classify_all([(verdicts[2], "check", 30.0)])
+    c = found[0]
+    assert c is not None
+    assert (c.label, c.failures, c.runs, c.processes) == ("flaky", 3, 10, 2)
+    # The first fresh executor was the first spare, the second the next; the third, never
+    # taken, was closed with the classification.
+    judged = "[diagfuzz-executor: case 4]"  # each judged the Case's five re-runs
+    assert judged in (tmp_path / "classify" / "spare-0" / "executor.log").read_text()
+    assert judged in (tmp_path / "classify" / "spare-1" / "executor.log").read_text()
+    assert "case" not in (tmp_path / "classify" / "spare-2" / "executor.log").read_text()
+    assert not list((tmp_path / "classify").glob("*/0"))  # no executor started at the re-run
+    assert all(r.pid is None or r._proc.poll() is not None  # type: ignore[union-attr]
+               for r in spares)
+
+
+def test_a_stopped_classifier_launches_no_spare(tmp_path: Path) -> None:
+    classifier = Classifier(Rerun("diagfuzz.impl:aten", "cpu", workdir=tmp_path))
+    classifier.stop()
+    classifier.prepare(2)
+    assert classifier._spares == [] and not list(tmp_path.iterdir())
 
 
 def test_classify_rejects_what_cannot_be_rerun() -> None:

@@ -200,7 +200,9 @@ def _gate(tmp_path: Path, executors: int) -> dict[str, Any]:
          "--stage-executors", str(executors)],
         cwd=where, capture_output=True, text=True, check=False, env=env, timeout=600)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    return json.loads((where / "report.json").read_text())
+    report = json.loads((where / "report.json").read_text())
+    report["run_dir"] = str(where / report["run_dir"])  # relative to where it ran
+    return report
 
 
 def _judged(report: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +229,10 @@ def test_one_or_two_stage_executors_judge_the_same_findings_and_counts(
     assert stages["corpus replay"]["cases"] == 1 and stages["error parity"]["failures"]
     assert len(one["findings"]) == 2  # diagonal's signed zero; diag_embed's assert
     assert _judged(one) == _judged(two)
+    # Spare executors, launched as the stages found the causes, took every re-run.
+    for report in (one, two):
+        reruns = sorted(p.name for p in (Path(report["run_dir"]) / "classify").iterdir())
+        assert reruns == ["spare-0", "spare-1"]
 
 
 def test_stage_executors_is_auto_or_a_positive_number(
@@ -244,3 +250,87 @@ def test_stage_executors_is_auto_or_a_positive_number(
             parsed("--stage-executors", bad)
         assert exc.value.code == 4  # a usage error
     assert "--stage-executors" in capsys.readouterr().err
+
+
+# --- the torch.compile stage's own executor -----------------------------------------------
+
+class _Idle:
+    """An executor stand-in: nothing spawned, nothing judged."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def launch(self) -> None:
+        pass
+
+    def request_close(self) -> None:
+        pass
+
+    def close(self, wait: float = 0.0) -> None:
+        self.closed = True
+
+
+def _gate_stages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                 executors: int) -> dict[str, Any]:
+    """Gate.body over stand-in executors and stages: which thread ran each stage, on how
+    many executors, and whether the covering stage saw the compile stage start."""
+    import threading
+
+    from diagfuzz.execution.fanout import FanoutRunner
+    from diagfuzz.gate import run
+
+    seen: dict[str, Any] = {"threads": {}, "executors": {}}
+    compiling = threading.Event()
+    monkeypatch.setattr(run, "stage_pool", lambda *a: FanoutRunner(
+        [_Idle() for _ in range(executors)]))  # type: ignore[list-item]
+
+    def stand_in(name: str) -> Any:
+        def step(ctx: Context, runner: Any) -> Any:
+            seen["threads"][name] = threading.current_thread().name
+            seen["executors"][name] = len(runner.runners)
+            if name == "torch.compile parity":
+                compiling.set()
+            if name == "covering array":  # waits for a compile stage running beside it
+                seen["beside"] = compiling.wait(3.0)
+            return ctx.stage(name)
+        return step
+
+    for attr, name in [("corpus_stage", "corpus replay"), ("covering_stage", "covering array"),
+                       ("error_parity_stage", "error parity"),
+                       ("opinfo_stage", "opinfo samples"),
+                       ("compile_stage", "torch.compile parity"),
+                       ("audit_stage", "registration audit"), ("huge_stage", "huge tier")]:
+        monkeypatch.setattr(run, attr, stand_in(name))
+    opts = Options(impl="diagfuzz.impl:aten", suite=False, opinfo=False, device="cpu",
+                   stage_executors=executors, quiet=True, out_dir=tmp_path,
+                   run_dir=tmp_path / "run")
+    gate = run.Gate(opts)
+    gate.body()
+    seen["order"] = [s.name for s in gate.stages()]
+    seen["closed"] = all(r.closed for r in (gate.runner.runners  # type: ignore[union-attr]
+                                            + (gate.compile_runner.runners
+                                               if gate.compile_runner else [])))
+    return seen
+
+
+def test_with_two_executors_the_compile_stage_runs_beside_the_others_on_its_own(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _gate_stages(monkeypatch, tmp_path, 3)
+    assert seen["beside"]
+    assert seen["threads"]["torch.compile parity"] != seen["threads"]["covering array"]
+    assert seen["executors"]["torch.compile parity"] == 1
+    assert seen["executors"]["covering array"] == 2
+    assert seen["closed"]
+    # The report keeps its order, whichever stage finished first.
+    assert seen["order"] == ["corpus replay", "covering array", "fuzz suite", "error parity",
+                             "opinfo samples", "torch.compile parity", "registration audit",
+                             "huge tier"]
+
+
+def test_with_one_executor_the_compile_stage_runs_in_turn(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen = _gate_stages(monkeypatch, tmp_path, 1)
+    assert seen["beside"] is False  # it had not started while the covering stage ran
+    assert seen["threads"]["torch.compile parity"] == seen["threads"]["covering array"]
+    assert seen["executors"]["torch.compile parity"] == 1
+    assert seen["closed"]

@@ -8,9 +8,12 @@ costs one timeout, not R).
 
 Every finding is classified at once, spread over ``parallel`` threads, each driving its own
 executors: a gate with eight findings spends about one executor start-up and the Cases'
-own time, not eight start-ups in a row. A fresh executor means no state in memory (a
-poisoned CUDA context, a counter in the impl) carries over from the run that found the
-failure; what is on disk is shared on purpose: Triton's and inductor's compile caches.
+own time, not eight start-ups in a row. The gate goes further: ``prepare`` launches spare
+executors as its stages find causes, so re-runs take executors that started while the
+stages ran. A fresh executor means no state in memory (a poisoned CUDA context, a counter
+in the impl) carries over from the run that found the failure; a spare has judged nothing,
+so it is as fresh as one started for its re-runs. What is on disk is shared on purpose:
+Triton's and inductor's compile caches.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ class Rerun:
     workdir: Path | None = None
 
 
+def spare_limit() -> int:
+    """Executors classification runs side by side at most (and spares it keeps): one per
+    CPU, at least two."""
+    return max(2, os.cpu_count() or 2)
+
+
 def _validated(failure: Verdict, repeats: int) -> Case:
     if failure.case is None:
         raise ValueError(f"classify: the verdict has no Case to re-run: {failure}")
@@ -104,6 +113,9 @@ class Classifier:
         self.repeats = repeats
         self._lock = threading.Lock()
         self._live: set[ProcessRunner] = set()
+        #: Launched by ``prepare``, not yet taken by a re-run.
+        self._spares: list[ProcessRunner] = []
+        self._made_spares = 0
         self.stopped = False
 
     def stop(self) -> None:
@@ -114,15 +126,50 @@ class Classifier:
         for runner in live:
             runner.close()
 
-    def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
-              timeout: float) -> list[Verdict]:
-        """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped)."""
+    def prepare(self, count: int) -> None:
+        """Have ``count`` spare executors in all launched (none more once as many were):
+        each starts now (interpreter, torch, the device, the impl) and waits, never used,
+        for the re-runs of one Case. Each logs under ``workdir/spare-<n>``."""
+        with self._lock:
+            while not self.stopped and self._made_spares < count:
+                log = (None if self.rerun.workdir is None
+                       else self.rerun.workdir / f"spare-{self._made_spares}")
+                runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device,
+                                       timeout=self.rerun.timeout, oracle=self.rerun.oracle,
+                                       workdir=log, strict=self.rerun.strict)
+                runner.launch()
+                self._spares.append(runner)
+                self._live.add(runner)
+                self._made_spares += 1
+
+    def close_spares(self) -> None:
+        """Close the spares no re-run took."""
+        with self._lock:
+            spares, self._spares = self._spares, []
+            self._live.difference_update(spares)
+        for runner in spares:
+            runner.close()
+
+    def _fresh(self, log: Path | None, oracle: str, timeout: float) -> ProcessRunner | None:
+        """A spare if one is left, else a new executor (None once stopped)."""
         with self._lock:
             if self.stopped:
-                return []
+                return None
+            if self._spares:
+                runner = self._spares.pop(0)
+                runner.oracle, runner.timeout = oracle, timeout
+                return runner
             runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
                                    oracle=oracle, workdir=log, strict=self.rerun.strict)
             self._live.add(runner)
+            return runner
+
+    def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
+              timeout: float) -> list[Verdict]:
+        """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped)."""
+        runner = self._fresh(log, oracle, timeout)
+        if runner is None:
+            return []
         verdicts: list[Verdict] = []
         try:
             for _ in range(count):
@@ -179,8 +226,9 @@ class Classifier:
         """Classify every (failure, oracle, timeout) at once over ``parallel`` threads
         (default: one per failure, at most the CPUs); ``done(i)`` after each."""
         if not failures:
+            self.close_spares()
             return []
-        parallel = parallel or min(len(failures), max(2, os.cpu_count() or 2))
+        parallel = parallel or min(len(failures), spare_limit())
 
         def one(i: int) -> Classification | None:
             verdict, oracle, timeout = failures[i]
@@ -190,9 +238,12 @@ class Classifier:
                 if done is not None:
                     done(i)
 
-        with ThreadPoolExecutor(max_workers=parallel,
-                                thread_name_prefix="diagfuzz-classify") as pool:
-            return list(pool.map(one, range(len(failures))))
+        try:
+            with ThreadPoolExecutor(max_workers=parallel,
+                                    thread_name_prefix="diagfuzz-classify") as pool:
+                return list(pool.map(one, range(len(failures))))
+        finally:
+            self.close_spares()
 
 
 def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,

@@ -339,7 +339,8 @@ def parser() -> argparse.ArgumentParser:
                    metavar="N|auto",
                    help="executors judging the fixed stages (corpus, covering, error parity, "
                         "OpInfo, torch.compile), each specialisation of an op in one of "
-                        f"them (default {STAGE_EXECUTORS_RULE})")
+                        "them; from 2, torch.compile takes one alone, beside the others "
+                        f"(default {STAGE_EXECUTORS_RULE})")
     g.add_argument("--max-seconds", type=_seconds,
                    help="a wall-clock cap from the gate's start (Python's own start-up, "
                         "2-3 s, comes before it): the gate ends within 5 %% of it, with its "

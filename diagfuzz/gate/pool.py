@@ -45,6 +45,18 @@ def stage_pool(impl: str, device: str, executors: int, timeout: float, workdir: 
                          for index in range(executors)])
 
 
+def split_compile_lane(pool: FanoutRunner) -> tuple[FanoutRunner, FanoutRunner | None]:
+    """(the pool's other executors, its last one alone) where the pool has two or more.
+
+    The torch.compile stage spends its seconds in inductor (its import, then one compile
+    a Case), not in the oracle, so with an executor of its own it runs beside the other
+    stages instead of after them. With one executor there is nothing to run beside:
+    ``(pool, None)``, and the stage runs in turn."""
+    if len(pool.runners) < 2:
+        return pool, None
+    return FanoutRunner(pool.runners[:-1]), FanoutRunner(pool.runners[-1:])
+
+
 # --- affinity ---------------------------------------------------------------------------
 
 def layout_class(layout: Layout) -> str:

@@ -41,12 +41,13 @@ from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
 from diagfuzz.gate import suite
-from diagfuzz.gate.classification import Classifier, Rerun
+from diagfuzz.gate.classification import Classifier, Rerun, spare_limit
 from diagfuzz.gate.options import Options
-from diagfuzz.gate.pool import stage_pool
+from diagfuzz.gate.pool import split_compile_lane, stage_pool
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.stages import (
     AUDIT_STAGE,
+    COMPILE_STAGE,
     COMPILE_TIMEOUT,
     COVERING_STAGE,
     OPINFO_STAGE,
@@ -85,7 +86,7 @@ from diagfuzz.impl import (
 
 #: The stages in report order.
 STAGE_ORDER = ("corpus replay", COVERING_STAGE, "fuzz suite", "error parity", OPINFO_STAGE,
-               "torch.compile parity", AUDIT_STAGE, "huge tier", "classification")
+               COMPILE_STAGE, AUDIT_STAGE, "huge tier", "classification")
 #: The timing group of the stages the pool of executors judges.
 FIXED_STAGES = "fixed stages"
 #: Seconds the stopped suite gets to write its partial report, at most.
@@ -219,9 +220,14 @@ class Gate:
         self.progress = GateProgress(opts.quiet, suite_root=suite_root(opts))
         self.ctx = Context(opts, self.progress, self.deadline, self._stop.is_set)
         self.runner: FanoutRunner | None = None
+        #: The torch.compile stage's own executor, taken from the pool where it has two or
+        #: more (``pool.split_compile_lane``); None where the stage runs in turn.
+        self.compile_runner: FanoutRunner | None = None
         #: Executors in ``runner`` (``stages.stage_executors``; 0 until it is made).
         self.stage_executors = 0
         self.classifier: Classifier | None = None
+        #: Serialises making the classifier and launching its spares (any stage's thread).
+        self._spares_lock = threading.Lock()
         self.device = opts.device or ""
         self.findings: list[Finding] | None = None  # distinct, once the stages are done
         self.error = ""
@@ -255,17 +261,21 @@ class Gate:
             self.error, self.code = str(exc), ExitCode.USAGE
             self.stop("the impl does not import")
             return
-        with ThreadPoolExecutor(1, thread_name_prefix="diagfuzz-gate-suite") as pool:
-            suite = pool.submit(_timed, ctx, "fuzz suite", lambda: suite_stage(ctx, STOP_GRACE))
+        with ThreadPoolExecutor(2, thread_name_prefix="diagfuzz-gate-side") as pool:
+            suite = pool.submit(self._stage, "fuzz suite",
+                                lambda: suite_stage(ctx, STOP_GRACE))
             self._resolve_device()  # after the suite started: it imports the kernels
             env_cache = {"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}
             # A pool of executors judges the fixed stages (each replaced by a fresh one
-            # after a crash); the suite's workers have their own.
+            # after a crash); the suite's workers have their own. With two or more, the
+            # torch.compile stage takes one of them and runs beside the other stages.
             self.stage_executors = stage_executors(opts, self.device)
-            self.runner = stage_pool(opts.impl, self.device, self.stage_executors,
+            pool_runner = stage_pool(opts.impl, self.device, self.stage_executors,
                                      opts.timeout, opts.run_dir / "executor", opts.strict)
+            self.runner, self.compile_runner = (
+                split_compile_lane(pool_runner) if opts.compile_sample else (pool_runner, None))
             with _environment(env_cache):
-                self.runner.launch()  # they start while this process loads the impl
+                pool_runner.launch()  # they start while this process loads the impl
             try:
                 impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
@@ -290,30 +300,66 @@ class Gate:
             runner = self.runner
             if opts.opinfo:  # loads while the covering Cases are judged
                 ctx.opinfo = preload(functools.partial(opinfo_samples, self.device))
+            lane, compiled = self.compile_runner, None
+            if lane is not None:
+                compiled = pool.submit(self._stage, COMPILE_STAGE,
+                                       functools.partial(compile_stage, ctx, lane))
             steps: list[tuple[str, Callable[[Context, FanoutRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), (COVERING_STAGE, covering_stage),
-                ("error parity", error_parity_stage),
-                (OPINFO_STAGE, opinfo_stage), ("torch.compile parity", compile_stage),
+                ("error parity", error_parity_stage), (OPINFO_STAGE, opinfo_stage),
+                *([(COMPILE_STAGE, compile_stage)] if compiled is None else []),
                 (AUDIT_STAGE, audit_stage), ("huge tier", huge_stage)]
             for name, step in steps:
                 if self._stop.is_set():
                     break
-                _timed(ctx, name, functools.partial(step, ctx, runner))
+                self._stage(name, functools.partial(step, ctx, runner))
             self.runner.close()
+            if lane is not None and compiled is not None:
+                compiled.result()
+                lane.close()
             suite.result()
         if self._stop.is_set():
             return
         self.findings = distinct([f for s in self.stages() for f in s.failures])
         self._classify(self.findings)
 
+    def _stage(self, name: str, step: Callable[[], Stage]) -> Stage:
+        """``_timed``, then spare executors for the causes found so far."""
+        stage = _timed(self.ctx, name, step)
+        self._prepare_classification()
+        return stage
+
+    def _classify_env(self) -> dict[str, str]:
+        """The re-runs' executors share the stages' Triton cache and skip the warm-up: it
+        readies a pace that nobody measures."""
+        return {"TRITON_CACHE_DIR": str(self.opts.triton_cache.resolve()), WARM_UP_ENV: "0"}
+
+    def _classifier(self) -> Classifier:
+        if self.classifier is None:
+            opts = self.opts
+            rerun = Rerun(opts.impl, self.device, opts.timeout, "check", opts.strict,
+                          opts.run_dir / "classify")
+            self.classifier = Classifier(rerun, opts.repeats)
+        return self.classifier
+
+    def _prepare_classification(self) -> None:
+        """One spare executor per cause found so far, up to what classification will run
+        side by side (``Classifier.prepare``): each starts while later stages run, so
+        classifying after the last stage begins with ready executors, not their start-up."""
+        causes = {f.key for s in list(self.ctx.stages.values()) for f in list(s.failures)}
+        wanted = min(len(causes), self.opts.max_classify, spare_limit())
+        with self._spares_lock:
+            if wanted and not self._stop.is_set():
+                with _environment(self._classify_env()):
+                    self._classifier().prepare(wanted)
+
     def _classify(self, findings: list[Finding]) -> None:
         opts = self.opts
         chosen = findings[:opts.max_classify]
         self.progress.begin("classification", len(chosen), "findings")
         t0 = time.monotonic()
-        rerun = Rerun(opts.impl, self.device, opts.timeout, "check", opts.strict,
-                      opts.run_dir / "classify")
-        self.classifier = Classifier(rerun, opts.repeats)
+        with self._spares_lock:
+            classifier = self._classifier()
         work = []
         for f in chosen:
             timeout = opts.timeout if f.oracle == "check" else max(opts.timeout,
@@ -321,10 +367,8 @@ class Gate:
             if self.deadline is not None:
                 timeout = max(1.0, min(timeout, self.deadline - time.time()))
             work.append((f.verdict, f.oracle, timeout))
-        # The re-runs' executors skip the warm-up: it readies a pace that nobody measures.
-        with _environment({"TRITON_CACHE_DIR": str(opts.triton_cache.resolve()),
-                           WARM_UP_ENV: "0"}):
-            found = self.classifier.classify_all(
+        with _environment(self._classify_env()):
+            found = classifier.classify_all(
                 work, done=lambda i: self.progress.advance("classification"))
         for f, classification in zip(chosen, found, strict=True):
             f.classification = classification
@@ -340,11 +384,16 @@ class Gate:
             return
         self.stop_reason = reason
         self._stop.set()
-        if self.classifier is not None:
-            self.classifier.stop()
+        with self._spares_lock:  # a classifier being made now is seen, or sees the stop
+            classifier = self.classifier
+        if classifier is not None:
+            classifier.stop()
         stop_children(self.ctx, self.grace)
-        if self.runner is not None:  # every executor of the pool, within one wait
-            self.runner.close(min(CLOSE_WAIT, self.grace))
+        # Every executor of the pool, within one wait.
+        lanes = [r for r in (self.runner, self.compile_runner) if r is not None]
+        if lanes:
+            FanoutRunner([p for lane in lanes for p in lane.runners]).close(
+                min(CLOSE_WAIT, self.grace))
 
     def stages(self) -> list[Stage]:
         """The stages begun, in report order."""

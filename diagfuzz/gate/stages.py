@@ -55,6 +55,8 @@ COMPILE_TIMEOUT = 300.0
 OPINFO_STAGE = "opinfo samples"
 #: The covering stage's name.
 COVERING_STAGE = "covering array"
+#: The torch.compile parity stage's name.
+COMPILE_STAGE = "torch.compile parity"
 
 
 @dataclass
@@ -394,7 +396,7 @@ def compile_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     A Case that also fails with aten itself (``diagfuzz.impl:aten``, same check) shows a
     difference of torch.compile, not of the impl: it is noted, not counted as a failure.
     """
-    stage = ctx.stage("torch.compile parity")
+    stage = ctx.stage(COMPILE_STAGE)
     opts = ctx.opts
     if not opts.compile_sample:
         stage.skipped = "--no-compile"
