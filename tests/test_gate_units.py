@@ -271,3 +271,35 @@ def test_only_shrunk_or_chosen_cases_go_to_the_corpus(tmp_path: Path) -> None:
 
     kept = {e.case for e in corpus.entries(tmp_path / "corpus")}
     assert kept == {square(1), square(2)}
+
+
+def test_spares_follow_the_causes_found_so_far_up_to_max_classify(
+        tmp_path: Path, monkeypatch) -> None:
+    from diagfuzz.gate.classification import Classifier
+    from diagfuzz.gate.options import Options
+    from diagfuzz.gate.run import Gate
+
+    asked: list[int] = []
+    monkeypatch.setattr(Classifier, "prepare", lambda self, count: asked.append(count))
+    gate = Gate(Options(max_classify=2, device="cpu", quiet=True, run_dir=tmp_path))
+
+    def found(stage: str, *kinds: str) -> None:
+        gate.ctx.stages.setdefault(stage, Stage(stage)).failures.extend(
+            Finding(stage, Verdict(kind, kind, "", square(n)))
+            for n, kind in enumerate(kinds))
+
+    gate._prepare_classification()  # nothing found: no classifier, no spare
+    assert asked == [] and gate.classifier is None
+    found("corpus replay", "mismatch", "mismatch")  # two Cases of one cause
+    gate._prepare_classification()
+    found("covering array", "mismatch", "alias")  # the same cause again, and a second one
+    gate._prepare_classification()
+    found("error parity")
+    gate._prepare_classification()
+    assert asked == [1, 2, 2]
+    found("fuzz suite", "crash")  # a third cause
+    gate._prepare_classification()
+    assert asked[-1] == 2  # --max-classify 2: two spares at most
+    gate.stop("test")
+    gate._prepare_classification()  # stopped: none more
+    assert len(asked) == 4
