@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -260,3 +261,37 @@ def test_a_server_whose_owner_left_while_it_imported_exits_quietly(monkeypatch, 
     server.sock.close()
     assert server.proc.wait(120) == 0
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _GoneServer:
+    """A server that has exited: nothing more will come from it."""
+
+    def alive(self) -> bool:
+        return False
+
+    def pump(self, timeout: float) -> bool:
+        raise EOFError("the fork server exited")
+
+
+def test_a_fork_the_gone_server_never_answered_reads_as_killed() -> None:
+    forked = forkserver.Forked(_GoneServer())  # type: ignore[arg-type]
+    assert forked.poll() == -signal.SIGKILL
+    assert forked.wait(1) == -signal.SIGKILL
+
+
+def test_an_orphan_that_exited_unreaped_is_not_running() -> None:
+    """Orphans of a gone server that nobody reaps (a container's init may not): a zombie
+    reads as not running, so its runner does not wait for a status that cannot come."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        stat = Path(f"/proc/{child.pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    try:
+        assert not forkserver._exists(child.pid)  # exited, not yet reaped
+        assert forkserver._exists(os.getpid())
+    finally:
+        child.wait()
+    assert not forkserver._exists(child.pid)

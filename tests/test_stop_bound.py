@@ -5,6 +5,7 @@ fake exit; whole gates run with a short bound (``DIAGFUZZ_STOP_BOUND``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -131,6 +132,9 @@ def test_a_gate_stuck_in_its_impl_import_and_children_that_ignore_sigterm_ends(
     assert any(s["name"] == "fuzz suite" and s["stopped"] for s in report["stages"])
     assert ET.parse(tmp_path / "junit.xml").getroot() is not None
     assert "STOPPED" in out
+    # Written by the bound's writer: the run is found where a finished run's would be.
+    assert (tmp_path / ".diagfuzz/gate/latest").resolve() == (
+        tmp_path / report["run_dir"]).resolve()
     _no_process_left(marker)
 
 
@@ -247,4 +251,42 @@ def test_a_stop_while_the_gate_starts_still_writes_its_outputs(tmp_path: Path) -
     assert proc.returncode == 7, out
     assert json.loads((tmp_path / "report.json").read_text())["stopped"] == "SIGTERM"
     assert (tmp_path / "junit.xml").exists()
+    _no_process_left(marker)
+
+
+def test_a_stop_sent_to_the_whole_group_while_spares_start_ends_as_fast(
+        tmp_path: Path) -> None:
+    """``timeout`` and Ctrl-C signal the gate's whole process group: the fork server dies
+    with it, and the classification spares it was starting are orphans that nobody reaps
+    (a container's init may never). Closing them must not wait for a status that cannot
+    come; the stop ends within the suite's grace and its writing, and ``latest`` points at
+    the stopped run. (A bound of 40 s, so a slow close shows as time, not as a kill.)"""
+    marker = uuid.uuid4().hex
+    env = dict(_environment(marker), DIAGFUZZ_STOP_BOUND="40")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diagfuzz", "gate", "--impl",
+             "tests.faulty.three_causes:impl", "-n", "1", "--budget", "20000", "--no-opinfo",
+             "--no-compile", "--stage-executors", "1", "--report", "report.json"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            start_new_session=True)
+        try:
+            _wait_for(err, r"error parity: \d+ Cases", proc, 180)  # spares launched by now
+            os.killpg(proc.pid, signal.SIGTERM)
+            signalled = time.monotonic()
+            out, _ = proc.communicate(timeout=90)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    seconds = time.monotonic() - signalled
+    assert proc.returncode == 1, out  # its findings, written
+    assert seconds <= 12, (seconds, err.read_text()[-2000:])
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["stopped"] == "SIGTERM"
+    run_dir = tmp_path / report["run_dir"]
+    assert any(p.name.startswith("spare-") for p in (run_dir / "classify").iterdir())
+    assert (tmp_path / ".diagfuzz/gate/latest").resolve() == run_dir.resolve()
     _no_process_left(marker)

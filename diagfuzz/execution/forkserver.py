@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from diagfuzz.core.preselect import no_gpu_here
@@ -513,7 +514,10 @@ class Forked:
             while self.server.pump(0):
                 pass
         if self._pid is None:
-            return None if self.server.alive() else -signal.SIGKILL
+            if self.server.alive():
+                return None
+            self.returncode = -signal.SIGKILL  # the server went before it forked this one
+            return self.returncode
         if self._pid not in self.server.exits and not _exists(self._pid):
             # Reaped: the server sends its status right after, unless the server is gone.
             deadline = time.monotonic() + EXIT_REPORT_WAIT
@@ -548,11 +552,20 @@ class Forked:
 
 
 def _exists(pid: int) -> bool:
+    """Whether ``pid`` still runs: not when it is gone, nor when it has exited and waits to
+    be reaped. A zombie matters once the server is gone (a stop signal sent to the whole
+    process group, as ``timeout`` and Ctrl-C send it, ends the server too): its orphans
+    are then reaped by the system's init, which in a container may never do it, and no
+    status will ever come for them."""
     try:
         os.kill(pid, 0)
     except OSError as exc:
         return exc.errno != errno.ESRCH
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: what kill(0) said
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
 _SHARED: ForkServer | None = None
