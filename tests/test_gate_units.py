@@ -303,3 +303,30 @@ def test_spares_follow_the_causes_found_so_far_up_to_max_classify(
     gate.stop("test")
     gate._prepare_classification()  # stopped: none more
     assert len(asked) == 4
+
+
+def test_a_stopped_gate_names_the_stages_it_never_began_and_reports_one_moment(
+        tmp_path: Path) -> None:
+    from diagfuzz.gate.options import Options
+    from diagfuzz.gate.run import Gate
+
+    gate = Gate(Options(opinfo=False, device="cpu", quiet=True, out_dir=tmp_path,
+                        run_dir=tmp_path / "run"))
+    gate.ctx.stage("corpus replay").seconds = 0.5
+    suite = gate.ctx.stage("fuzz suite")  # still running in its thread
+    gate.stop_reason = "SIGTERM"
+    result = gate.result()
+    names = [(s.name, s.stopped, s.note) for s in result.stages]
+    assert names == [
+        ("corpus replay", False, ""), ("covering array", True, "stopped before it began"),
+        ("fuzz suite", True, ""), ("error parity", True, "stopped before it began"),
+        ("torch.compile parity", True, "stopped before it began"),
+        ("registration audit", True, "stopped before it began")]  # no OpInfo: --no-opinfo
+    suite.ran = 3000  # the suite's thread counts on after the result was taken
+    assert next(s for s in result.stages if s.name == "fuzz suite").ran == 0
+    text = gate_report.markdown(result)
+    unrun = next(line for line in text.splitlines() if line.startswith("**Not run:**"))
+    assert "fuzz suite (ended before it reported a Case)" in unrun
+    for name in ("covering array", "error parity", "torch.compile parity"):
+        assert f"{name} (stopped before it began)" in unrun
+    assert "| fuzz suite | 0 |" in text

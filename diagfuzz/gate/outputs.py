@@ -12,7 +12,7 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.covering import Coverage
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.gate.run import Result, env_line, reproduce_command
-from diagfuzz.gate.stages import Finding, Stage, cut_before_running, not_run
+from diagfuzz.gate.stages import NEVER_BEGAN, Finding, Stage, cut_before_running, not_run
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines, symptom_lines
 
 _HEADLINE: dict[int, str] = {
@@ -186,7 +186,7 @@ def markdown(result: Result) -> str:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
     unrun = [f"{s.name} ({s.skipped})" for s in not_run(result.stages)]
-    unrun += [f"{s.name} (ended before it reported a Case)"
+    unrun += [f"{s.name} ({s.note if s.note == NEVER_BEGAN else 'ended before it reported a Case'})"
               for s in cut_before_running(result.stages)]
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]

@@ -18,6 +18,7 @@ outputs, and the oldest runs beyond ``diagfuzz.core.rundirs.KEEP`` are pruned on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -50,6 +51,7 @@ from diagfuzz.gate.stages import (
     COMPILE_STAGE,
     COMPILE_TIMEOUT,
     COVERING_STAGE,
+    NEVER_BEGAN,
     OPINFO_STAGE,
     Context,
     Finding,
@@ -405,13 +407,20 @@ class Gate:
         finding, classified or not."""
         opts = self.opts
         stopped = self.stop_reason if self.code is None else ""
-        stages = self.stages()
+        # Copies: a stage's thread may still count while the outputs are written from
+        # these (past the stop's bound), and every output must tell one story.
+        stages = [dataclasses.replace(s) for s in self.stages()]
         if self.code == ExitCode.USAGE:  # the suite started early is stopped, not a stage run
             stages = [s for s in stages if s.ran]
         for stage in stages:
             if stopped and not stage.seconds:  # still running when stopped
                 stage.stopped = True
                 stage.seconds = time.monotonic() - self.started
+        if stopped:  # the stages a stop came before are named, not left out
+            begun = {s.name for s in stages}
+            stages += [Stage(name, stopped=True, note=NEVER_BEGAN)
+                       for name in self._stages_wanted() if name not in begun]
+            stages.sort(key=lambda s: STAGE_ORDER.index(s.name))
         findings = self.findings
         if findings is None:  # stopped before the stages were merged
             findings = distinct([f for s in stages for f in s.failures])
@@ -440,6 +449,15 @@ class Gate:
                       stopped=stopped, run_dir=opts.run_dir, timing=self._timing(stages),
                       registrations=self.ctx.registrations,
                       inapplicable=_inapplicable(self.ctx.capabilities))
+
+    def _stages_wanted(self) -> list[str]:
+        """The stages this gate's options run (the classification aside)."""
+        opts = self.opts
+        wanted = {"corpus replay": True, COVERING_STAGE: opts.covering, "fuzz suite": opts.suite,
+                  "error parity": True, OPINFO_STAGE: opts.opinfo,
+                  COMPILE_STAGE: opts.compile_sample, AUDIT_STAGE: True,
+                  "huge tier": opts.huge}
+        return [name for name, on in wanted.items() if on]
 
     def _write_findings(self, findings: list[Finding]) -> list[Path]:
         opts = self.opts
@@ -644,6 +662,9 @@ class _WriteOnce:
         if self.result is None:
             self.gate.stop_reason = self.gate.stop_reason or self.gate.requested
             self(self.gate.result())
+            if self.result is not None and self.result.code != ExitCode.USAGE:
+                with contextlib.suppress(OSError):  # found as a finished run's would be
+                    rundirs.point_latest(self.gate.opts.run_dir)
         assert self.result is not None
         return int(self.result.code)
 

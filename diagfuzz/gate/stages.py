@@ -125,6 +125,10 @@ def not_run(stages: list[Stage]) -> list[Stage]:
     return [s for s in stages if s.skipped and not s.skipped.startswith(("--", "no "))]
 
 
+#: The note of a stage a stop or the time cap came before (``Gate.result``).
+NEVER_BEGAN = "stopped before it began"
+
+
 def cut_before_running(stages: list[Stage]) -> list[Stage]:
     """Stages the time cap or a stop ended before they reported a Case (the suite's
     unfinished shards report nothing)."""
