@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ProcessRunner
@@ -67,7 +68,8 @@ def test_spares_launched_before_classifying_take_the_reruns_and_judge_the_same(
     # The first fresh executor was the first spare, the second the next; the third, never
     # taken, was closed with the classification.
     judged = "[diagfuzz-executor: case 4]"  # each judged the Case's five re-runs
-    assert judged in (tmp_path / "classify" / "spare-0" / "executor.log").read_text()
+    first = (tmp_path / "classify" / "spare-0" / "executor.log").read_text()
+    assert judged in first and f"re-runs of Case {case_id(square(0))}" in first
     assert judged in (tmp_path / "classify" / "spare-1" / "executor.log").read_text()
     assert "case" not in (tmp_path / "classify" / "spare-2" / "executor.log").read_text()
     assert not list((tmp_path / "classify").glob("*/0"))  # no executor started at the re-run

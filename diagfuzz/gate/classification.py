@@ -18,6 +18,7 @@ Triton's and inductor's compile caches.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import Counter
@@ -150,14 +151,20 @@ class Classifier:
         for runner in spares:
             runner.close()
 
-    def _fresh(self, log: Path | None, oracle: str, timeout: float) -> ProcessRunner | None:
-        """A spare if one is left, else a new executor (None once stopped)."""
+    def _fresh(self, case: Case, log: Path | None, oracle: str,
+               timeout: float) -> ProcessRunner | None:
+        """A spare if one is left, else a new executor (None once stopped). A spare's log
+        says first which Case it re-runs (its directory cannot name it)."""
         with self._lock:
             if self.stopped:
                 return None
             if self._spares:
                 runner = self._spares.pop(0)
                 runner.oracle, runner.timeout = oracle, timeout
+                if runner.log is not None:
+                    with contextlib.suppress(OSError), runner.log.open("a") as out:
+                        out.write(f"[diagfuzz classification: re-runs of Case "
+                                  f"{case_id(case)}: {case.describe()}]\n")
                 return runner
             runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
                                    oracle=oracle, workdir=log, strict=self.rerun.strict)
@@ -167,7 +174,7 @@ class Classifier:
     def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
               timeout: float) -> list[Verdict]:
         """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped)."""
-        runner = self._fresh(log, oracle, timeout)
+        runner = self._fresh(case, log, oracle, timeout)
         if runner is None:
             return []
         verdicts: list[Verdict] = []

@@ -131,7 +131,9 @@ def plan_lines(opts: Options) -> list[str]:
               else STAGE_EXECUTORS_RULE)
     lines.append(f"  stage executors      {chosen}")
     lines.append("                       for the stages above but the suite; each op, "
-                 "dtype, rank and layout class on one")
+                 "dtype, rank and layout class on one;")
+    lines.append("                       from 2, torch.compile parity on one of its own, "
+                 "beside the other stages")
     lines.append(f"  classification       each cause's Case {opts.repeats} times in one fresh "
                  "process, a second when they disagree")
     lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "
