@@ -154,7 +154,7 @@ class Classifier:
     def _fresh(self, case: Case, log: Path | None, oracle: str,
                timeout: float) -> ProcessRunner | None:
         """A spare if one is left, else a new executor (None once stopped). A spare's log
-        says first which Case it re-runs (its directory cannot name it)."""
+        then says which Case it re-runs (its directory cannot name it)."""
         with self._lock:
             if self.stopped:
                 return None

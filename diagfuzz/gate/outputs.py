@@ -186,8 +186,9 @@ def markdown(result: Result) -> str:
         lines += [f"**Stopped by {result.stopped}** after {result.seconds:.1f} s: what "
                   "finished is below; stages and findings it cut short say so.", ""]
     unrun = [f"{s.name} ({s.skipped})" for s in not_run(result.stages)]
-    unrun += [f"{s.name} ({s.note if s.note == NEVER_BEGAN else 'ended before it reported a Case'})"
-              for s in cut_before_running(result.stages)]
+    for s in cut_before_running(result.stages):
+        why = NEVER_BEGAN if s.note == NEVER_BEGAN else "ended before it reported a Case"
+        unrun.append(f"{s.name} ({why})")
     if unrun:
         lines += ["**Not run:** " + "; ".join(unrun), ""]
     lines += registration_lines(result.registrations)
