@@ -405,10 +405,15 @@ def parser() -> argparse.ArgumentParser:
                        description="Run one reproducer script (written by a fuzz run or "
                                    "the gate) or one corpus .json file.")
     r.add_argument("path", type=Path)
-    r.add_argument("--repeat", type=_positive_int, default=1)
-    r.add_argument("--device", type=_device)
+    r.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
+                   help="run the Case N times, each judged (default 1): a flaky failure "
+                        "shows as k of N")
+    r.add_argument("--device", type=_device, metavar="cpu|cuda",
+                   help="where to run it (default: the reproducer's own)")
     r.add_argument("--impl", help="MODULE:ATTR to run it against instead of the recorded one")
-    r.add_argument("--timeout", type=_seconds)
+    r.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                   help="seconds the Case may take before it counts as a hang (default: the "
+                        "reproducer's own)")
     r.add_argument("--in-process", action="store_true",
                    help="run in this process (for a debugger; a crash kills it)")
     r.set_defaults(func=_repro)
