@@ -149,6 +149,11 @@ def _failing_cases(stage: Any) -> int:
     return sum(f.stages.get(stage.name, f.count) for f in stage.failures)
 
 
+def _causes(stage: Any) -> int:
+    """The causes a stage's failing Cases are (its findings merged by signature)."""
+    return len({f.key for f in stage.failures})
+
+
 def _finding_lines(n: int, f: Finding) -> list[str]:
     v, c = f.verdict, f.classification
     assert v.case is not None and f.signature is not None
@@ -207,8 +212,7 @@ def markdown(result: Result) -> str:
             if s.name == "classification":  # it judges findings, not Cases: its note says
                 counts = "— | — | — | —"
             else:
-                merged = len({f.key for f in s.failures})  # a stage's failing Cases, merged
-                counts = f"{s.ran} | {_failing_cases(s)} | {merged} | {s.unsupported}"
+                counts = f"{s.ran} | {_failing_cases(s)} | {_causes(s)} | {s.unsupported}"
             lines.append(f"| {s.name} | {counts} | {s.seconds:.1f} s | {note} |")
         lines.append("")
     errors = [s for s in result.stages if s.error]
@@ -334,7 +338,7 @@ def to_json(result: Result) -> dict[str, Any]:
                                             for op, levels in
                                             not_applicable(result).items()}},
         "device": result.device, "seconds": round(result.seconds, 3), "error": result.error,
-        "stages": [{"name": s.name, "cases": s.ran, "failures": len({f.key for f in s.failures}),
+        "stages": [{"name": s.name, "cases": s.ran, "failures": _causes(s),
                     "failing_cases": _failing_cases(s),
                     "unsupported": s.unsupported, "error": s.error, "skipped": s.skipped,
                     "note": s.note, "cut": s.cut, "stopped": s.stopped,

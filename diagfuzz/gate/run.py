@@ -221,6 +221,9 @@ class Gate:
         self.wall_start = time.time()
         self.progress = GateProgress(opts.quiet, suite_root=suite_root(opts))
         self.ctx = Context(opts, self.progress, self.deadline, self._stop.is_set)
+        #: Every executor of the fixed stages (``stage_pool``): what a stop closes.
+        self.pool: FanoutRunner | None = None
+        #: The pool's executors that judge the stages in turn.
         self.runner: FanoutRunner | None = None
         #: The torch.compile stage's own executor, taken from the pool where it has two or
         #: more (``pool.split_compile_lane``); None where the stage runs in turn.
@@ -272,12 +275,12 @@ class Gate:
             # after a crash); the suite's workers have their own. With two or more, the
             # torch.compile stage takes one of them and runs beside the other stages.
             self.stage_executors = stage_executors(opts, self.device)
-            pool_runner = stage_pool(opts.impl, self.device, self.stage_executors,
-                                     opts.timeout, opts.run_dir / "executor", opts.strict)
+            self.pool = stage_pool(opts.impl, self.device, self.stage_executors,
+                                   opts.timeout, opts.run_dir / "executor", opts.strict)
             self.runner, self.compile_runner = (
-                split_compile_lane(pool_runner) if opts.compile_sample else (pool_runner, None))
+                split_compile_lane(self.pool) if opts.compile_sample else (self.pool, None))
             with _environment(env_cache):
-                pool_runner.launch()  # they start while this process loads the impl
+                self.pool.launch()  # they start while this process loads the impl
             try:
                 impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
@@ -391,11 +394,8 @@ class Gate:
         if classifier is not None:
             classifier.stop()
         stop_children(self.ctx, self.grace)
-        # Every executor of the pool, within one wait.
-        lanes = [r for r in (self.runner, self.compile_runner) if r is not None]
-        if lanes:
-            FanoutRunner([p for lane in lanes for p in lane.runners]).close(
-                min(CLOSE_WAIT, self.grace))
+        if self.pool is not None:  # every executor of the pool, within one wait
+            self.pool.close(min(CLOSE_WAIT, self.grace))
 
     def stages(self) -> list[Stage]:
         """The stages begun, in report order."""
