@@ -518,7 +518,10 @@ class Forked:
                 return None
             self.returncode = -signal.SIGKILL  # the server went before it forked this one
             return self.returncode
-        if self._pid not in self.server.exits and not _exists(self._pid):
+        # A live server reaps its children: an exited one is soon reported. Only once it
+        # is gone does an unreaped orphan have to be told apart (``_exists``, from /proc).
+        running = (_signalable(self._pid) if self.server.alive() else _exists(self._pid))
+        if self._pid not in self.server.exits and not running:
             # Reaped: the server sends its status right after, unless the server is gone.
             deadline = time.monotonic() + EXIT_REPORT_WAIT
             with contextlib.suppress(EOFError, OSError):
@@ -551,16 +554,23 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
 
+def _signalable(pid: int) -> bool:
+    """Whether ``pid`` is there to signal: running, or exited and not yet reaped."""
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno != errno.ESRCH
+    return True
+
+
 def _exists(pid: int) -> bool:
     """Whether ``pid`` still runs: not when it is gone, nor when it has exited and waits to
     be reaped. A zombie matters once the server is gone (a stop signal sent to the whole
     process group, as ``timeout`` and Ctrl-C send it, ends the server too): its orphans
     are then reaped by the system's init, which in a container may never do it, and no
-    status will ever come for them."""
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno != errno.ESRCH
+    status will ever come for them. Reads /proc: for a gone server's children only."""
+    if not _signalable(pid):
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
