@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from diagfuzz.core import progress
 from diagfuzz.core.case import Case
 from diagfuzz.core.dispatch import under_test
 from diagfuzz.oracles.aten import aten_with_out
@@ -24,9 +25,14 @@ ATEN = aten_with_out
 def call_op(impl: Any, case: Case, args: dict[str, Any]) -> Any:
     """Call ``impl``'s op for ``case`` with ``args`` (``diagfuzz.specs.arguments``), the
     ``.out`` overload when ``args`` holds ``out``: the one call that runs under the
-    libraries' registrations (``under_test``); aten as an impl defers them again."""
-    with under_test():
-        return spec_of(case.op).call(impl, case, args)
+    libraries' registrations (``under_test``); aten as an impl defers them again. Its
+    start and end are progress marks: an executor's runner times a stuck call from them."""
+    progress.tick()
+    try:
+        with under_test():
+            return spec_of(case.op).call(impl, case, args)
+    finally:
+        progress.tick()
 
 
 def expected(case: Case, args: dict[str, Any]) -> tuple[Any, str]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from diagfuzz.core import progress
 from diagfuzz.core.case import upload
 
 #: Every chunk of the copy back starts at a multiple of this (the widest element), so any
@@ -58,6 +59,8 @@ def to_host(tensors: list[torch.Tensor],
         copies = gather([tensors[i] for i in indices], copy)
         for i, host in zip(indices, copies, strict=True):
             out[i] = host
+    if groups:
+        progress.tick()  # the device's work, a stuck kernel's included, ends here
     return out
 
 

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -22,8 +23,10 @@ from diagfuzz.core.case import Case
 from diagfuzz.core.impl import ImplError
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import messages as msg
+from diagfuzz.execution.beacon import Marks, Stalled, StallWatch, install_marks
 from diagfuzz.execution.profiling import Profiler
 from diagfuzz.execution.timeline import mark, process_start
+from diagfuzz.execution.timeouts import KNOWN_HANG_NOTE
 from diagfuzz.execution.timing import Clock, ExecutorTiming
 
 
@@ -133,7 +136,9 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
     _send(conn, msg.Ready(os.getpid(), warmed))
     profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
     try:
-        _answer(inbox, conn, impl, device, oracles, profiler, strict, timing)
+        marks = install_marks()
+        _answer(inbox, conn, impl, device, oracles, profiler, strict, timing, marks,
+                StallWatch(marks))
     finally:
         profiler.dump()
         timing.dump()
@@ -141,7 +146,8 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
 
 def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles: Any,
             profiler: Profiler, strict: bool = False,
-            timing: ExecutorTiming | None = None) -> None:
+            timing: ExecutorTiming | None = None, marks: Marks | None = None,
+            watch: StallWatch | None = None) -> None:
     """Answer Run/Health requests until the runner closes the pipe or asks to close.
 
     A batchable ``Run`` (not ``single``, an oracle of ``oracles.BATCHED``) is judged
@@ -155,6 +161,7 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
     markers = os.environ.get(msg.MARKERS_ENV) == "1"
     ahead: list[msg.Message] = []  # read while filling a batch, not yet answered
     closed = False
+    marks = marks or Marks(None)
     while True:
         if timing is not None:  # what was judged so far, for an executor a crash may kill
             timing.checkpoint()
@@ -173,7 +180,7 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
             # Mark where this Case's stderr starts: the runner cuts a dying Case's tail
             # here (a size it took itself could be taken after the Case began).
             os.write(2, msg.CASE_MARKER.format(runs).encode())
-        if (isinstance(request, msg.Run) and not request.single
+        if (isinstance(request, msg.Run) and not request.single and not request.stall
                 and request.oracle in oracles.BATCHED):
             batch = [request]
             while len(batch) < MAX_BATCH and not ahead and not closed and inbox.poll(0):
@@ -182,13 +189,16 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 except EOFError:
                     closed = True
                     break
-                if (isinstance(queued, msg.Run) and not queued.single
+                if (isinstance(queued, msg.Run) and not queued.single and not queued.stall
                         and queued.oracle == request.oracle):
                     batch.append(queued)
                 else:
                     ahead.append(queued)
             runs += len(batch)
+            marks.begin()
             reply = _judge_batch(batch, impl, device, oracles, profiler, strict, timing)
+            if isinstance(reply, msg.BatchJudged):
+                reply = replace(reply, stretch=round(marks.end(), 6))
             _send(conn, reply)
             if isinstance(reply, msg.Raised):
                 health = _health_reply(device)
@@ -209,17 +219,21 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 oracle = getattr(oracles, request.oracle)
                 profiler.enable()
                 started = time.perf_counter()
+                case = Case.from_json(request.case)
+                marks.begin()
                 try:
-                    case = Case.from_json(request.case)
-                    verdict = oracle(case, impl, device, strict=strict)
+                    verdict = _judge_watched(oracle, case, impl, device, strict, watch,
+                                             request.stall)
                 finally:
                     profiler.disable()
+                stretch = round(marks.end(), 6)
                 if timing is not None:
                     timing.case(case.op, case.dtype, time.perf_counter() - started)
                 if verdict.case is case:  # the runner holds it: no need to send it back
-                    reply = msg.Judged(verdict.to_json_without_case(), same_case=True)
+                    reply = msg.Judged(verdict.to_json_without_case(), same_case=True,
+                                       stretch=stretch)
                 else:
-                    reply = msg.Judged(verdict.to_json())
+                    reply = msg.Judged(verdict.to_json(), stretch=stretch)
                 passed = verdict.ok
         except Exception as exc:
             reply = msg.Raised(repr(exc), traceback.format_exc())
@@ -232,6 +246,26 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
             _send(conn, health)
             if not isinstance(health, msg.Healthy):
                 return
+
+
+def _judge_watched(oracle: Any, case: Case, impl: Any, device: str, strict: bool,
+                   watch: StallWatch | None, stall: float) -> Verdict:
+    """The oracle's verdict of ``case``; ``hang`` where it made no progress within
+    ``stall`` seconds and the watch could stop it (``StallWatch``), the executor living on."""
+    if watch is None or stall <= 0:
+        return oracle(case, impl, device, strict=strict)
+    try:
+        with watch.watch(stall):
+            return oracle(case, impl, device, strict=strict)
+    except Stalled as exc:
+        # Where it was stuck: the stack the signal found, less the watch's own frame.
+        stack = traceback.extract_tb(exc.__traceback__)[:-1]
+        where = "Stopped here (most recent call last):\n" + "".join(
+            traceback.format_list(stack))
+        return Verdict("hang", "executor:timeout",
+                       f"no progress within {stall:g}s (calibrated); stopped in the executor",
+                       case, {"timeout": stall, "stopped_in_executor": True,
+                              "known_hang": KNOWN_HANG_NOTE, "stderr_tail": where[-4000:]})
 
 
 def _judge_batch(batch: list[msg.Run], impl: Any, device: str, oracles: Any,

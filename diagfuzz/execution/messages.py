@@ -17,14 +17,17 @@ from typing import Any
 class Run:
     """Judge one Case (its JSON) with the oracle function of ``diagfuzz.oracles`` named.
 
-    Unless ``single``, the executor may judge it in a batch with the ``Run`` requests queued
-    right behind it (``BatchJudged`` answers them all); ``single`` Cases are judged alone,
-    each answered by its own ``Judged`` (how a failed batch is judged again).
+    Unless ``single`` (or ``stall``), the executor may judge it in a batch with the ``Run``
+    requests queued right behind it (``BatchJudged`` answers them all); ``single`` Cases are
+    judged alone, each answered by its own ``Judged`` (how a failed batch is judged again).
     """
 
     case: str
     oracle: str = "check"
     single: bool = False
+    #: Seconds without progress after which the executor stops the Case itself and answers
+    #: ``hang`` (0: it never does; ``diagfuzz.execution.beacon.StallWatch``).
+    stall: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,13 @@ class StartFailed:
 
 @dataclass(frozen=True)
 class Judged:
-    """A Case's Verdict as JSON; ``same_case``: without its Case (the runner has it)."""
+    """A Case's Verdict as JSON; ``same_case``: without its Case (the runner has it).
+    ``stretch``: the longest seconds between two progress marks while judging it (what the
+    runner calibrates its timeouts on: ``diagfuzz.execution.timeouts``)."""
 
     verdict: str
     same_case: bool = False
+    stretch: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -68,11 +74,13 @@ class BatchJudged:
     (JSON, without its Case) is ``verdicts[which[i]]``. Passing Cases share a few rows; a
     failing Case's verdict is its judgement alone (the executor judged it again alone).
     ``health``: '' when the health check after failing Cases passed (or none failed), else
-    its traceback: the batch must be judged again, one Case at a time, elsewhere."""
+    its traceback: the batch must be judged again, one Case at a time, elsewhere.
+    ``stretch``: as ``Judged``'s, over the whole batch."""
 
     verdicts: list[str]
     which: list[int]
     health: str = ""
+    stretch: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,14 @@ from typing import TYPE_CHECKING, Any
 
 from diagfuzz.execution import forkserver
 from diagfuzz.execution import messages as msg
+from diagfuzz.execution.beacon import BEACON_ENV, Beacon
+from diagfuzz.execution.timeouts import (
+    FAULT_KINDS,
+    KNOWN_HANG_NOTE,
+    Calibration,
+    KnownFaults,
+    learnt_for,
+)
 from diagfuzz.execution.timing import TIMING_ENV
 
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
@@ -101,6 +109,9 @@ MAX_IN_FLIGHT = 64
 #: Seconds ``close`` waits for an asked executor to exit before it kills it (one judging a
 #: batch reads the request only after it).
 CLOSE_WAIT = 2.0
+#: Seconds past a known hang's allowance the runner waits for the executor to stop the Case
+#: itself before it kills it (a call stuck in C takes no signal: ``beacon.StallWatch``).
+STALL_GRACE = 1.0
 #: Bytes each pipe to and from an executor holds (Linux; elsewhere the default).
 _PIPE_BYTES = 1 << 20
 
@@ -209,7 +220,8 @@ class ProcessRunner:
                  workdir: str | os.PathLike[str] | None = None,
                  start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
                  window: int = MAX_IN_FLIGHT, strict: bool = False,
-                 batch: bool | None = None) -> None:
+                 batch: bool | None = None,
+                 learnt: tuple[Calibration, KnownFaults] | None = None) -> None:
         timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
@@ -222,7 +234,19 @@ class ProcessRunner:
         self.strict = strict  #: the oracle's --diagfuzz-strict (diagfuzz.oracles.policy)
         #: Whether the executor may judge Cases in batches (``batching_default``).
         self.batch = batching_default() if batch is None else batch
+        #: The most seconds a Case may stall: the upper bound of its calibrated allowance.
         self.timeout = float(timeout)
+        #: What the run learnt of the impl's times and confirmed faults
+        #: (``diagfuzz.execution.timeouts``), shared with the run's other runners; by
+        #: default this runner's own.
+        self.calibration, self.known = learnt or learnt_for(None)
+        self._beacon: Beacon | None = None
+        #: (oracle, op, dtype) the current executor has judged: a later one is not a first call.
+        self._seen: set[tuple[str, str, str]] = set()
+        #: (oracle, op, dtype) sent to the current executor: the first of each goes alone.
+        self._sent: set[tuple[str, str, str]] = set()
+        #: The head's allowance (``_deadline``), kept while what it depends on is unchanged.
+        self._group_allowance: tuple[tuple[int, ...], float] = ((), 0.0)
         self.oracle = oracle
         self.start_timeout = start_timeout
         self.health_timeout = health_timeout
@@ -316,6 +340,11 @@ class ProcessRunner:
                    else dict(os.environ))
             if self.log is not None:  # where it writes its time breakdown (timing.py)
                 env.setdefault(TIMING_ENV, str(self.log.parent))
+            if self._beacon is None:
+                self._beacon = Beacon(None if self.log is None else self.log.parent)
+            self._beacon.reset()
+            self._seen, self._sent = set(), set()
+            env[BEACON_ENV] = str(self._beacon.path)
             if self.starts:  # a replacement: it starts inside a shard's time
                 env[msg.WARM_UP_ENV] = "0"
             server = forkserver.shared()
@@ -394,6 +423,9 @@ class ProcessRunner:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(wait)
         self._kill()
+        if self._beacon is not None:
+            self._beacon.close()
+            self._beacon = None
 
     def request_close(self) -> None:
         """Ask the executor to exit without waiting (``close`` waits): a runner closing
@@ -447,14 +479,28 @@ class ProcessRunner:
         arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
         self._ready.extend(arrived)
         oracle = oracle or self.oracle
-        request = _Request(next(self._tickets), case, oracle, timeout or self.timeout,
-                           single=not (self.batch and oracle in msg.BATCHED_ORACLES))
+        # Alone: an op with a confirmed hang or crash, so the next such Case loses only
+        # itself; an executor's first call of an op and dtype, so the longer allowance of
+        # a first call (a JIT library compiles) covers that Case, not a whole batch.
+        key = (oracle, case.op, case.dtype)
+        known = self.known.has(case.op)
+        single = (not (self.batch and oracle in msg.BATCHED_ORACLES)
+                  or known or key not in self._sent)
+        timeout = timeout or self.timeout
+        # A known hang's next Case is stopped by the executor itself, which lives on.
+        stall = (self.calibration.allowance(oracle, case, timeout, first=key not in self._sent,
+                                            known=True)
+                 if self.known.has(case.op, "hang") else 0.0)
+        request = _Request(next(self._tickets), case, oracle, timeout, single=single,
+                           stall=stall)
         message = request.message()
         if not self._queue:
-            self._send_to_idle(message)
+            self._send_to_idle(message)  # (may start an executor: ``_sent`` anew)
+            self._sent.add(key)
             self._queue.append(request)
             self._head_started_now()
             return request.ticket
+        self._sent.add(key)
         self._queue.append(request)
         try:
             assert self._out is not None
@@ -524,13 +570,19 @@ class ProcessRunner:
         assert self._conn is not None
         # A batch of one Case, the only one in flight, failed as that Case itself would.
         alone = head.single or len(self._queue) == 1
-        deadline = self._head_started + head.timeout
-        if not self._conn.poll(max(0.0, deadline - time.monotonic()) if block else 0.0):
-            if time.monotonic() < deadline:
+        answered = self._conn.poll(0)
+        while not answered:  # (the deadline is worked out only while no answer waits)
+            deadline, allowance = self._deadline()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not block:
                 return None
+            answered = self._conn.poll(left)  # then again: progress may move the deadline
+        if not answered:
             if not alone:
-                return self._judge_alone("no answer within the timeout")
-            verdict = self._hang(head)
+                return self._judge_alone(f"no progress within {allowance:g}s")
+            verdict = self._hang(head, allowance)
         else:
             try:
                 reply = msg.decode(self._conn.recv())
@@ -550,18 +602,62 @@ class ProcessRunner:
                     self._queue.popleft()
                     self._next_head()
                     raise ExecutorError(str(exc), (head.ticket,)) from exc
+                if isinstance(reply, msg.Judged):
+                    # A Case the executor stopped took its allowance: no measure of time.
+                    self._observe([head], 0.0 if verdict.kind == "hang" else reply.stretch)
         self._queue.popleft()
         if not verdict.ok and head.batch_attempt:
             verdict = _with_details(verdict, batch_attempt=head.batch_attempt)
         if head.first_attempt is not None:
             verdict = _with_details(verdict,
                                     first_attempt=json.loads(head.first_attempt.to_json()))
-        elif verdict.kind in ("crash", "hang") and verdict.details.get("executor_cases", 0):
+        elif (verdict.kind in FAULT_KINDS and verdict.details.get("executor_cases", 0)
+              and not self.known.has(head.case.op, verdict.kind)):
             # The executor was replaced: confirm in a fresh one, ahead of the queue.
             self._queue.appendleft(replace(head, first_attempt=verdict, single=True))
             self._next_head()
             return []
+        if verdict.kind in FAULT_KINDS:
+            # Confirmed (or known already): no later Case of the op pays for it in full.
+            self.known.add(head.case.op, verdict.kind)
         return self._settled([(head.ticket, verdict)])
+
+    def _deadline(self) -> tuple[float, float]:
+        """(when the Case or batch at the head of the queue is a hang, the allowance that
+        gives it): ``allowance`` seconds after the executor's last progress mark (or the
+        head's start), and never later than the head's ``timeout`` after its start."""
+        head = self._queue[0]
+        key = (head.ticket, len(self._queue), len(self._seen), self.calibration.version)
+        if self._group_allowance[0] != key:  # a new head, queue, executor or measurement
+            group = [head] if head.single else list(itertools.takewhile(
+                lambda r: not r.single and r.oracle == head.oracle,
+                itertools.islice(self._queue, MAX_IN_FLIGHT)))
+            self._group_allowance = (key, max(self._allowance(r) for r in group))
+        allowance = self._group_allowance[1]
+        moved = self._beacon.last() if self._beacon is not None else 0.0
+        last = max(self._head_started, moved)
+        if head.stall:  # the executor stops it at ``stall``; a stall in C it cannot stop
+            allowance = head.stall
+            return (min(self._head_started + head.timeout,
+                        last + head.stall + max(STALL_GRACE, head.stall)), allowance)
+        return min(self._head_started + head.timeout, last + allowance), allowance
+
+    def _allowance(self, request: _Request) -> float:
+        """Seconds ``request`` may stall in the current executor (``timeouts``)."""
+        case = request.case
+        return self.calibration.allowance(
+            request.oracle, case, request.timeout,
+            first=(request.oracle, case.op, case.dtype) not in self._seen,
+            known=request.single and self.known.has(case.op, "hang"))
+
+    def _observe(self, requests: list[_Request], stretch: float) -> None:
+        """Calibrate on an answer for ``requests`` whose longest stretch took ``stretch``."""
+        keys = {(r.oracle, r.case.op, r.case.dtype) for r in requests}
+        first = not keys <= self._seen
+        self._seen |= keys
+        if stretch > 0:
+            self.calibration.observe(requests[0].oracle, [r.case for r in requests],
+                                     stretch, first)
 
     def _settled(self, settled: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
         """``settled``, after the next Case in flight has started."""
@@ -597,6 +693,7 @@ class ProcessRunner:
                                 tuple(r.ticket for r in self._queue))
         self._served += count
         self.batch_sizes[count] += 1
+        self._observe(list(itertools.islice(self._queue, count)), reply.stretch)
         settled = []
         for row in reply.which:
             request = self._queue.popleft()
@@ -629,7 +726,11 @@ class ProcessRunner:
         try:
             self._start()
             assert self._out is not None
-            for request in self._queue:
+            for i, request in enumerate(self._queue):
+                key = (request.oracle, request.case.op, request.case.dtype)
+                if key not in self._sent:  # a first call in the replacement: alone
+                    self._sent.add(key)
+                    self._queue[i] = request = replace(request, single=True)
                 self._out.send(request.message())
         except Exception as exc:
             self._kill()
@@ -642,17 +743,22 @@ class ProcessRunner:
         """Details every non-pass verdict of ``head`` carries."""
         return {"executor_cases": self._served, "timeout": head.timeout}
 
-    def _hang(self, head: _Request) -> Verdict:
-        details = self._base(head)
-        if self.log is not None and self._proc is not None:
+    def _hang(self, head: _Request, allowance: float) -> Verdict:
+        details = {**self._base(head), "timeout": round(allowance, 3),
+                   "timeout_cap": head.timeout}
+        known = self.known.has(head.case.op, "hang")
+        if known:
+            details["known_hang"] = KNOWN_HANG_NOTE
+        if self.log is not None and self._proc is not None and not known:
             before = _size(self.log)
             self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
             _await_quiet_growth(self.log, before)
             details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         self._kill()
+        how = ("calibrated" if allowance < head.timeout else "the timeout")
         return _verdict()("hang", "executor:timeout",
-                       f"no verdict within {head.timeout:g}s; executor killed", head.case,
-                       details)
+                       f"no progress within {allowance:g}s ({how}); executor killed",
+                       head.case, details)
 
     def _died(self, head: _Request) -> Verdict:
         code = self._kill()
@@ -742,6 +848,8 @@ class _Request:
     first_attempt: Verdict | None = None
     single: bool = False
     batch_attempt: str = ""
+    #: The allowance after which the executor stops the Case itself (0: it never does).
+    stall: float = 0.0
 
     def message(self) -> str:
-        return msg.encode(msg.Run(self.case.to_json(), self.oracle, self.single))
+        return msg.encode(msg.Run(self.case.to_json(), self.oracle, self.single, self.stall))

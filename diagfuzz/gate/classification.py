@@ -32,6 +32,7 @@ from diagfuzz.core.case import Case
 from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
+from diagfuzz.execution.timeouts import Calibration, KnownFaults
 from diagfuzz.gate.options import DEFAULT_REPEATS
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
@@ -87,6 +88,9 @@ class Rerun:
     oracle: str = "check"
     strict: bool = False
     workdir: Path | None = None
+    #: The run's calibrated timeouts and confirmed faults (``diagfuzz.execution.timeouts``):
+    #: a hang's re-runs wait its calibrated allowance, not the whole timeout.
+    learnt: tuple[Calibration, KnownFaults] | None = None
 
 
 def spare_limit() -> int:
@@ -137,7 +141,8 @@ class Classifier:
                        else self.rerun.workdir / f"spare-{self._made_spares}")
                 runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device,
                                        timeout=self.rerun.timeout, oracle=self.rerun.oracle,
-                                       workdir=log, strict=self.rerun.strict)
+                                       workdir=log, strict=self.rerun.strict,
+                                       learnt=self.rerun.learnt)
                 runner.launch()
                 self._spares.append(runner)
                 self._live.add(runner)
@@ -167,7 +172,8 @@ class Classifier:
                                   f"{case_id(case)}: {case.describe()}]\n")
                 return runner
             runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
-                                   oracle=oracle, workdir=log, strict=self.rerun.strict)
+                                   oracle=oracle, workdir=log, strict=self.rerun.strict,
+                                   learnt=self.rerun.learnt)
             self._live.add(runner)
             return runner
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from diagfuzz.core import corpus
 from diagfuzz.core.roots import DEFAULT_IMPL
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
+from diagfuzz.execution.timeouts import Calibration, KnownFaults, learnt_for
 
 #: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).
 DEFAULT_BUDGET: int | None = None
@@ -61,6 +62,16 @@ class Options:
     def repro_dir(self) -> Path:
         """This run's reproducers."""
         return self.run_dir / "repro"
+
+    @property
+    def known_faults(self) -> Path:
+        """Where every process of this run shares the ops with a confirmed hang or crash
+        (``diagfuzz.execution.timeouts``)."""
+        return self.run_dir / "known-faults"
+
+    def learnt(self) -> tuple[Calibration, KnownFaults]:
+        """The calibration and known faults every runner of this gate process shares."""
+        return learnt_for(self.known_faults)
 
     @property
     def triton_cache(self) -> Path:

@@ -296,6 +296,18 @@ def time_lines(data: dict[str, Any]) -> list[str]:
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in data.get("stages_s", {}).items())
     if stages:
         lines.append(f"- stages (wall; the fuzz suite runs beside the others): {stages}")
+    limits = data.get("timeouts")
+    if limits:
+        ops = ", ".join(
+            f"{op} {v['warm_s'] if v['warm_s'] is not None else '-'} s (first call "
+            f"{v['first_call_s'] if v['first_call_s'] is not None else '-'} s)"
+            for op, v in limits.get("ops", {}).items())
+        lines.append(f"- timeouts: {limits['rule']}" + (f"; used by the fixed stages: {ops}"
+                                                         if ops else ""))
+        if limits.get("confirmed_faults"):
+            lines.append("- confirmed hangs and crashes (each later Case of the op judged "
+                         "alone, not confirmed again): "
+                         + ", ".join(limits["confirmed_faults"]))
     for group, t in data.get("executors", {}).items():
         total = sum(float(t.get(k, 0.0)) for k in ("startup_s", "import_s", "warmup_s",
                                                    "first_calls_s", "judging_s"))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.execution.timeouts import Calibration, KnownFaults
 
 if TYPE_CHECKING:
     from diagfuzz.core.case import Case, Layout
@@ -38,10 +39,12 @@ def auto_stage_executors(cpus: int, suite_workers: int) -> int:
 
 
 def stage_pool(impl: str, device: str, executors: int, timeout: float, workdir: Path,
-               strict: bool) -> FanoutRunner:
-    """``executors`` executors, each logging (and timing) under ``workdir/<index>``."""
+               strict: bool, learnt: tuple[Calibration, KnownFaults] | None = None
+               ) -> FanoutRunner:
+    """``executors`` executors, each logging (and timing) under ``workdir/<index>``, all
+    calibrating their timeouts and learning confirmed faults together (``learnt``)."""
     return FanoutRunner([ProcessRunner(impl, device, timeout=timeout, strict=strict,
-                                       workdir=workdir / str(index))
+                                       workdir=workdir / str(index), learnt=learnt)
                          for index in range(executors)])
 
 

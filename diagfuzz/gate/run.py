@@ -36,7 +36,7 @@ from typing import Any
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
-from diagfuzz.execution import timing
+from diagfuzz.execution import timeouts, timing
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
@@ -73,7 +73,7 @@ from diagfuzz.gate.stages import (
     suite_stage,
 )
 from diagfuzz.gate.usage import check_ops_provided
-from diagfuzz.harness.reproducers import write_reproducer
+from diagfuzz.harness.reproducers import reproducer_timeout, write_reproducer
 from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
 from diagfuzz.impl import (
     ImplError,
@@ -276,7 +276,8 @@ class Gate:
             # torch.compile stage takes one of them and runs beside the other stages.
             self.stage_executors = stage_executors(opts, self.device)
             self.pool = stage_pool(opts.impl, self.device, self.stage_executors,
-                                   opts.timeout, opts.run_dir / "executor", opts.strict)
+                                   opts.timeout, opts.run_dir / "executor", opts.strict,
+                                   opts.learnt())
             self.runner, self.compile_runner = (
                 split_compile_lane(self.pool) if opts.compile_sample else (self.pool, None))
             with _environment(env_cache):
@@ -343,7 +344,7 @@ class Gate:
         if self.classifier is None:
             opts = self.opts
             rerun = Rerun(opts.impl, self.device, opts.timeout, "check", opts.strict,
-                          opts.run_dir / "classify")
+                          opts.run_dir / "classify", opts.learnt())
             self.classifier = Classifier(rerun, opts.repeats)
         return self.classifier
 
@@ -470,7 +471,8 @@ class Gate:
             ratio = f.classification.ratio if f.classification else ""
             f.reproducer = write_reproducer(  # absolute: the command runs from anywhere
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
-                timeout=opts.timeout, oracle=f.oracle, verdict=f.verdict,
+                timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
+                verdict=f.verdict,
                 reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
             # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
@@ -501,6 +503,7 @@ class Gate:
                                if start is not None else None),
             "stages_s": {s.name: round(s.seconds, 3) for s in stages},
             "stage_executors": self.stage_executors,
+            "timeouts": timeouts.report(self.opts.learnt(), self.opts.timeout),
             "executors": {}}
         ran = {s.name for s in stages}
         for name, directory in groups.items():

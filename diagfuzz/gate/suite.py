@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diagfuzz.execution.messages import WARM_UP_ENV
+from diagfuzz.execution.timeouts import KNOWN_FAULTS_ENV
 from diagfuzz.gate.options import Options
 from diagfuzz.harness.workers import TRITON_CACHE_ENV
 
@@ -94,6 +95,8 @@ def suite_environment(opts: Options) -> dict[str, str]:
     # No executor warm-up: it readies the suite's pace figure, which the gate does not
     # report, and it sits on every worker's start-up.
     env.setdefault(WARM_UP_ENV, "0")
+    # Its workers and the gate's executors learn each other's confirmed hangs and crashes.
+    env[KNOWN_FAULTS_ENV] = str(opts.known_faults.resolve())
     return env
 
 

@@ -330,7 +330,8 @@ class Reporter:
                 finding.reproducer = str(repro.write_reproducer(
                     verdict.case, directory, impl=self.plan.impl,
                     device=self.plan.device or planning.device(),
-                    timeout=self.plan.timeout or _default_timeout(), verdict=verdict,
+                    timeout=repro.reproducer_timeout(
+                        verdict, self.plan.timeout or _default_timeout()), verdict=verdict,
                     impl_path=self.plan.impl_path, strict=self.plan.strict).resolve())
         except OSError as exc:
             self.write_error = f"could not write reproducers in {directory}: {exc}"

@@ -24,6 +24,7 @@ def run_huge_tier(shard: Shard) -> None:
     """Judge the huge Cases of ``shard``'s run; skipped with the reason off a CUDA GPU."""
     from diagfuzz.execution.parent import ProcessRunner
     from diagfuzz.harness import planning
+    from diagfuzz.harness.worker import learnt
     from diagfuzz.strategies import huge_cases
 
     plan = shard.session.plan
@@ -39,5 +40,5 @@ def run_huge_tier(shard: Shard) -> None:
     cases = huge_cases(shard.seed, ops=tuple(plan.ops), dtypes=allowed)
     timeout = max(plan.timeout or 0.0, huge.TIMEOUT)
     with ProcessRunner(plan.impl, device, timeout, oracle="check_huge", strict=plan.strict,
-                       workdir=Path(plan.run_dir) / "huge") as runner:
+                       workdir=Path(plan.run_dir) / "huge", learnt=learnt(plan)) as runner:
         shard.judge(cases, runner.run)

@@ -141,6 +141,22 @@ def _literal(text: str) -> str:
     return repr(text)
 
 
+#: The least seconds a hang's reproducer waits for its Case (``reproducer_timeout``).
+HANG_REPRO_FLOOR = 10.0
+
+
+def reproducer_timeout(verdict: Verdict | None, cap: float) -> float:
+    """How long a reproducer waits for its Case: ``cap`` (the run's ``--timeout``), but for a
+    hang three times the calibrated allowance it stalled past, at least ``HANG_REPRO_FLOOR``
+    (a fresh process on this machine): the bug's script answers in seconds, not a minute."""
+    if verdict is None or verdict.kind != "hang":
+        return cap
+    allowance = verdict.details.get("timeout")
+    if not isinstance(allowance, (int, float)) or allowance <= 0:
+        return cap
+    return min(cap, max(HANG_REPRO_FLOOR, 3.0 * float(allowance)))
+
+
 def script_name(case: Case) -> str:
     """``repro_<op>_<case_id>.py``: stable per Case, like the corpus file name."""
     return f"repro_{case.op}_{corpus.case_id(case)}.py"

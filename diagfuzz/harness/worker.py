@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -296,7 +297,16 @@ def make_executors(plan: RunPlan, worker_id: str, device: str) -> Any:
     if plan.fans_out:
         return _fanout(plan, worker_id, ProcessRunner, device)
     return ProcessRunner(plan.impl, device, plan.timeout, workdir=plan.worker_dir(worker_id),
-                         strict=plan.strict)
+                         strict=plan.strict, learnt=learnt(plan))
+
+
+def learnt(plan: RunPlan) -> Any:
+    """What every executor runner of the run learns together: calibrated timeouts and the
+    ops with a confirmed hang or crash (``diagfuzz.execution.timeouts``), shared through
+    the run directory's file with the other workers (a gate's, under a gate)."""
+    from diagfuzz.execution.timeouts import learnt_of_run
+
+    return learnt_of_run(Path(plan.run_dir) / "known-faults")
 
 
 def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> Any:
@@ -308,7 +318,7 @@ def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> 
     runners = []
     for index in range(plan.executors):
         runner = process_runner(plan.impl, device, plan.timeout, workdir=workdir,
-                                strict=plan.strict)
+                                strict=plan.strict, learnt=learnt(plan))
         runner.log = workdir / f"executor-{index}.log"
         runners.append(runner)
     return FanoutRunner(runners)

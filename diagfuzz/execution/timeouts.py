@@ -1,0 +1,252 @@
+"""How long a Case may run before it is a hang: calibrated on the implementation's measured
+times, with the caller's timeout (``--timeout``) only as the upper bound.
+
+AFL's rule, adapted: a fuzzer that waits a fixed minute on every Case that hangs the same way
+runs for hours. Executors report, per answer, the longest stretch between two progress marks
+(an implementation's call, a device synchronisation: ``diagfuzz.execution.beacon``); a Case
+may then stall ``MULTIPLIER`` times the slowest stretch seen for its oracle, op and size
+(a factor of 4 in elements), at least a floor and at most the caller's timeout. An
+executor's first call of an op and dtype (where a JIT library compiles) is allowed
+``MULTIPLIER`` times the slowest first call seen instead (before any, the slowest Case);
+before any Case was answered, the caller's timeout.
+
+A stall past a calibrated allowance is confirmed, once per cause: the runner judges the Case
+again alone in a fresh executor, where it is a first call. Once an op has a confirmed hang
+(or crash), ``KnownFaults`` says so to every runner of the run (``learnt_for``: one file
+per run, which a gate names to its suite's processes in ``KNOWN_FAULTS_ENV``): its Cases
+are judged alone, a stall past the shorter ``KNOWN_FLOOR`` is that hang again, and no Case
+of it is confirmed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
+    from diagfuzz.core.case import Case
+
+#: A Case may stall this many times the slowest stretch seen for its kind of Case.
+MULTIPLIER = 10.0
+#: The least allowance of an op with no confirmed hang (seconds): a stall past it is
+#: confirmed in a fresh executor, so a loaded machine costs a re-run, never a false hang.
+FLOOR = 1.0
+#: The least allowance of an op whose hang is confirmed: a stall past it is that hang again.
+KNOWN_FLOOR = 0.2
+#: The least allowance of an executor's first call of an op and dtype (of an op with a
+#: confirmed hang: ``KNOWN_FLOOR``, as every Case of it runs in a fresh executor).
+FIRST_FLOOR = 2.0
+#: Where the processes of one run share their confirmed faults (a file, one per line).
+KNOWN_FAULTS_ENV = "DIAGFUZZ_KNOWN_FAULTS"
+#: The kinds of verdict that stop or kill an executor: each is confirmed once per op.
+FAULT_KINDS = ("hang", "crash")
+#: What a known hang's later Case says of itself (its verdict's ``known_hang``).
+KNOWN_HANG_NOTE = ("a hang of this op is confirmed: judged alone with the calibrated "
+                   "allowance, not confirmed again")
+
+
+def size_class(case: Case) -> int:
+    """The Case's size class: its largest tensor's elements, in factors of 4."""
+    largest = 1
+    for shape in (case.sizes, *(layout.shape for _, layout, _ in case.others)):
+        count = 1
+        for n in shape:
+            count *= max(1, int(n))
+        largest = max(largest, count)
+    return largest.bit_length() // 2
+
+
+class Slowest:
+    """The slowest of the last ``KEPT`` stretches of one kind of Case, past its outliers:
+    the ``QUANTILE`` of them (their maximum while fewer than ten). Why not the maximum of
+    all: one stretch of a process the machine did not schedule (a loaded CI runner, a
+    spinning hang beside it) would raise the allowance tenfold for the rest of the run."""
+
+    KEPT = 64
+    QUANTILE = 0.9
+
+    def __init__(self) -> None:
+        self._kept: deque[float] = deque(maxlen=self.KEPT)
+        self.value = 0.0
+
+    def add(self, stretch: float) -> None:
+        self._kept.append(stretch)
+        kept = sorted(self._kept)
+        self.value = (kept[-1] if len(kept) < 10
+                      else kept[int(self.QUANTILE * (len(kept) - 1))])
+
+
+class Calibration:
+    """The slowest stretches seen (``Slowest``), per (oracle, op, size class) and per first
+    call of an op; shared by the runners of one run (``learnt_for``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._warm: dict[tuple[str, str], dict[int, Slowest]] = {}
+        self._first: dict[tuple[str, str], Slowest] = {}
+        #: Counts the observations: an allowance worked out earlier holds while it is equal.
+        self.version = 0
+
+    def observe(self, oracle: str, cases: list[Case], stretch: float, first: bool) -> None:
+        """An answer for ``cases`` whose longest stretch took ``stretch`` seconds (``first``:
+        it held an executor's first call of one of their op and dtype)."""
+        with self._lock:
+            self.version += 1
+            for key in {(oracle, case.op, size_class(case)) for case in cases}:
+                if first:
+                    self._first.setdefault(key[:2], Slowest()).add(stretch)
+                else:
+                    self._warm.setdefault(key[:2], {}).setdefault(key[2], Slowest()).add(
+                        stretch)
+
+    def allowance(self, oracle: str, case: Case, cap: float, *, first: bool,
+                  known: bool = False) -> float:
+        """Seconds ``case`` may stall (see the module docstring), at most ``cap``."""
+        with self._lock:
+            slowest = None if first else self._slowest_warm(oracle, case)
+            floor = KNOWN_FLOOR if known else FLOOR
+            if slowest is None:
+                mine = self._first.get((oracle, case.op))
+                seen = mine.value if mine is not None else max(
+                    (s.value for (o, _), s in self._first.items() if o == oracle),
+                    default=None)
+                if seen is None:  # no first call answered yet: the slowest Case of any op
+                    seen = max((c.value for (o, _), classes in self._warm.items()
+                                if o == oracle for c in classes.values()), default=None)
+                if seen is None:
+                    return cap
+                slowest, floor = seen, (KNOWN_FLOOR if known else FIRST_FLOOR)
+        return min(cap, max(floor, MULTIPLIER * slowest))
+
+    def _slowest_warm(self, oracle: str, case: Case) -> float | None:
+        classes = self._warm.get((oracle, case.op))
+        if not classes:
+            return None
+        size = size_class(case)
+        above = [c for c in classes if c >= size]
+        if above:
+            return classes[min(above)].value
+        below = max(classes)  # larger Cases than any seen: scaled by their elements
+        return classes[below].value * 4.0 ** (size - below)
+
+    def summary(self, oracle: str, cap: float) -> dict[str, Any]:
+        """Per op, the allowance of a warm Case of its slowest size class and of a first
+        call (seconds), as the report prints them."""
+        with self._lock:
+            ops = sorted({op for o, op in (*self._warm, *self._first) if o == oracle})
+            out: dict[str, Any] = {}
+            for op in ops:
+                warm = max((s.value for s in self._warm.get((oracle, op), {}).values()),
+                           default=None)
+                slowest_first = self._first.get((oracle, op))
+                first = None if slowest_first is None else slowest_first.value
+                out[op] = {
+                    "warm_s": None if warm is None else round(
+                        min(cap, max(FLOOR, MULTIPLIER * warm)), 3),
+                    "first_call_s": None if first is None else round(
+                        min(cap, max(FIRST_FLOOR, MULTIPLIER * first)), 3)}
+            return out
+
+
+class KnownFaults:
+    """Ops with a confirmed hang or crash, shared by the runners of one run and, through
+    the file ``path``, by every process of the run (read again at most every ``refresh``
+    seconds)."""
+
+    def __init__(self, path: str | None = None, refresh: float = 0.5) -> None:
+        self._lock = threading.Lock()
+        self._faults: set[tuple[str, str]] = set()
+        self.path = path
+        self.refresh = refresh
+        self._read_at = float("-inf")
+        self._read_bytes = 0
+
+    def add(self, op: str, kind: str) -> None:
+        """``op`` has a confirmed fault of ``kind``."""
+        with self._lock:
+            if (op, kind) in self._faults:
+                return
+            self._faults.add((op, kind))
+        if self.path:
+            with contextlib.suppress(OSError):
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, f"{op} {kind}\n".encode())
+                finally:
+                    os.close(fd)
+
+    def items(self) -> list[str]:
+        """'op kind' of every confirmed fault, sorted."""
+        self._reload()
+        with self._lock:
+            return sorted(f"{op} {kind}" for op, kind in self._faults)
+
+    def has(self, op: str, kind: str | None = None) -> bool:
+        """Whether ``op`` has a confirmed fault (of ``kind``, else of any kind)."""
+        self._reload()
+        with self._lock:
+            kinds = FAULT_KINDS if kind is None else (kind,)
+            return any((op, k) in self._faults for k in kinds)
+
+    def _reload(self) -> None:
+        if not self.path or time.monotonic() - self._read_at < self.refresh:
+            return
+        self._read_at = time.monotonic()
+        try:
+            size = os.path.getsize(self.path)
+            if size == self._read_bytes:
+                return
+            with open(self.path, encoding="utf-8") as f:
+                f.seek(self._read_bytes)
+                text = f.read()
+        except OSError:
+            return
+        self._read_bytes += len(text.encode())
+        with self._lock:
+            for line in text.splitlines():
+                op, _, kind = line.partition(" ")
+                if kind in FAULT_KINDS:
+                    self._faults.add((op, kind))
+
+
+def rule(cap: float) -> str:
+    """The rule in words, as the gate's summary says it."""
+    return (f"at most {cap:g} s (--timeout); below it calibrated: {MULTIPLIER:g}x the slowest "
+            f"stretch without progress seen for the op and size, at least {FLOOR:g} s (a "
+            f"first call of an op and dtype: {FIRST_FLOOR:g} s; an op with a confirmed hang: "
+            f"{KNOWN_FLOOR:g} s)")
+
+
+def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any]:
+    """The timeouts a run used, for its JSON report: the rule, each op's allowances (seconds)
+    and the confirmed faults."""
+    calibration, known = learnt
+    return {"cap_s": cap, "rule": rule(cap), "ops": calibration.summary("check", cap),
+            "confirmed_faults": known.items()}
+
+
+_learnt: dict[str, tuple[Calibration, KnownFaults]] = {}
+_learnt_lock = threading.Lock()
+
+
+def learnt_for(path: str | os.PathLike[str] | None) -> tuple[Calibration, KnownFaults]:
+    """What the runners of one run learn together: the calibration and the known faults of
+    the run whose faults file is ``path`` (one pair per path in a process; the file shares
+    the faults with the run's other processes). None: a new pair, shared with nobody."""
+    if path is None:
+        return Calibration(), KnownFaults()
+    key = os.fspath(path)
+    with _learnt_lock:
+        if key not in _learnt:
+            _learnt[key] = (Calibration(), KnownFaults(key))
+        return _learnt[key]
+
+
+def learnt_of_run(default: str | os.PathLike[str] | None) -> tuple[Calibration, KnownFaults]:
+    """``learnt_for`` the file ``KNOWN_FAULTS_ENV`` names (a gate's, for its suite), else
+    ``default`` (the run's own)."""
+    return learnt_for(os.environ.get(KNOWN_FAULTS_ENV) or default)

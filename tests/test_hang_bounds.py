@@ -1,0 +1,194 @@
+"""A known hang or crash is paid for once: timeouts follow the impl's measured times, and an
+op whose hang (or crash) is confirmed costs each later Case of it a short allowance, alone,
+never a whole timeout and never another confirmation.
+
+The planted faults (``tests.faulty.shape_fault``) hit a common shape: every rank-4 tensor
+whose first dim is 3. With the whole timeout per hanging Case (60 s, the default), the
+runs below would take an hour; their bounds are a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from diagfuzz.core.case import Case, Layout
+from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.execution.timeouts import (
+    FIRST_FLOOR,
+    FLOOR,
+    KNOWN_FLOOR,
+    MULTIPLIER,
+    Calibration,
+    KnownFaults,
+    learnt_for,
+)
+
+CAP = 60.0  # the default --timeout: what every hang would cost without calibration
+
+
+def diagonal(sizes: tuple[int, ...], dtype: str = "float32") -> Case:
+    return Case("diagonal", sizes, 0, 0, 1, dtype, Layout.contiguous(sizes))
+
+
+def hangs(case: Case) -> bool:
+    return len(case.sizes) == 4 and case.sizes[0] == 3
+
+
+# --- the rule -----------------------------------------------------------------------------
+
+def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() -> None:
+    calib = Calibration()
+    small, large = diagonal((4, 4)), diagonal((512, 512))
+    assert calib.allowance("check", small, CAP, first=True) == CAP
+    assert calib.allowance("check", small, CAP, first=False) == CAP
+    calib.observe("check", [small], 0.5, first=True)
+    assert calib.allowance("check", small, CAP, first=True) == MULTIPLIER * 0.5
+    # No warm Case seen yet: a warm one is allowed what a first call is.
+    assert calib.allowance("check", small, CAP, first=False) == MULTIPLIER * 0.5
+    calib.observe("check", [small], 0.003, first=False)
+    assert calib.allowance("check", small, CAP, first=False) == FLOOR
+    assert calib.allowance("check", small, CAP, first=False, known=True) == KNOWN_FLOOR
+    # A larger size class than any seen: scaled by its elements (a factor of 4 a class).
+    assert calib.allowance("check", large, CAP, first=False) > FLOOR
+    calib.observe("check", [large], 0.4, first=False)
+    assert calib.allowance("check", large, CAP, first=False) == MULTIPLIER * 0.4
+    assert calib.allowance("check", small, CAP, first=False) == FLOOR  # its own class
+    # Never past the caller's timeout; other oracles calibrate on their own.
+    calib.observe("check", [small], 100.0, first=True)
+    assert calib.allowance("check", small, CAP, first=True) == CAP
+    assert calib.allowance("check_compile", small, 300.0, first=True) == 300.0
+    assert FIRST_FLOOR >= FLOOR >= KNOWN_FLOOR
+
+
+def test_known_faults_are_shared_through_the_run_file(tmp_path: Path) -> None:
+    path = tmp_path / "known-faults"
+    one, other = KnownFaults(str(path)), KnownFaults(str(path), refresh=0.0)
+    assert not other.has("diagonal")
+    one.add("diagonal", "hang")
+    one.add("diagonal", "hang")  # once in the file
+    assert other.has("diagonal") and other.has("diagonal", "hang")
+    assert not other.has("diagonal", "crash") and not other.has("diag_embed")
+    assert path.read_text() == "diagonal hang\n"
+    assert learnt_for(path) is learnt_for(str(path))  # one pair per run in a process
+    assert learnt_for(None) is not learnt_for(None)
+
+
+# --- a runner over a common-shape fault -----------------------------------------------------
+
+def _cases() -> list[Case]:
+    """40 small diagonal Cases, every fourth one a hanging rank-4 shape."""
+    cases = []
+    for i in range(40):
+        n = 2 + i % 5
+        cases.append(diagonal((3, n, n, 2)) if i % 4 == 3 else diagonal((n + 1, n)))
+    return cases
+
+
+def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) -> None:
+    cases = _cases()
+    started = time.monotonic()
+    with ProcessRunner("tests.faulty.shape_fault:hang", "cpu", timeout=CAP,
+                       workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    took = time.monotonic() - started
+    assert [v.kind for v in verdicts] == ["hang" if hangs(c) else "pass" for c in cases]
+    hung = [v for v in verdicts if v.kind == "hang"]
+    # The first hang was confirmed, alone in a fresh executor; every later one is that
+    # known hang, judged alone with the known allowance, no stack dump, no confirmation.
+    assert "known_hang" not in hung[0].details
+    later = hung[1:]
+    assert all("known_hang" in v.details and "first_attempt" not in v.details for v in later)
+    assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
+    assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
+    assert (tmp_path / "known").read_text() == "diagonal hang\n"
+    assert took < CAP, took  # ten hangs: ten minutes at the whole timeout
+
+
+def test_a_rare_shape_hang_is_found_and_the_rest_pass(tmp_path: Path) -> None:
+    cases = [diagonal((n + 1, n)) for n in range(2, 12)] * 3
+    cases.insert(17, diagonal((7, 5)))
+    with ProcessRunner("tests.faulty.shape_fault:rare_hang", "cpu", timeout=CAP,
+                       workdir=tmp_path) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    kinds = [v.kind for v in verdicts]
+    assert kinds.count("hang") == 1 and kinds[17] == "hang", kinds
+    assert verdicts[17].details["timeout"] < CAP
+
+
+def test_every_case_of_one_op_hanging_costs_each_a_short_allowance(tmp_path: Path) -> None:
+    embeds = [Case("diag_embed", (n,), 0, -2, -1, "float32", Layout.contiguous((n,)))
+              for n in range(1, 13)]
+    # A passing Case first: before any answer a first call may take the whole timeout.
+    cases = [c for pair in zip([diagonal((n + 1, n)) for n in range(1, 13)], embeds,
+                               strict=True) for c in pair]
+    started = time.monotonic()
+    with ProcessRunner("tests.faulty.shape_fault:embed_hang", "cpu", timeout=CAP,
+                       workdir=tmp_path) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    took = time.monotonic() - started
+    assert [v.kind for v in verdicts] == ["pass", "hang"] * 12
+    assert sum("known_hang" in v.details for v in verdicts) == 11
+    assert took < CAP, took
+
+
+def test_a_known_crash_is_not_confirmed_again_and_costs_only_its_case(tmp_path: Path) -> None:
+    cases = _cases()
+    with ProcessRunner("tests.faulty.shape_fault:crash", "cpu", timeout=CAP,
+                       workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+        starts = runner.starts
+    assert [v.kind for v in verdicts] == ["crash" if hangs(c) else "pass" for c in cases]
+    crashed = [v for v in verdicts if v.kind == "crash"]
+    assert all("first_attempt" not in v.details for v in crashed[1:])
+    # One executor per crash and the first, plus at most the first crash's confirmation
+    # and its batch judged again alone.
+    assert starts <= len(crashed) + 3, starts
+    assert (tmp_path / "known").read_text() == "diagonal crash\n"
+
+
+def test_a_hang_inside_a_batch_is_found_by_progress_not_the_whole_timeout(
+        tmp_path: Path) -> None:
+    # Calibrated first, on passing Cases; then a batch of twelve, one of which hangs.
+    calibration, known = learnt_for(tmp_path / "known")
+    warm = [diagonal((n + 1, n)) for n in range(2, 7)] * 4
+    with ProcessRunner("tests.faulty.shape_fault:hang", "cpu", timeout=CAP,
+                       learnt=(calibration, known)) as runner:
+        for case in warm:
+            runner.submit(case)
+        assert all(v.ok for _, v in runner.drain())
+        batch = [diagonal((n + 1, n)) for n in range(2, 7)] * 2
+        batch.insert(5, diagonal((3, 2, 2, 2)))
+        started = time.monotonic()
+        for case in batch:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+        took = time.monotonic() - started
+    assert [v.kind for v in verdicts] == ["hang" if hangs(c) else "pass" for c in batch]
+    hang = verdicts[5]
+    assert "no progress within" in hang.details["batch_attempt"]
+    assert hang.details["timeout"] < CAP
+    assert took < CAP / 2, took
+
+
+def test_the_suite_shares_known_hangs_through_the_environment(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    # A gate names its run's file to the suite's workers; they read the gate's faults.
+    from diagfuzz.execution.timeouts import KNOWN_FAULTS_ENV, learnt_of_run
+
+    path = tmp_path / "gate-known"
+    KnownFaults(str(path)).add("diag_embed", "hang")
+    monkeypatch.setenv(KNOWN_FAULTS_ENV, str(path))
+    assert learnt_of_run(tmp_path / "own")[1].has("diag_embed", "hang")
+    monkeypatch.delenv(KNOWN_FAULTS_ENV)
+    assert not learnt_of_run(tmp_path / "own")[1].has("diag_embed")
+    assert os.fspath(path) != os.fspath(tmp_path / "own")
