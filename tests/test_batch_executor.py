@@ -16,6 +16,7 @@ import pytest
 
 import diagfuzz.ops as ops
 from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.execution.timeouts import Calibration, KnownFaults
 from diagfuzz.oracles.batch import MAX_BATCH
 from tests.faulty.cases import square
 from tests.test_batch_oracle import mixed, outcome
@@ -43,7 +44,7 @@ def test_a_batch_of_64_with_one_crashing_case(tmp_path: Path) -> None:
     cases = [square(o, n=4) for o in offsets]
     assert len(cases) == MAX_BATCH
     with ProcessRunner("tests.faulty.abort:impl", "cpu", timeout=30, workdir=tmp_path,
-                       window=2 * MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH, learnt=measured()) as runner:
         runner.start()
         verdicts = submitted(runner, cases)
         failures = list(runner.batch_failures)
@@ -58,7 +59,7 @@ def test_a_batch_of_64_with_one_crashing_case(tmp_path: Path) -> None:
 def test_a_hang_in_a_batch_is_its_cases(tmp_path: Path) -> None:
     offsets = [0, 2, -1, 0, 3, 2]  # hang.py never returns on offset -1
     with ProcessRunner("tests.faulty.hang:impl", "cpu", timeout=3.0, workdir=tmp_path,
-                       window=2 * MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH, learnt=measured()) as runner:
         runner.start()
         verdicts = submitted(runner, [square(o, n=4) for o in offsets])
     assert [v.kind for v in verdicts] == ["hang" if o == -1 else "pass" for o in offsets]
@@ -70,7 +71,7 @@ def test_a_poisoned_batch_blames_its_case() -> None:
     the executor is unhealthy after the batch, which is judged again alone."""
     offsets = [0, 2, 1, 0, 3]
     with ProcessRunner("tests.faulty.poison:impl", ops.DEVICE, timeout=30,
-                       window=2 * MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH, learnt=measured()) as runner:
         runner.start()
         verdicts = submitted(runner, [square(o, n=4) for o in offsets])
         after = runner.run(square(0))
@@ -79,17 +80,26 @@ def test_a_poisoned_batch_blames_its_case() -> None:
     assert after.kind == "pass"
 
 
+def measured() -> tuple[Calibration, KnownFaults]:
+    """A run's learnt times with one answer measured: until a run has one, its runners send
+    Cases alone (``ProcessRunner.submit``), and these tests are about batches."""
+    calibration = Calibration()
+    calibration.observe("check", [square(0)], 0.01, first=True)
+    return calibration, KnownFaults()
+
+
 def test_batched_verdicts_equal_verdicts_alone() -> None:
     """A mutant that breaks several checks, judged through executors in batches and alone:
     the same verdicts, and the batches really held several Cases."""
     cases = mixed(6, ("diagonal", "diagonal_backward", "diag_embed"))
     impl = "tests.mutants.unwritten_last:impl"
-    with ProcessRunner(impl, "cpu", timeout=60, window=2 * MAX_BATCH) as batched:
+    with ProcessRunner(impl, "cpu", timeout=60, window=2 * MAX_BATCH,
+                       learnt=measured()) as batched:
         batched.start()
         together = [outcome(v) for v in submitted(batched, cases)]
         sizes = dict(batched.batch_sizes)
     with ProcessRunner(impl, "cpu", timeout=60, batch=False,
-                       window=2 * MAX_BATCH) as alone_runner:
+                       window=2 * MAX_BATCH, learnt=measured()) as alone_runner:
         alone_runner.start()
         alone = [outcome(v) for v in submitted(alone_runner, cases)]
     assert together == alone
@@ -105,7 +115,7 @@ def test_a_failure_that_passes_alone_is_kept(tmp_path: Path,
     monkeypatch.setenv("DIAGFUZZ_FIRST_CALL_MARK", str(tmp_path / "called"))
     cases = [square(o, n=4) for o in (0, 2, 0, -1)]
     with ProcessRunner("tests.test_pipeline_suite:first_call_wrong", "cpu", timeout=60,
-                       window=2 * MAX_BATCH) as runner:
+                       window=2 * MAX_BATCH, learnt=measured()) as runner:
         runner.start()  # its warm-up judges aten, never the implementation
         verdicts = submitted(runner, cases)
         sizes = dict(runner.batch_sizes)

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 from diagfuzz.core.case import Case, Layout
+from diagfuzz.core.runtime import DEVICE
+from diagfuzz.execution.beacon import Beacon, Marks, watch_compiles
 from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.execution.timeouts import (
     FIRST_FLOOR,
@@ -89,7 +91,7 @@ def _cases() -> list[Case]:
 def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) -> None:
     cases = _cases()
     started = time.monotonic()
-    with ProcessRunner("tests.faulty.shape_fault:hang", "cpu", timeout=CAP,
+    with ProcessRunner("tests.faulty.shape_fault:hang", DEVICE, timeout=CAP,
                        workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
         for case in cases:
             runner.submit(case)
@@ -102,6 +104,10 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     assert "known_hang" not in hung[0].details
     later = hung[1:]
     assert all("known_hang" in v.details and "first_attempt" not in v.details for v in later)
+    # Stopped inside the executor (a stall in Python takes the watch's signal): the executor
+    # lives on, so the later hangs cost no executor start.
+    assert all(v.details.get("stopped_in_executor") for v in later)
+    assert runner_starts_of(tmp_path) <= 4
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
     assert (tmp_path / "known").read_text() == "diagonal hang\n"
@@ -111,7 +117,7 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
 def test_a_rare_shape_hang_is_found_and_the_rest_pass(tmp_path: Path) -> None:
     cases = [diagonal((n + 1, n)) for n in range(2, 12)] * 3
     cases.insert(17, diagonal((7, 5)))
-    with ProcessRunner("tests.faulty.shape_fault:rare_hang", "cpu", timeout=CAP,
+    with ProcessRunner("tests.faulty.shape_fault:rare_hang", DEVICE, timeout=CAP,
                        workdir=tmp_path) as runner:
         for case in cases:
             runner.submit(case)
@@ -128,7 +134,7 @@ def test_every_case_of_one_op_hanging_costs_each_a_short_allowance(tmp_path: Pat
     cases = [c for pair in zip([diagonal((n + 1, n)) for n in range(1, 13)], embeds,
                                strict=True) for c in pair]
     started = time.monotonic()
-    with ProcessRunner("tests.faulty.shape_fault:embed_hang", "cpu", timeout=CAP,
+    with ProcessRunner("tests.faulty.shape_fault:embed_hang", DEVICE, timeout=CAP,
                        workdir=tmp_path) as runner:
         for case in cases:
             runner.submit(case)
@@ -139,9 +145,14 @@ def test_every_case_of_one_op_hanging_costs_each_a_short_allowance(tmp_path: Pat
     assert took < CAP, took
 
 
+def runner_starts_of(workdir: Path) -> int:
+    """Executors that started under ``workdir`` (each writes its timing file)."""
+    return len(list(workdir.glob("timing-*.json")))
+
+
 def test_a_known_crash_is_not_confirmed_again_and_costs_only_its_case(tmp_path: Path) -> None:
     cases = _cases()
-    with ProcessRunner("tests.faulty.shape_fault:crash", "cpu", timeout=CAP,
+    with ProcessRunner("tests.faulty.shape_fault:crash", DEVICE, timeout=CAP,
                        workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
         for case in cases:
             runner.submit(case)
@@ -161,7 +172,7 @@ def test_a_hang_inside_a_batch_is_found_by_progress_not_the_whole_timeout(
     # Calibrated first, on passing Cases; then a batch of twelve, one of which hangs.
     calibration, known = learnt_for(tmp_path / "known")
     warm = [diagonal((n + 1, n)) for n in range(2, 7)] * 4
-    with ProcessRunner("tests.faulty.shape_fault:hang", "cpu", timeout=CAP,
+    with ProcessRunner("tests.faulty.shape_fault:hang", DEVICE, timeout=CAP,
                        learnt=(calibration, known)) as runner:
         for case in warm:
             runner.submit(case)
@@ -178,6 +189,42 @@ def test_a_hang_inside_a_batch_is_found_by_progress_not_the_whole_timeout(
     assert "no progress within" in hang.details["batch_attempt"]
     assert hang.details["timeout"] < CAP
     assert took < CAP / 2, took
+
+
+def test_progress_and_compiles_reach_the_runner_through_the_beacon(tmp_path: Path) -> None:
+    beacon = Beacon(tmp_path)
+    marks = Marks(str(beacon.path))
+    assert beacon.read() == (0.0, False)
+    marks.begin()
+    last, compiling = beacon.read()
+    assert last == marks.last and not compiling
+    marks.compile_begin()
+    assert beacon.read()[1] is True
+    marks.compile_end()
+    assert beacon.read() == (marks.last, False)
+    beacon.reset()
+    assert beacon.read() == (0.0, False)
+    beacon.close()
+    assert not beacon.path.exists()
+
+
+def test_triton_compiles_are_marked_and_earlier_hooks_kept() -> None:
+    from triton import knobs
+
+    runtime = knobs.runtime
+    before = (runtime.jit_cache_hook, runtime.jit_post_compile_hook)
+    seen: list[str] = []
+    runtime.jit_cache_hook = lambda *a, **k: seen.append("cache")
+    runtime.jit_post_compile_hook = lambda *a, **k: seen.append("post")
+    try:
+        marks = Marks(None)
+        assert watch_compiles(marks)
+        assert not runtime.jit_cache_hook(key="k")  # compiles: not skipped
+        assert marks.compiling == 1
+        runtime.jit_post_compile_hook(key="k")
+        assert marks.compiling == 0 and seen == ["cache", "post"]
+    finally:
+        runtime.jit_cache_hook, runtime.jit_post_compile_hook = before
 
 
 def test_the_suite_shares_known_hangs_through_the_environment(tmp_path: Path,

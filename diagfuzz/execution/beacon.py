@@ -7,9 +7,11 @@ mark would cost a pipe write per call and a read on the runner's side; a store i
 page costs the executor ~0.3 us and the runner nothing until it checks a deadline.
 
 The runner creates the file and passes its path in ``BEACON_ENV``; each executor it starts
-maps it. The word holds ``time.monotonic()`` of the last mark (the clock is the same for
-every process of a host). The executor also keeps the longest stretch between two marks of
-the request it judges: what its reply reports, and what the runner calibrates on.
+maps it. The first word holds ``time.monotonic()`` of the last mark (the clock is the same
+for every process of a host), the second 1.0 while Triton compiles a kernel (a JIT
+library's warm call may compile a new specialisation: the runner then allows what a first
+call gets). The executor also keeps the longest stretch between two marks of the request
+it judges: what its reply reports, and what the runner calibrates on.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from diagfuzz.core import progress
 
 #: Where an executor finds its runner's beacon file.
 BEACON_ENV = "DIAGFUZZ_BEACON"
-_WORD = struct.Struct("d")
+_WORDS = struct.Struct("dd")
 
 
 class Beacon:
@@ -39,18 +42,22 @@ class Beacon:
         fd, name = tempfile.mkstemp(prefix="beacon-", dir=directory)
         self.path = Path(name)
         with contextlib.closing(os.fdopen(fd, "r+b")) as f:
-            f.write(bytes(_WORD.size))
+            f.write(bytes(_WORDS.size))
             f.flush()
-            self._map: mmap.mmap | None = mmap.mmap(f.fileno(), _WORD.size)
+            self._map: mmap.mmap | None = mmap.mmap(f.fileno(), _WORDS.size)
 
     def reset(self) -> None:
         """No mark yet (a new executor starts)."""
         if self._map is not None:
-            _WORD.pack_into(self._map, 0, 0.0)
+            _WORDS.pack_into(self._map, 0, 0.0, 0.0)
 
-    def last(self) -> float:
-        """``time.monotonic()`` of the executor's last mark (0.0: none)."""
-        return _WORD.unpack_from(self._map, 0)[0] if self._map is not None else 0.0
+    def read(self) -> tuple[float, bool]:
+        """(``time.monotonic()`` of the executor's last mark, 0.0 for none; whether it is
+        compiling a kernel now)."""
+        if self._map is None:
+            return 0.0, False
+        last, compiling = _WORDS.unpack_from(self._map, 0)
+        return last, compiling > 0
 
     def close(self) -> None:
         if self._map is not None:
@@ -68,23 +75,36 @@ class Marks:
         self._map: mmap.mmap | None = None
         if path:
             with contextlib.suppress(OSError, ValueError), open(path, "r+b") as f:
-                self._map = mmap.mmap(f.fileno(), _WORD.size)
+                self._map = mmap.mmap(f.fileno(), _WORDS.size)
         self.last = time.monotonic()
         self.longest = 0.0
+        #: Kernels Triton is compiling now (its hooks: ``watch_compiles``).
+        self.compiling = 0
 
     def begin(self) -> None:
         """A request starts: its stretches are measured from now."""
         self.longest = 0.0
+        self.compiling = 0  # a compile that raised never said it ended
         self.tick()
 
     def tick(self) -> None:
         now = time.monotonic()
         stretch = now - self.last
-        if stretch > self.longest:
+        if stretch > self.longest and not self.compiling:
             self.longest = stretch
         self.last = now
         if self._map is not None:
-            _WORD.pack_into(self._map, 0, now)
+            _WORDS.pack_into(self._map, 0, now, float(self.compiling > 0))
+
+    def compile_begin(self) -> None:
+        """Triton starts compiling (or loading) a kernel: a stretch a warm call may take."""
+        self.tick()
+        self.compiling += 1
+        self.tick()
+
+    def compile_end(self) -> None:
+        self.compiling = max(0, self.compiling - 1)
+        self.tick()
 
     def end(self) -> float:
         """The request is judged: the longest stretch between its marks (seconds)."""
@@ -93,10 +113,40 @@ class Marks:
 
 
 def install_marks() -> Marks:
-    """The executor's marks, on its runner's beacon, called at every progress tick."""
+    """The executor's marks, on its runner's beacon, called at every progress tick and
+    around every Triton compile."""
     marks = Marks(os.environ.get(BEACON_ENV))
     progress.install(marks.tick)
+    watch_compiles(marks)
     return marks
+
+
+def watch_compiles(marks: Marks) -> bool:
+    """Mark Triton's compiles (``triton.knobs.runtime``'s JIT hooks, chained to any hook
+    already set); False where this Triton has no such hooks (then a warm call that compiles
+    may stall past its allowance, and is judged again alone, as a first call)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    runtime: Any = getattr(knobs, "runtime", None)
+    if not (hasattr(runtime, "jit_cache_hook") and hasattr(runtime, "jit_post_compile_hook")):
+        return False
+    before, after = runtime.jit_cache_hook, runtime.jit_post_compile_hook
+
+    def cache_hook(*args: object, **kwargs: object) -> object:
+        skip = before(*args, **kwargs) if before is not None else None
+        if not skip:  # it compiles (a truthy answer skips the compile and its post hook)
+            marks.compile_begin()
+        return skip
+
+    def post_compile_hook(*args: object, **kwargs: object) -> object:
+        marks.compile_end()
+        return after(*args, **kwargs) if after is not None else None
+
+    runtime.jit_cache_hook = cache_hook
+    runtime.jit_post_compile_hook = post_compile_hook
+    return True
 
 
 class Stalled(BaseException):
@@ -151,6 +201,9 @@ class StallWatch:
         assert main is not None
         while True:
             self._armed.wait()
+            if self.marks.compiling:  # a compile is progress of its own kind
+                time.sleep(0.05)
+                continue
             left = self.allowance - (time.monotonic() - self.marks.last)
             if left > 0:
                 time.sleep(min(left, 0.05))

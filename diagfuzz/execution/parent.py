@@ -110,8 +110,9 @@ MAX_IN_FLIGHT = 64
 #: batch reads the request only after it).
 CLOSE_WAIT = 2.0
 #: Seconds past a known hang's allowance the runner waits for the executor to stop the Case
-#: itself before it kills it (a call stuck in C takes no signal: ``beacon.StallWatch``).
-STALL_GRACE = 1.0
+#: itself (it answers within milliseconds when it can) before it kills it: a call stuck in C
+#: takes no signal (``beacon.StallWatch``).
+STALL_GRACE = 0.5
 #: Bytes each pipe to and from an executor holds (Linux; elsewhere the default).
 _PIPE_BYTES = 1 << 20
 
@@ -480,19 +481,15 @@ class ProcessRunner:
         self._ready.extend(arrived)
         oracle = oracle or self.oracle
         # Alone: an op with a confirmed hang or crash, so the next such Case loses only
-        # itself; an executor's first call of an op and dtype, so the longer allowance of
-        # a first call (a JIT library compiles) covers that Case, not a whole batch.
+        # itself; and the run's first Cases until one is answered, so that before any
+        # time is measured (the whole timeout is the allowance) one Case is at stake, not
+        # a batch of them.
         key = (oracle, case.op, case.dtype)
-        known = self.known.has(case.op)
         single = (not (self.batch and oracle in msg.BATCHED_ORACLES)
-                  or known or key not in self._sent)
+                  or self.known.has(case.op) or not self.calibration.measured(oracle))
         timeout = timeout or self.timeout
-        # A known hang's next Case is stopped by the executor itself, which lives on.
-        stall = (self.calibration.allowance(oracle, case, timeout, first=key not in self._sent,
-                                            known=True)
-                 if self.known.has(case.op, "hang") else 0.0)
-        request = _Request(next(self._tickets), case, oracle, timeout, single=single,
-                           stall=stall)
+        request = self._with_stall(_Request(next(self._tickets), case, oracle, timeout,
+                                            single=single))
         message = request.message()
         if not self._queue:
             self._send_to_idle(message)  # (may start an executor: ``_sent`` anew)
@@ -622,6 +619,16 @@ class ProcessRunner:
             self.known.add(head.case.op, verdict.kind)
         return self._settled([(head.ticket, verdict)])
 
+    def _with_stall(self, request: _Request) -> _Request:
+        """``request``, alone and with the allowance after which the executor stops it
+        itself, where its op has a known hang (the executor then lives on)."""
+        case = request.case
+        if request.stall or not self.known.has(case.op, "hang"):
+            return request
+        first = (request.oracle, case.op, case.dtype) not in self._sent
+        return replace(request, single=True, stall=round(self.calibration.allowance(
+            request.oracle, case, request.timeout, first=first, known=True), 3))
+
     def _deadline(self) -> tuple[float, float]:
         """(when the Case or batch at the head of the queue is a hang, the allowance that
         gives it): ``allowance`` seconds after the executor's last progress mark (or the
@@ -634,13 +641,14 @@ class ProcessRunner:
                 itertools.islice(self._queue, MAX_IN_FLIGHT)))
             self._group_allowance = (key, max(self._allowance(r) for r in group))
         allowance = self._group_allowance[1]
-        moved = self._beacon.last() if self._beacon is not None else 0.0
+        moved, compiling = self._beacon.read() if self._beacon is not None else (0.0, False)
+        cap = self._head_started + head.timeout
+        if compiling:  # Triton compiles (a JIT library's warm call may): progress too
+            return cap, head.timeout
         last = max(self._head_started, moved)
         if head.stall:  # the executor stops it at ``stall``; a stall in C it cannot stop
-            allowance = head.stall
-            return (min(self._head_started + head.timeout,
-                        last + head.stall + max(STALL_GRACE, head.stall)), allowance)
-        return min(self._head_started + head.timeout, last + allowance), allowance
+            return min(cap, last + head.stall + STALL_GRACE), head.stall
+        return min(cap, last + allowance), allowance
 
     def _allowance(self, request: _Request) -> float:
         """Seconds ``request`` may stall in the current executor (``timeouts``)."""
@@ -727,10 +735,8 @@ class ProcessRunner:
             self._start()
             assert self._out is not None
             for i, request in enumerate(self._queue):
-                key = (request.oracle, request.case.op, request.case.dtype)
-                if key not in self._sent:  # a first call in the replacement: alone
-                    self._sent.add(key)
-                    self._queue[i] = request = replace(request, single=True)
+                self._queue[i] = request = self._with_stall(request)  # hangs found since
+                self._sent.add((request.oracle, request.case.op, request.case.dtype))
                 self._out.send(request.message())
         except Exception as exc:
             self._kill()

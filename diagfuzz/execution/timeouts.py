@@ -103,6 +103,11 @@ class Calibration:
                     self._warm.setdefault(key[:2], {}).setdefault(key[2], Slowest()).add(
                         stretch)
 
+    def measured(self, oracle: str) -> bool:
+        """Whether any answer of ``oracle`` was measured yet."""
+        with self._lock:
+            return any(o == oracle for o, _ in (*self._first, *self._warm))
+
     def allowance(self, oracle: str, case: Case, cap: float, *, first: bool,
                   known: bool = False) -> float:
         """Seconds ``case`` may stall (see the module docstring), at most ``cap``."""

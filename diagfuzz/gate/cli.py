@@ -361,7 +361,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--report", type=Path, help="write the JSON report here")
     g.add_argument("--summary", type=Path, help="also write the markdown summary here")
     g.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
-                   help=f"seconds per Case before it is a hang (default {DEFAULT_TIMEOUT:g})")
+                   help="the most seconds a Case may run without progress before it is a "
+                        "hang; below it each op's allowance is calibrated on the times "
+                        f"measured in the run (default {DEFAULT_TIMEOUT:g})")
     g.add_argument("--device", type=_device,
                    help="cpu or cuda (default: cuda if there is a GPU)")
     g.add_argument("--corpus", type=Path, default=Path(corpus.DEFAULT_DIR),

@@ -144,7 +144,9 @@ def plan_lines(opts: Options) -> list[str]:
     else:
         lines.append(f"  time cap             {opts.max_seconds:g} s (the fuzz suite's own "
                      f"cap is {SUITE_SHARE:.0%} of the time left; everything stops at 95 %)")
-    lines.append(f"  per-Case timeout     {opts.timeout:g} s")
+    lines.append(f"  per-Case timeout     calibrated on measured times, at most "
+                 f"{opts.timeout:g} s; a confirmed hang's later Cases stopped at their "
+                 f"allowance")
     lines.append(f"  run directory        {opts.out_dir}/run-<UTC time>-<pid>/ (reproducers "
                  "in repro/)")
     lines.append(f"                       then {opts.out_dir}/latest points at it; the last "

@@ -113,8 +113,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"{workers.FANOUT_EXECUTORS}, at least 1): Cases go "
                          "to the one with the fewest in flight, crashes stay per executor")
     group.addoption("--diagfuzz-timeout", type=float, default=None, metavar="SECONDS",
-                    help="per-Case timeout before a Case is a hang (process isolation; "
-                         "default the executor's)")
+                    help="the most seconds a Case may run without progress before it is "
+                         "a hang; below it, calibrated on measured times (process "
+                         "isolation; default the executor's, 60)")
     group.addoption("--diagfuzz-root", default=None, metavar="DIR",
                     help="root of per-run, per-worker directories (default <rootdir>/"
                          ".diagfuzz); a run uses DIR/run-<seed>/<worker>, or run-<seed>.N "

@@ -5,8 +5,11 @@ reaches).
 ``hang`` never returns there (``DIAGFUZZ_FAULTY_SPIN=1`` spins on the CPU like an
 interpreted kernel stuck in its loop; otherwise it sleeps, like a host waiting on a stuck
 GPU kernel); ``crash`` aborts the process (SIGABRT, like a failed device assert);
-``rare_hang`` hangs only on a [7, 5] input; ``embed_hang`` on every ``diag_embed`` call.
+``rare_hang`` hangs only on a [7, 5] input; ``embed_hang`` on every ``diag_embed`` call;
+``device_hang`` launches a kernel that never ends on the input's device first (on a GPU the
+host then blocks in the next synchronisation, in C, where no signal reaches it).
 Every op and its ``.out`` form is wrapped, so the fault reaches every stage of the gate.
+``ShapeFault`` wraps any implementation the same way (``tests.faulty.flaggems_hang``).
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import triton
+import triton.language as tl
 
 from diagfuzz.impl import triton_aten
 from diagfuzz.specs import all_specs
+
+Args = tuple[Any, ...]
 
 
 def _common_shape(op: str, args: tuple[Any, ...]) -> bool:
@@ -34,42 +41,61 @@ def _embed(op: str, args: tuple[Any, ...]) -> bool:
     return op.startswith("diag_embed")
 
 
-def _never_return() -> None:
+def _never_return(args: Args) -> None:
     spin = os.environ.get("DIAGFUZZ_FAULTY_SPIN") == "1"
     while True:
         if not spin:
             time.sleep(0.05)
 
 
-Where = Callable[[str, tuple[Any, ...]], bool]
+def _abort(args: Args) -> None:
+    os.abort()
+
+
+@triton.jit
+def _spin_kernel(flag_ptr):
+    while tl.load(flag_ptr, volatile=True) == 0:
+        pass
+
+
+def _device_spin(args: Args) -> None:
+    """A kernel that waits for a flag nobody sets, on the first tensor's device."""
+    device = next(a.device for a in args if isinstance(a, torch.Tensor))
+    _spin_kernel[(1,)](torch.zeros(1, dtype=torch.int32, device=device))
+
+
+Where = Callable[[str, Args], bool]
 
 
 class ShapeFault:
-    """Every op of ``triton_aten``, with ``fault()`` called first where ``where(op, args)``."""
+    """Every op ``base`` provides, with ``fault(args)`` called first where
+    ``where(op, args)``; what ``base`` declares (dtypes, support, registration) as it is."""
 
-    uses_triton_registration = True
-
-    def __init__(self, fault: Callable[[], None], where: Where = _common_shape) -> None:
+    def __init__(self, fault: Callable[[Args], None], where: Where = _common_shape,
+                 base: Any = triton_aten) -> None:
+        self.uses_triton_registration = getattr(base, "uses_triton_registration", False)
+        for declared in ("dtypes", "supports", "registration"):  # what base declares
+            if hasattr(base, declared):
+                setattr(self, declared, getattr(base, declared))
         for spec in all_specs():
             for name in (spec.method_name, spec.out_method):
-                setattr(self, name, self._wrap(fault, where, name,
-                                               getattr(triton_aten, name)))
+                call = getattr(base, name, None)
+                if call is not None:
+                    setattr(self, name, self._wrap(fault, where, name, call))
 
     @staticmethod
-    def _wrap(fault: Callable[[], None], where: Where, name: str,
+    def _wrap(fault: Callable[[Args], None], where: Where, name: str,
               call: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            if where(name, (*args, *kwargs.values())):
-                fault()
+            if where(name, every := (*args, *kwargs.values())):
+                fault(every)
             return call(*args, **kwargs)
 
         return wrapped
 
-    def registration(self) -> Any:
-        return triton_aten.registration()
-
 
 hang = ShapeFault(_never_return)
-crash = ShapeFault(os.abort)
+crash = ShapeFault(_abort)
 rare_hang = ShapeFault(_never_return, _rare_shape)
 embed_hang = ShapeFault(_never_return, _embed)
+device_hang = ShapeFault(_device_spin)
