@@ -602,6 +602,8 @@ class ProcessRunner:
                 if isinstance(reply, msg.Judged):
                     # A Case the executor stopped took its allowance: no measure of time.
                     self._observe([head], 0.0 if verdict.kind == "hang" else reply.stretch)
+                    if verdict.kind == "hang":
+                        verdict = _with_details(verdict, timeout_cap=head.timeout)
         self._queue.popleft()
         if not verdict.ok and head.batch_attempt:
             verdict = _with_details(verdict, batch_attempt=head.batch_attempt)
