@@ -21,6 +21,7 @@ from diagfuzz.execution.timeouts import (
     FIRST_FLOOR,
     FLOOR,
     KNOWN_FLOOR,
+    KNOWN_UNMEASURED,
     MULTIPLIER,
     Calibration,
     KnownFaults,
@@ -45,6 +46,8 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     small, large = diagonal((4, 4)), diagonal((512, 512))
     assert calib.allowance("check", small, CAP, first=True) == CAP
     assert calib.allowance("check", small, CAP, first=False) == CAP
+    # A confirmed hang's next Case, before anything was measured: not the whole timeout.
+    assert calib.allowance("check", small, CAP, first=True, known=True) == KNOWN_UNMEASURED
     calib.observe("check", [small], 0.5, first=True)
     assert calib.allowance("check", small, CAP, first=True) == MULTIPLIER * 0.5
     # No warm Case seen yet: a warm one is allowed what a first call is.
@@ -52,8 +55,10 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     calib.observe("check", [small], 0.003, first=False)
     assert calib.allowance("check", small, CAP, first=False) == FLOOR
     assert calib.allowance("check", small, CAP, first=False, known=True) == KNOWN_FLOOR
-    # A larger size class than any seen: scaled by its elements (a factor of 4 a class).
+    # A larger size class than any seen: scaled by its elements (a factor of 4 a class),
+    # but for a known hang no slower than the op's slowest Case seen.
     assert calib.allowance("check", large, CAP, first=False) > FLOOR
+    assert calib.allowance("check", large, CAP, first=False, known=True) == KNOWN_FLOOR
     calib.observe("check", [large], 0.4, first=False)
     assert calib.allowance("check", large, CAP, first=False) == MULTIPLIER * 0.4
     assert calib.allowance("check", small, CAP, first=False) == FLOOR  # its own class

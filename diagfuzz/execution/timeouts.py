@@ -40,6 +40,9 @@ KNOWN_FLOOR = 0.2
 #: The least allowance of an executor's first call of an op and dtype (of an op with a
 #: confirmed hang: ``KNOWN_FLOOR``, as every Case of it runs in a fresh executor).
 FIRST_FLOOR = 2.0
+#: The allowance of an op with a confirmed hang while no Case of the run was answered (when
+#: the first Cases all hang, nothing is measured): the hang waited the whole timeout once.
+KNOWN_UNMEASURED = 10.0
 #: Where the processes of one run share their confirmed faults (a file, one per line).
 KNOWN_FAULTS_ENV = "DIAGFUZZ_KNOWN_FAULTS"
 #: The kinds of verdict that stop or kill an executor: each is confirmed once per op.
@@ -112,7 +115,7 @@ class Calibration:
                   known: bool = False) -> float:
         """Seconds ``case`` may stall (see the module docstring), at most ``cap``."""
         with self._lock:
-            slowest = None if first else self._slowest_warm(oracle, case)
+            slowest = None if first else self._slowest_warm(oracle, case, scale=not known)
             floor = KNOWN_FLOOR if known else FLOOR
             if slowest is None:
                 mine = self._first.get((oracle, case.op))
@@ -123,11 +126,15 @@ class Calibration:
                     seen = max((c.value for (o, _), classes in self._warm.items()
                                 if o == oracle for c in classes.values()), default=None)
                 if seen is None:
-                    return cap
+                    return min(cap, KNOWN_UNMEASURED) if known else cap
                 slowest, floor = seen, (KNOWN_FLOOR if known else FIRST_FLOOR)
         return min(cap, max(floor, MULTIPLIER * slowest))
 
-    def _slowest_warm(self, oracle: str, case: Case) -> float | None:
+    def _slowest_warm(self, oracle: str, case: Case, scale: bool = True) -> float | None:
+        """The slowest stretch of ``case``'s size class, else of the next larger one seen;
+        for a Case larger than any seen, the largest's scaled by the elements (``scale``),
+        else the largest's itself (a known hang's Case: that hang again, or no slower than
+        the op's slowest Case seen, never a wait scaled past every measure)."""
         classes = self._warm.get((oracle, case.op))
         if not classes:
             return None
@@ -135,8 +142,8 @@ class Calibration:
         above = [c for c in classes if c >= size]
         if above:
             return classes[min(above)].value
-        below = max(classes)  # larger Cases than any seen: scaled by their elements
-        return classes[below].value * 4.0 ** (size - below)
+        largest = max(classes)
+        return classes[largest].value * (4.0 ** (size - largest) if scale else 1.0)
 
     def summary(self, oracle: str, cap: float) -> dict[str, Any]:
         """Per op, the allowance of a warm Case of its slowest size class and of a first
