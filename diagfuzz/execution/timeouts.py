@@ -37,6 +37,10 @@ MULTIPLIER = 10.0
 FLOOR = 1.0
 #: The least allowance of an op whose hang is confirmed: a stall past it is that hang again.
 KNOWN_FLOOR = 0.2
+#: An op whose hang is confirmed: a Case may stall this many times the slowest stretch seen
+#: (its first call's, for a first call) before it is that hang again; no confirmation
+#: follows, so the margin is narrower than ``MULTIPLIER``'s.
+KNOWN_MULTIPLIER = 3.0
 #: The least allowance of an executor's first call of an op and dtype (of an op with a
 #: confirmed hang: ``KNOWN_FLOOR``, as every Case of it runs in a fresh executor).
 FIRST_FLOOR = 2.0
@@ -128,7 +132,7 @@ class Calibration:
                 if seen is None:
                     return min(cap, KNOWN_UNMEASURED) if known else cap
                 slowest, floor = seen, (KNOWN_FLOOR if known else FIRST_FLOOR)
-        return min(cap, max(floor, MULTIPLIER * slowest))
+        return min(cap, max(floor, (KNOWN_MULTIPLIER if known else MULTIPLIER) * slowest))
 
     def _slowest_warm(self, oracle: str, case: Case, scale: bool = True) -> float | None:
         """The slowest stretch of ``case``'s size class, else of the next larger one seen;
@@ -230,7 +234,7 @@ def rule(cap: float) -> str:
     return (f"at most {cap:g} s (--timeout); below it calibrated: {MULTIPLIER:g}x the slowest "
             f"stretch without progress seen for the op and size, at least {FLOOR:g} s (a "
             f"first call of an op and dtype: {FIRST_FLOOR:g} s; an op with a confirmed hang: "
-            f"{KNOWN_FLOOR:g} s)")
+            f"{KNOWN_MULTIPLIER:g}x, at least {KNOWN_FLOOR:g} s)")
 
 
 def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any]:
