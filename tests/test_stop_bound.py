@@ -187,10 +187,11 @@ def test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound(tmp_path: P
     ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
                                                                 "--no-covering",
                                                                 "--stage-executors", "2")),
-    # A corpus Case that hangs: classification re-runs it in fresh executors.
-    ("classification", "tests.faulty.hang:impl", ("--no-opinfo", "--no-compile",
-                                                  "--no-covering", "--timeout", "3",
-                                                  "--corpus", "corpus")),
+    # A corpus Case whose every call takes 2 s: classification re-runs it for 10 s (a hang's
+    # re-runs would end within a second, at the known hang's allowance).
+    ("classification", "tests.faulty.slow_wrong:impl", ("--no-opinfo", "--no-compile",
+                                                        "--no-covering", "--timeout", "3",
+                                                        "--corpus", "corpus")),
 ])
 def test_a_stop_in_a_stage_ends_within_the_bound_with_its_outputs(
         tmp_path: Path, stage: str, impl: str, extra: tuple[str, ...]) -> None:

@@ -3,10 +3,12 @@
 A segfault, an abort or a sticky CUDA error (illegal address, launch failure, device-side
 assert: the whole context is poisoned) kills or spoils only the executor. The runner
 reports that Case as ``crash``, starts a fresh executor on the next Case, and the run goes
-on. A Case that gives no answer within ``timeout`` seconds is killed and reported as
-``hang``. After any non-pass verdict a quick health check (synchronize, then
-``diagfuzz.ops.diagonal_copy`` of a known 2x2) decides whether the executor is still fit;
-if not, the Case that spoiled it is reported as ``crash``.
+on. A Case that makes no progress within its allowance (calibrated on the run's measured
+times, at most ``timeout`` seconds: ``diagfuzz.execution.timeouts``) is a ``hang``: the
+executor stops it itself where its op's hang is known, else it is killed. After any
+non-pass verdict a quick health check (synchronize, then ``diagfuzz.ops.diagonal_copy`` of
+a known 2x2) decides whether the executor is still fit; if not, the Case that spoiled it is
+reported as ``crash``.
 
 Executors are forked from the run's or this process's fork server (``forkserver``: an
 interpreter of its own that imported torch, Triton and the oracle once and never initialised
@@ -244,7 +246,8 @@ class ProcessRunner:
         self._beacon: Beacon | None = None
         #: (oracle, op, dtype) the current executor has judged: a later one is not a first call.
         self._seen: set[tuple[str, str, str]] = set()
-        #: (oracle, op, dtype) sent to the current executor: the first of each goes alone.
+        #: (oracle, op, dtype) sent to the current executor: a known hang's Case of another
+        #: one is a first call there.
         self._sent: set[tuple[str, str, str]] = set()
         #: The head's allowance (``_deadline``), kept while what it depends on is unchanged.
         self._group_allowance: tuple[tuple[int, ...], float] = ((), 0.0)
