@@ -8,14 +8,16 @@ may then stall ``MULTIPLIER`` times the slowest stretch seen for its oracle, op 
 (a factor of 4 in elements), at least a floor and at most the caller's timeout. An
 executor's first call of an op and dtype (where a JIT library compiles) is allowed
 ``MULTIPLIER`` times the slowest first call seen instead (before any, the slowest Case);
-before any Case was answered, the caller's timeout.
+before any Case was answered, the caller's timeout. While Triton compiles, only the
+caller's timeout applies (the runner reads that from the beacon).
 
 A stall past a calibrated allowance is confirmed, once per cause: the runner judges the Case
 again alone in a fresh executor, where it is a first call. Once an op has a confirmed hang
 (or crash), ``KnownFaults`` says so to every runner of the run (``learnt_for``: one file
 per run, which a gate names to its suite's processes in ``KNOWN_FAULTS_ENV``): its Cases
-are judged alone, a stall past the shorter ``KNOWN_FLOOR`` is that hang again, and no Case
-of it is confirmed again.
+are judged alone, a stall past ``KNOWN_MULTIPLIER`` times the slowest stretch (at least
+``KNOWN_FLOOR``) is that hang again, stopped by the executor itself where it can be
+(``beacon.StallWatch``), and no Case of it is confirmed again.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ KNOWN_FLOOR = 0.2
 #: follows, so the margin is narrower than ``MULTIPLIER``'s.
 KNOWN_MULTIPLIER = 3.0
 #: The least allowance of an executor's first call of an op and dtype (of an op with a
-#: confirmed hang: ``KNOWN_FLOOR``, as every Case of it runs in a fresh executor).
+#: confirmed hang: ``KNOWN_FLOOR``).
 FIRST_FLOOR = 2.0
 #: The allowance of an op with a confirmed hang while no Case of the run was answered (when
 #: the first Cases all hang, nothing is measured): the hang waited the whole timeout once.
