@@ -99,12 +99,15 @@ class Calibration:
         self._first: dict[tuple[str, str], Slowest] = {}
         #: Counts the observations: an allowance worked out earlier holds while it is equal.
         self.version = 0
+        #: The oracles with an answer measured (``measured``, asked at every submit).
+        self._measured: set[str] = set()
 
     def observe(self, oracle: str, cases: list[Case], stretch: float, first: bool) -> None:
         """An answer for ``cases`` whose longest stretch took ``stretch`` seconds (``first``:
         it held an executor's first call of one of their op and dtype)."""
         with self._lock:
             self.version += 1
+            self._measured.add(oracle)
             for key in {(oracle, case.op, size_class(case)) for case in cases}:
                 if first:
                     self._first.setdefault(key[:2], Slowest()).add(stretch)
@@ -114,8 +117,7 @@ class Calibration:
 
     def measured(self, oracle: str) -> bool:
         """Whether any answer of ``oracle`` was measured yet."""
-        with self._lock:
-            return any(o == oracle for o, _ in (*self._first, *self._warm))
+        return oracle in self._measured
 
     def allowance(self, oracle: str, case: Case, cap: float, *, first: bool,
                   known: bool = False) -> float:
