@@ -56,8 +56,9 @@ def mixed(per_stream: int, ops_: tuple[str, ...] = tuple(SPECS)) -> list[Case]:
 
 def outcome(verdict: Verdict) -> tuple[Any, ...]:
     """What a verdict says, without the counter readings that differ between runs of one
-    process (the dispatch proof's cumulative launch count)."""
-    details = {k: v for k, v in verdict.details.items() if k != "launches"}
+    process (the dispatch proof's cumulative launch count) or between runners (where each
+    keeps its executor's history)."""
+    details = {k: v for k, v in verdict.details.items() if k not in ("launches", "history")}
     return verdict.kind, verdict.check, verdict.message, repr(sorted(details.items()))
 
 

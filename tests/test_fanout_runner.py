@@ -19,7 +19,7 @@ from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.harness.sharding import RunPlan
 from diagfuzz.harness.worker import make_runner
-from tests.faulty.cases import square
+from tests.faulty.cases import square, unplaced
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests
 
@@ -54,7 +54,9 @@ def test_verdicts_equal_one_executors_in_submission_order() -> None:
         assert runner.run(square(1)).kind == "mismatch"
         assert [(t, v.kind) for t, v in runner.poll() + runner.drain()] == [(early, "pass")]
     assert [t for t, _ in got] == tickets  # released in submission order
-    assert [v.to_json() for _, v in got] == [v.to_json() for v in sync]
+    # The same verdicts; where each executor's history is kept differs by runner.
+    assert [unplaced(v) for _, v in got] == [unplaced(v) for v in sync]
+
 
 
 def test_a_crash_is_its_executors_case_and_the_other_executor_goes_on(tmp_path: Path) -> None:
@@ -170,7 +172,7 @@ def test_a_shard_starts_on_the_first_ready_executor_and_the_slow_one_joins_later
         assert time.monotonic() - t0 < 8.0  # judged before the slow executor was ready
         assert slow.in_flight == 0 and not slow.ready_now()  # no Case waited for it
         assert [t for t, _ in got] == tickets
-        assert [v.to_json() for _, v in got] == [v.to_json() for v in sync]
+        assert [unplaced(v) for _, v in got] == [unplaced(v) for v in sync]
         slow.start()  # once ready, it takes Cases too: the second goes to it
         runner.submit(square(0))
         runner.submit(square(0))

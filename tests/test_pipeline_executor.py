@@ -14,7 +14,7 @@ import pytest
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.journal import Journal, JournaledRunner, last_unfinished, read
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
-from tests.faulty.cases import square
+from tests.faulty.cases import square, unplaced
 
 ENV = {"torch": "t", "triton": "tr", "gpu": ""}  # skip version probing in unit tests
 
@@ -55,7 +55,7 @@ def test_pipelined_verdicts_equal_synchronous_ones() -> None:
         got.extend(runner.drain())
         assert runner.starts == 1  # mismatches keep a healthy executor
     assert [t for t, _ in got] == tickets
-    assert [v.to_json() for _, v in got] == [v.to_json() for v in sync]
+    assert [unplaced(v) for _, v in got] == [unplaced(v) for v in sync]
 
 
 def test_hang_is_the_oldest_cases_and_the_rest_run(tmp_path: Path) -> None:

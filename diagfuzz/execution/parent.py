@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from diagfuzz.execution import forkserver
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.beacon import BEACON_ENV, Beacon
+from diagfuzz.execution.history import History
 from diagfuzz.execution.timeouts import (
     FAULT_KINDS,
     KNOWN_HANG_NOTE,
@@ -244,6 +245,9 @@ class ProcessRunner:
         #: default this runner's own.
         self.calibration, self.known = learnt or learnt_for(None)
         self._beacon: Beacon | None = None
+        #: The calls sent to the current executor, in order (``history``): a failing
+        #: verdict says where they are, so classification can replay what came before.
+        self.history = History(None if workdir is None else Path(workdir))
         #: (oracle, op, dtype) the current executor has judged: a later one is not a first call.
         self._seen: set[tuple[str, str, str]] = set()
         #: (oracle, op, dtype) sent to the current executor: a known hang's Case of another
@@ -348,6 +352,7 @@ class ProcessRunner:
                 self._beacon = Beacon(None if self.log is None else self.log.parent)
             self._beacon.reset()
             self._seen, self._sent = set(), set()
+            self.history.restart()
             env[BEACON_ENV] = str(self._beacon.path)
             if self.starts:  # a replacement: it starts inside a shard's time
                 env[msg.WARM_UP_ENV] = "0"
@@ -473,8 +478,9 @@ class ProcessRunner:
         return mine[0]
 
     def submit(self, case: Case, oracle: str | None = None,
-               timeout: float | None = None) -> int:
-        """Send ``case`` to the executor without waiting; returns its ticket for ``poll``.
+               timeout: float | None = None, *, single: bool = False) -> int:
+        """Send ``case`` to the executor without waiting; returns its ticket for ``poll``;
+        ``single``: judged alone, never in a batch (a replay of a history).
 
         Waits first while ``window`` Cases are in flight (their verdicts are kept for
         ``poll``). Raises what starting an executor raises (ImplError, ExecutorError), and
@@ -488,7 +494,7 @@ class ProcessRunner:
         # time is measured (the whole timeout is the allowance) one Case is at stake, not
         # a batch of them.
         key = (oracle, case.op, case.dtype)
-        single = (not (self.batch and oracle in msg.BATCHED_ORACLES)
+        single = (single or not (self.batch and oracle in msg.BATCHED_ORACLES)
                   or self.known.has(case.op) or not self.calibration.measured(oracle))
         timeout = timeout or self.timeout
         request = self._with_stall(_Request(next(self._tickets), case, oracle, timeout,
@@ -497,11 +503,11 @@ class ProcessRunner:
         if not self._queue:
             self._send_to_idle(message)  # (may start an executor: ``_sent`` anew)
             self._sent.add(key)
-            self._queue.append(request)
+            self._queue.append(self._recorded(request))
             self._head_started_now()
             return request.ticket
         self._sent.add(key)
-        self._queue.append(request)
+        self._queue.append(self._recorded(request))
         try:
             assert self._out is not None
             self._out.send(message)
@@ -608,9 +614,16 @@ class ProcessRunner:
                     if verdict.kind == "hang":
                         verdict = _with_details(verdict, timeout_cap=head.timeout)
         self._queue.popleft()
+        verdict = self._with_history(head, verdict)
         if not verdict.ok and head.batch_attempt:
             verdict = _with_details(verdict, batch_attempt=head.batch_attempt)
-        if head.first_attempt is not None:
+        if head.first_attempt is not None and verdict.ok and head.first_attempt.kind == "crash":
+            # Died after other Cases, not alone in a fresh executor: what ran before it
+            # matters (its history says what), and the crash is the finding. (A hang that
+            # does not come back is a loaded machine's, and is dropped.)
+            verdict = _with_details(head.first_attempt,
+                                    alone="passed when judged again alone in a fresh executor")
+        elif head.first_attempt is not None:
             verdict = _with_details(verdict,
                                     first_attempt=json.loads(head.first_attempt.to_json()))
         elif (verdict.kind in FAULT_KINDS and verdict.details.get("executor_cases", 0)
@@ -623,6 +636,16 @@ class ProcessRunner:
             # Confirmed (or known already): no later Case of the op pays for it in full.
             self.known.add(head.case.op, verdict.kind)
         return self._settled([(head.ticket, verdict)])
+
+    def _recorded(self, request: _Request) -> _Request:
+        """``request``, recorded in the current executor's history as sent now."""
+        return replace(request, at=self.history.record(request.oracle, request.case))
+
+    def _with_history(self, request: _Request, verdict: Verdict) -> Verdict:
+        """A failing verdict says where the calls its executor made before it are."""
+        if verdict.ok or request.at < 0 or "history" in verdict.details:
+            return verdict
+        return _with_details(verdict, history=self.history.reference(request.at))
 
     def _with_stall(self, request: _Request) -> _Request:
         """``request``, alone and with the allowance after which the executor stops it
@@ -692,9 +715,9 @@ class ProcessRunner:
             self._served += 1
             judged = _verdict().from_json(reply.verdicts[0], head.case)
             base = {**self._base(head), "executor_cases": self._served - 1}
-            return self._settled([(head.ticket, self._poisoned(
+            return self._settled([(head.ticket, self._with_history(head, self._poisoned(
                 head.case, reply.health, f"{judged.kind} [{judged.check}]: {judged.message}",
-                base, original=json.loads(judged.to_json())))])
+                base, original=json.loads(judged.to_json()))))])
         if reply.health:
             return self._judge_alone("the executor was unhealthy after it: "
                                      + error_line(reply.health))
@@ -710,8 +733,8 @@ class ProcessRunner:
         settled = []
         for row in reply.which:
             request = self._queue.popleft()
-            settled.append((request.ticket,
-                            _verdict().from_json(reply.verdicts[row], request.case)))
+            settled.append((request.ticket, self._with_history(
+                request, _verdict().from_json(reply.verdicts[row], request.case))))
         return self._settled(settled)
 
     def _judge_alone(self, why: str) -> list[tuple[int, Verdict]]:
@@ -740,7 +763,8 @@ class ProcessRunner:
             self._start()
             assert self._out is not None
             for i, request in enumerate(self._queue):
-                self._queue[i] = request = self._with_stall(request)  # hangs found since
+                # (hangs found since; the new executor's history)
+                self._queue[i] = request = self._recorded(self._with_stall(request))
                 self._sent.add((request.oracle, request.case.op, request.case.dtype))
                 self._out.send(request.message())
         except Exception as exc:
@@ -861,6 +885,8 @@ class _Request:
     batch_attempt: str = ""
     #: The allowance after which the executor stops the Case itself (0: it never does).
     stall: float = 0.0
+    #: Calls the executor got before this one (its place in ``history``; -1: not sent).
+    at: int = -1
 
     def message(self) -> str:
         return msg.encode(msg.Run(self.case.to_json(), self.oracle, self.single, self.stall))

@@ -1,10 +1,24 @@
-"""Deterministic or flaky: every finding's Case re-run in a fresh process of its own.
+"""Deterministic or flaky, and after what: every finding's Case re-run in fresh processes.
 
-The rule: one fresh executor runs the Case R times. R failures of the same kind are
-``deterministic R/R``. Anything else (a pass among them, another kind) and a second fresh
-executor runs it R more times: ``flaky k/2R``. A crash or hang kills or stalls its executor,
-so those Cases run their R re-runs in R fresh executors side by side instead (a hang then
-costs one timeout, not R).
+A failure is measured on a *sequence*: the calls a fresh executor makes, the failing Case
+last. Deterministic means the same sequence fails the same way every time; flaky means its
+outcome varies for one and the same sequence. The rule, cheapest first:
+
+1. One fresh executor runs the Case R times (``--repeats``). R failures of the same kind:
+   ``deterministic R/R``, it fails alone.
+2. Some of the R fail: the sequence is the Case repeated up to its first failure (a *cold
+   first call* that fails and then passes, or a *repeated call*: the same Case passes, then
+   fails on its n-th call in one process). 2R fresh executors replay it side by side.
+3. None of the R fail, the Case passes alone: its executor's history
+   (``diagfuzz.execution.history``: every call it made before the Case) is replayed before
+   it in a fresh executor. If it then fails, the history is shrunk by delta debugging
+   (``ddmin``, each test a replay in a fresh executor; usually one earlier call, a
+   *polluter*, is left) and the shortest sequence replayed 2R times: *after earlier calls*.
+   If it does not, a second fresh executor runs the Case R more times: flaky.
+
+A sequence that fails in all 2R replays is ``deterministic`` (the gate's exit 1) and its
+reproducer replays it; anything less is ``flaky k/2R`` (exit 2). A crash or hang kills or
+stalls its executor, so in step 1 its R runs take R fresh executors side by side.
 
 Every finding is classified at once, spread over ``parallel`` threads, each driving its own
 executors: a gate with eight findings spends about one executor start-up and the Cases'
@@ -19,6 +33,7 @@ Triton's and inductor's compile caches.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections import Counter
@@ -31,12 +46,26 @@ from typing import Any
 from diagfuzz.core.case import Case
 from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution import history
+from diagfuzz.execution.history import Call
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
 from diagfuzz.execution.timeouts import Calibration, KnownFaults
 from diagfuzz.gate.options import DEFAULT_REPEATS
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
 RESTARTING_KINDS = ("crash", "hang")
+#: Fresh-executor replays delta debugging may spend shrinking one history (it keeps the
+#: shortest failing sequence found when they run out).
+SHRINK_REPLAYS = 48
+#: Calls of the same Case a fresh executor makes looking for the n-th call that fails,
+#: beyond the R re-runs, when the Case passes alone and its history has as many calls.
+REPEAT_SEARCH = 256
+
+#: How a deterministic failure depends on what ran before (``Classification.history``).
+COLD_FIRST_CALL = "cold first call"
+REPEATED_CALL = "repeated call"
+AFTER_CALLS = "after earlier calls"
+NOT_REPRODUCED = "not reproduced after its history"
 
 
 @dataclass(frozen=True)
@@ -55,6 +84,16 @@ class Classification:
     kinds: dict[str, int]
     example: Verdict | None = None  # one re-run verdict of ``kind`` (its details), if any
     processes: int = 1
+    #: How it depends on what ran before: '' (it fails alone, every time),
+    #: ``COLD_FIRST_CALL``, ``REPEATED_CALL``, ``AFTER_CALLS`` or ``NOT_REPRODUCED``.
+    history: str = ""
+    #: The calls a fresh executor makes before the Case, shrunk: the sequence ``runs`` and
+    #: ``failures`` were measured on (the Case itself repeated, for a repeated call).
+    sequence: tuple[Call, ...] = ()
+    #: Calls its executor had made before it (what was replayed and shrunk).
+    searched: int = 0
+    #: Fresh executors the search for the sequence took (replays while shrinking).
+    replays: int = 0
 
     @property
     def deterministic(self) -> bool:
@@ -71,11 +110,37 @@ class Classification:
         """'k/R'."""
         return f"{self.failures}/{self.runs}"
 
+    def story(self) -> str:
+        """In words, what the failure needs ('' where it fails alone): 'passes alone;
+        fails after 1 earlier call', 'passes on its first call; fails on its 2nd call in
+        one process' ..."""
+        n = len(self.sequence)
+        if self.history == COLD_FIRST_CALL:
+            return ("fails on its first call in a fresh process, passes when called again "
+                    "(a cold first call)")
+        if self.history == REPEATED_CALL:
+            return (f"passes on its first call; fails on its {_nth(n + 1)} call in one "
+                    "process")
+        if self.history == AFTER_CALLS:
+            return (f"passes alone; fails after {n} earlier call{'' if n == 1 else 's'} "
+                    f"(shrunk from the {self.searched} its executor made before it)")
+        if self.history == NOT_REPRODUCED:
+            return (f"passes alone, and after the {self.searched} calls its executor made "
+                    "before it")
+        return ""
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (for reports)."""
         return {"kind": self.kind, "label": self.label, "ratio": self.ratio,
                 "failures": self.failures, "runs": self.runs, "kinds": dict(self.kinds),
-                "processes": self.processes}
+                "processes": self.processes, "history": self.history,
+                "story": self.story(), "sequence": history.sequence_dicts(self.sequence),
+                "searched": self.searched, "replays": self.replays}
+
+
+def _nth(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -178,14 +243,17 @@ class Classifier:
             return runner
 
     def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
-              timeout: float) -> list[Verdict]:
-        """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped)."""
+              timeout: float, *, more: int = 0, kind: str = "") -> list[Verdict]:
+        """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped); then,
+        if none is ``kind``, up to ``more`` further calls until one is."""
         runner = self._fresh(case, log, oracle, timeout)
         if runner is None:
             return []
         verdicts: list[Verdict] = []
         try:
-            for _ in range(count):
+            while len(verdicts) < count or (
+                    len(verdicts) < count + more
+                    and not any(v.kind == kind for v in verdicts)):
                 verdict = runner.run(case)
                 if self.stopped:  # killed under it: not the Case's verdict
                     break
@@ -194,10 +262,39 @@ class Classifier:
             if not self.stopped:
                 raise
         finally:
-            with self._lock:
-                self._live.discard(runner)
-            runner.close()
+            self._release(runner)
         return verdicts
+
+    def _release(self, runner: ProcessRunner) -> None:
+        with self._lock:
+            self._live.discard(runner)
+        runner.close()
+
+    def _replay(self, calls: Sequence[Call], target: Call, log: Path | None,
+                timeout: float) -> Verdict | None:
+        """The target's verdict after ``calls`` in one fresh executor (None if stopped)."""
+        runner = self._fresh(target.case, log, target.oracle, timeout)
+        if runner is None:
+            return None
+        try:
+            verdict, _ = history.replay(runner, calls, target)
+        except (ExecutorError, OSError, ValueError):
+            if not self.stopped:
+                raise
+            return None
+        finally:
+            self._release(runner)
+        return None if self.stopped else verdict
+
+    def _replays(self, sequences: Sequence[Sequence[Call]], target: Call,
+                 log: Callable[[], Path | None], timeout: float) -> list[Verdict | None]:
+        """``_replay`` of each sequence, side by side (one fresh executor each)."""
+        if not sequences:
+            return []
+        width = min(len(sequences), spare_limit())
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            return list(pool.map(lambda calls: self._replay(calls, target, log(), timeout),
+                                 sequences))
 
     def classify(self, failure: Verdict, *, oracle: str | None = None,
                  timeout: float | None = None) -> Classification | None:
@@ -208,29 +305,74 @@ class Classifier:
         oracle = oracle or self.rerun.oracle
         timeout = timeout or self.rerun.timeout
         base = None if self.rerun.workdir is None else self.rerun.workdir / case_id(case)
+        kind = failure.kind
+        past = history.read(failure.details.get("history"))
+        numbers = itertools.count(2)
 
-        def log(i: int) -> Path | None:
-            return None if base is None else base / str(i)
+        def log(i: int | None = None) -> Path | None:
+            return None if base is None else base / str(next(numbers) if i is None else i)
 
-        if failure.kind in RESTARTING_KINDS:
+        target = Call(oracle, case)
+        if kind in RESTARTING_KINDS:
             with ThreadPoolExecutor(max_workers=repeats) as pool:
                 parts = list(pool.map(lambda i: self._runs(case, 1, log(i), oracle, timeout),
                                       range(repeats)))
-            verdicts = [v for part in parts for v in part]
+            alone = [v for part in parts for v in part]
             processes = repeats
         else:
-            verdicts = self._runs(case, repeats, log(0), oracle, timeout)
+            more = min(len(past), REPEAT_SEARCH) if past else 0
+            alone = self._runs(case, repeats, log(0), oracle, timeout, more=more, kind=kind)
             processes = 1
-            if len(verdicts) == repeats and any(v.kind != failure.kind for v in verdicts):
-                verdicts += self._runs(case, repeats, log(1), oracle, timeout)
-                processes = 2
-        if not verdicts:
+        if not alone:
             return None
-        kinds = Counter(v.kind for v in verdicts)
-        same = [v for v in verdicts if v.kind == failure.kind]
-        return Classification(case, failure.kind, len(verdicts), len(same),
-                              dict(sorted(kinds.items())), same[0] if same else None,
-                              processes)
+        first = next((i for i, v in enumerate(alone) if v.kind == kind), None)
+        if first is None:  # it passes alone: after what did it fail?
+            found = self._after_history(past, target, log, timeout, kind) if past else None
+            if found is not None:
+                return found
+            how: dict[str, Any] = ({"history": NOT_REPRODUCED, "searched": len(past)}
+                                   if past else {})
+            if kind in RESTARTING_KINDS:
+                return _measured(case, kind, alone, processes, **how)
+            second = self._runs(case, repeats, log(1), oracle, timeout)
+            return _measured(case, kind, alone[:repeats] + second, processes + 1, **how)
+        if len(alone) >= repeats and _all_same(alone[:repeats], kind):
+            return _measured(case, kind, alone[:repeats], processes)  # fails alone
+        if kind in RESTARTING_KINDS:  # some of R fresh executors, each one call: it varies
+            return _measured(case, kind, alone, processes)
+        # Some of its own re-runs fail: the Case repeated up to its first failure.
+        sequence = [target] * first
+        verdicts = self._replays([sequence] * (2 * repeats), target, log, timeout)
+        return _measured(case, kind, [v for v in verdicts if v is not None],
+                         len(verdicts) + processes,
+                         history=COLD_FIRST_CALL if first == 0 else REPEATED_CALL,
+                         sequence=tuple(sequence), searched=len(past))
+
+    def _after_history(self, past: list[Call], target: Call,
+                       log: Callable[[], Path | None], timeout: float,
+                       kind: str) -> Classification | None:
+        """The failure after its executor's history, shrunk and measured; None where the
+        whole history replayed before it does not make it fail (or the gate stopped)."""
+        def fails(verdict: Verdict | None) -> bool:
+            return (verdict is not None and verdict.kind == kind
+                    and not verdict.details.get("replay_restarted"))
+
+        replays = 1
+        if not fails(self._replay(past, target, log(), timeout)):
+            return None
+
+        def test(candidates: list[list[Call]]) -> list[bool]:
+            nonlocal replays
+            room = max(0, SHRINK_REPLAYS - replays)
+            candidates = candidates[:room]
+            replays += len(candidates)
+            return [fails(v) for v in self._replays(candidates, target, log, timeout)]
+
+        shrunk = ddmin(past, test)
+        verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout)
+        return _measured(target.case, kind, [v for v in verdicts if v is not None],
+                         len(verdicts) + replays, history=AFTER_CALLS,
+                         sequence=tuple(shrunk), searched=len(past), replays=replays)
 
     def classify_all(self, failures: Sequence[tuple[Verdict, str, float]],
                      parallel: int | None = None,
@@ -257,6 +399,61 @@ class Classifier:
                 return list(pool.map(one, range(len(failures))))
         finally:
             self.close_spares()
+
+
+def ddmin(calls: list[Call], test: Callable[[list[list[Call]]], list[bool]]) -> list[Call]:
+    """Delta debugging (Zeller's ddmin): a 1-minimal part of ``calls`` that still makes
+    the target fail, ``calls`` itself failing. ``test`` judges several candidates at once
+    (side by side) and may judge fewer than asked (its budget is spent): the shortest
+    failing sequence found so far is kept. Polluters are usually one earlier call, which
+    this finds in about twice log2(len(calls)) replays."""
+    n = 2
+    while len(calls) >= 2:
+        chunks = _split(calls, n)
+        outcomes = test(chunks)
+        hit = next((i for i, failed in enumerate(outcomes) if failed), None)
+        if hit is not None:
+            calls, n = chunks[hit], 2
+            continue
+        if len(outcomes) < len(chunks):
+            return calls  # budget spent
+        if n > 2:  # for two chunks the complements are the chunks
+            complements = [[c for j, chunk in enumerate(chunks) if j != i for c in chunk]
+                           for i in range(len(chunks))]
+            outcomes = test(complements)
+            hit = next((i for i, failed in enumerate(outcomes) if failed), None)
+            if hit is not None:
+                calls, n = complements[hit], max(n - 1, 2)
+                continue
+            if len(outcomes) < len(complements):
+                return calls
+        if n >= len(calls):
+            return calls
+        n = min(2 * n, len(calls))
+    return calls
+
+
+def _split(calls: list[Call], n: int) -> list[list[Call]]:
+    size, extra = divmod(len(calls), n)
+    chunks, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        chunks.append(calls[start:end])
+        start = end
+    return [c for c in chunks if c]
+
+
+def _all_same(verdicts: Sequence[Verdict], kind: str) -> bool:
+    return bool(verdicts) and all(v.kind == kind for v in verdicts)
+
+
+def _measured(case: Case, kind: str, verdicts: Sequence[Verdict], processes: int,
+              **how: Any) -> Classification:
+    """A Classification of ``verdicts``, the re-runs of one sequence."""
+    kinds = Counter(v.kind for v in verdicts)
+    same = [v for v in verdicts if v.kind == kind]
+    return Classification(case, kind, len(verdicts), len(same), dict(sorted(kinds.items())),
+                          same[0] if same else None, processes, **how)
 
 
 def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diagfuzz.core.case import Case, Layout
+from diagfuzz.core.verdict import Verdict
 
 
 def square(offset: int, n: int = 3, op: str = "diagonal") -> Case:
@@ -12,3 +13,10 @@ def square(offset: int, n: int = 3, op: str = "diagonal") -> Case:
     length = n - abs(offset)
     return Case("diagonal_backward", (n, n), offset, 0, 1, "float32",
                 Layout.contiguous((length,)))
+
+
+def unplaced(verdict: Verdict) -> str:
+    """The verdict's JSON without where its executor's history was written (which differs
+    by runner and by the calls made before it): what two runs of one Case can agree on."""
+    return Verdict(verdict.kind, verdict.check, verdict.message, verdict.case,
+                   {k: v for k, v in verdict.details.items() if k != "history"}).to_json()

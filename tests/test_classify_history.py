@@ -1,0 +1,139 @@
+"""Failures that depend on what ran before: deterministic, with the sequence that makes them.
+
+Each planted bug (``tests.faulty.history``) passes when its Case is judged alone in a fresh
+process. Classification must find what it needs (an earlier call of another op, the same
+Case called again, a cold first call, the n-th call), measure that sequence in fresh
+executors and call it deterministic; a truly random bug stays flaky.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from diagfuzz.core.case import Values
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution import history
+from diagfuzz.execution.history import Call
+from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.gate.classification import (
+    AFTER_CALLS,
+    COLD_FIRST_CALL,
+    NOT_REPRODUCED,
+    REPEATED_CALL,
+    classify,
+    ddmin,
+)
+from tests.faulty.cases import square
+
+IMPL = "tests.faulty.history:{}"
+
+
+def failing_after(impl: str, cases: list, tmp_path: Path) -> Verdict:
+    """The last Case's verdict after the others, in one runner (as a run judges them)."""
+    with ProcessRunner(IMPL.format(impl), "cpu", timeout=30, workdir=tmp_path / "run") as r:
+        verdicts = [r.run(case) for case in cases]
+    assert verdicts[-1].kind == "mismatch", verdicts[-1]
+    return verdicts[-1]
+
+
+def noise(count: int) -> list:
+    """Cases that pollute nothing: other values, offsets and ops."""
+    ops = ("diagonal", "diagonal_backward")
+    return [replace(square(o % 3 - 1, n=4, op=ops[i % 2]), values=Values(seed=i))
+            for i, o in enumerate(range(count))]
+
+
+def test_a_polluter_of_another_op_is_found_and_the_failure_is_deterministic(
+        tmp_path: Path) -> None:
+    polluter = square(2, op="diagonal_backward")
+    before = noise(9) + [polluter] + noise(14)
+    failure = failing_after("polluted", [*before, square(0)], tmp_path)
+    assert failure.details["history"]["calls"] == len(before)
+    assert [c.case for c in history.read(failure.details["history"])] == before
+    c = classify(failure, IMPL.format("polluted"), "cpu", timeout=30,
+                 workdir=tmp_path / "classify")
+    assert (c.label, c.ratio, c.history) == ("deterministic", "10/10", AFTER_CALLS)
+    assert [call.case for call in c.sequence] == [polluter]
+    assert c.story() == ("passes alone; fails after 1 earlier call (shrunk from the 24 its "
+                         "executor made before it)")
+    assert c.searched == 24 and 0 < c.replays <= 12
+    assert c.to_dict()["sequence"] == [{"oracle": "check", "case": polluter.to_dict()}]
+
+
+def test_the_same_case_called_again_is_a_repeated_call() -> None:
+    with ProcessRunner(IMPL.format("second_call"), "cpu", timeout=30) as r:
+        first, second = r.run(square(0)), r.run(square(0))
+    assert (first.kind, second.kind) == ("pass", "mismatch")
+    c = classify(second, IMPL.format("second_call"), "cpu", timeout=30)
+    assert (c.label, c.ratio, c.history) == ("deterministic", "10/10", REPEATED_CALL)
+    assert c.sequence == (Call("check", square(0)),)
+    assert c.story() == "passes on its first call; fails on its 2nd call in one process"
+
+
+def test_a_cold_first_call() -> None:
+    with ProcessRunner(IMPL.format("cold_first"), "cpu", timeout=30) as r:
+        failure = r.run(square(1))
+    assert failure.kind == "mismatch" and failure.details["history"]["calls"] == 0
+    c = classify(failure, IMPL.format("cold_first"), "cpu", timeout=30)
+    assert (c.label, c.ratio, c.history, c.sequence) == (
+        "deterministic", "10/10", COLD_FIRST_CALL, ())
+    assert "cold first call" in c.story()
+
+
+def test_the_nth_call_of_a_key(tmp_path: Path) -> None:
+    # Wrong from the 12th float32 diagonal of a process: the Case itself, called 12 times.
+    cases = [replace(square(0), values=Values(seed=i)) for i in range(12)]
+    failure = failing_after("nth_call", cases, tmp_path)
+    c = classify(failure, IMPL.format("nth_call"), "cpu", timeout=30)
+    assert (c.label, c.ratio, c.history, len(c.sequence)) == (
+        "deterministic", "10/10", REPEATED_CALL, 11)
+    assert "fails on its 12th call in one process" in c.story()
+
+
+def test_a_failure_its_history_does_not_bring_back_is_flaky(tmp_path: Path) -> None:
+    # A failure whose executor's history holds nothing that makes the Case fail.
+    past = history.History(tmp_path)
+    past.record("check", square(1))
+    claimed = Verdict("mismatch", "bitwise:aten", "planted", square(0),
+                      {"history": past.reference(1)})
+    c = classify(claimed, IMPL.format("polluted"), "cpu", timeout=30)
+    assert (c.label, c.ratio, c.history) == ("flaky", "0/10", NOT_REPRODUCED)
+
+
+def test_a_random_bug_stays_flaky() -> None:
+    # One call in three flips a bit, drawn from the OS: no sequence fails every time.
+    # (8 re-runs: the chance that one process's re-runs all fail is 3**-8.)
+    failure = Verdict("mismatch", "bitwise:aten", "planted", square(0))
+    c = classify(failure, "tests.faulty.flaky:impl", "cpu", repeats=8, timeout=30)
+    assert c.label == "flaky" and c.runs == 16 and 0 <= c.failures < 16, c.to_dict()
+
+
+@pytest.mark.parametrize("needed", [{7}, {3, 30}, {0, 1, 2}, {39}])
+def test_ddmin_keeps_exactly_the_calls_the_failure_needs(needed: set[int]) -> None:
+    calls = [Call("check", square(i % 3, n=3 + i)) for i in range(40)]
+    wanted = {calls[i] for i in needed}
+    asked: list[int] = []
+
+    def test(candidates: list[list[Call]]) -> list[bool]:
+        asked.append(len(candidates))
+        return [wanted <= set(c) for c in candidates]
+
+    assert ddmin(calls, test) == [calls[i] for i in sorted(needed)]
+    if len(needed) == 1:
+        assert sum(asked) <= 2 * 6  # about twice log2(40) replays
+
+
+def test_ddmin_stops_when_its_budget_is_spent() -> None:
+    calls = [Call("check", square(0, n=3 + i)) for i in range(32)]
+    budget = [3]
+
+    def test(candidates: list[list[Call]]) -> list[bool]:
+        given = candidates[:budget[0]]
+        budget[0] -= len(given)
+        return [calls[5] in c for c in given]
+
+    kept = ddmin(calls, test)
+    assert calls[5] in kept and len(kept) < 32
