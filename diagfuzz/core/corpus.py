@@ -65,12 +65,14 @@ def save_finding(case: Case, signature: Signature,
                  verdict: Verdict | None = None, impl: str = "",
                  reproducibility: str = "",
                  existing: list[Entry] | None = None,
-                 impl_path: Sequence[str] = ()) -> Path | None:
+                 impl_path: Sequence[str] = (),
+                 sequence: Sequence[dict[str, Any]] = ()) -> Path | None:
     """Save a finding's Case as ``<op>-<signature id>.json``; None (nothing written) when
     the corpus holds that cause already, under any name, or that very Case. ``existing``:
     the corpus's entries, read once by a caller saving several findings. ``impl_path``:
     the directories the impl was imported from (``repro`` and ``replay`` find it there
-    from any directory)."""
+    from any directory). ``sequence``: the calls a fresh process makes before the Case for
+    it to fail (``diagfuzz.execution.history.sequence_dicts``), replayed before it."""
     root = Path(directory)
     if existing is None:
         existing = entries(root)
@@ -78,7 +80,14 @@ def save_finding(case: Case, signature: Signature,
         if entry.found.get("signature") == signature.to_dict() or entry.case == case:
             return None
     path = root / f"{case.op}-{signature_id(signature)}.json"
-    return _write(path, case, verdict, impl, reproducibility, "", signature, impl_path)
+    return _write(path, case, verdict, impl, reproducibility, "", signature, impl_path,
+                  sequence)
+
+
+def sequence_of(entry: Entry) -> list[dict[str, Any]]:
+    """The calls an entry's Case needs before it to fail ([] for one that fails alone)."""
+    calls = entry.found.get("sequence")
+    return list(calls) if isinstance(calls, list) else []
 
 
 def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
@@ -92,7 +101,8 @@ def save(case: Case, directory: str | os.PathLike[str] = DEFAULT_DIR, *,
 
 
 def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproducibility: str,
-           note: str, signature: Signature | None, impl_path: Sequence[str] = ()) -> Path:
+           note: str, signature: Signature | None, impl_path: Sequence[str] = (),
+           sequence: Sequence[dict[str, Any]] = ()) -> Path:
     found: dict[str, Any] = {}
     if signature is not None:
         found["signature"] = signature.to_dict()
@@ -106,6 +116,8 @@ def _write(path: Path, case: Case, verdict: Verdict | None, impl: str, reproduci
         found["reproducibility"] = reproducibility
     if note:
         found["note"] = note
+    if sequence:
+        found["sequence"] = list(sequence)
     text = (f'{{\n  "case": {pretty_case(case, "  ")},\n'
             f'  "found": {json.dumps(found, sort_keys=True)}\n}}\n')
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timeouts, timing
 from diagfuzz.execution.fanout import FanoutRunner
+from diagfuzz.execution.history import sequence_dicts
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
@@ -431,9 +432,12 @@ class Gate:
             classified = sum(f.classification is not None for f in findings)
             det = sum(bool(f.classification and f.classification.deterministic)
                       for f in findings)
-            note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic), each "
-                    f"in one fresh process (a second where the first disagrees), "
-                    f"{opts.repeats} re-runs each" if findings else "nothing to classify")
+            after = sum(bool(f.classification and f.classification.history)
+                        for f in findings)
+            note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic, "
+                    f"{after} depending on what ran before), {opts.repeats} re-runs each in "
+                    f"a fresh process; one that passes alone: the sequence it needs, "
+                    f"replayed {2 * opts.repeats} times" if findings else "nothing to classify")
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
                                 note=note, stopped=bool(stopped)))
         saved = self._write_findings(findings)
@@ -468,12 +472,14 @@ class Gate:
         for f in findings:
             case = f.verdict.case
             assert case is not None and f.signature is not None
-            ratio = f.classification.ratio if f.classification else ""
+            c = f.classification
+            ratio = c.ratio if c else ""
             f.reproducer = write_reproducer(  # absolute: the command runs from anywhere
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
-                verdict=f.verdict,
-                reproducibility=ratio, impl_path=roots, strict=opts.strict).resolve()
+                verdict=f.verdict, reproducibility=ratio, impl_path=roots,
+                strict=opts.strict, sequence=c.sequence if c else (),
+                story=c.story() if c else "").resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
             # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
             # test anyone wants to read: the fixed stages' Cases are chosen, not drawn.
@@ -483,7 +489,8 @@ class Gate:
                 path = corpus.save_finding(case, f.signature, opts.corpus_dir,
                                            verdict=f.verdict, impl=opts.impl,
                                            reproducibility=ratio, existing=existing,
-                                           impl_path=roots)
+                                           impl_path=roots,
+                                           sequence=sequence_dicts(c.sequence) if c else ())
                 if path is not None:
                     saved.append(path)
         return saved

@@ -4,11 +4,13 @@ A reproducer embeds the Case's JSON and needs only torch, triton and diagfuzz (n
 Hypothesis). It rebuilds the exact tensors (``diagfuzz.core.case.materialise``), runs the impl
 and ``diagfuzz.oracles.check``, prints each verdict with its bit-level details, and exits 1
 while the bug is there, 0 once it is fixed (3 if diagfuzz cannot be loaded, 4 if the impl
-cannot: ``diagfuzz.core.exits``). By
-default each repetition runs in a fresh executor process
-(``diagfuzz.execution.parent.ProcessRunner``), so a crash or a hang is reported as a verdict
-instead of killing or stalling the script;
-``--in-process`` runs the oracle in the script itself, for a debugger.
+cannot: ``diagfuzz.core.exits``). A failure that depends on what ran before (its
+classification found the calls it needs: ``diagfuzz.gate.classification``) embeds that
+sequence too, and every repetition replays it before the Case. By default each repetition
+runs in a fresh executor process (``diagfuzz.execution.parent.ProcessRunner``), so a crash
+or a hang is reported as a verdict instead of killing or stalling the script, and
+``--repeat N`` means what the classification's ratio means: N fresh replays of the
+sequence. ``--in-process`` runs the oracle in the script itself, for a debugger.
 '''
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.history import Call
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
 from diagfuzz.impl import DEFAULT_IMPL
 
@@ -31,8 +34,8 @@ _TEMPLATE = '''#!/usr/bin/env python3
 
 @FOUND@
 Run it:  python @NAME@ [--repeat N] [--device cpu|cuda] [--impl MODULE:ATTR]
-                      [--timeout SECONDS] [--in-process]
-Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
+                      [--timeout SECONDS] [--in-process] [--alone]
+@SEQUENCE_NOTE@Exit:    1 while the bug is there (any repetition fails), 0 once it is fixed,
          3 if diagfuzz cannot be loaded, 4 on a usage error (an --impl that does not
          import included).
 Needs:   torch, triton and diagfuzz (not Hypothesis).
@@ -44,6 +47,8 @@ import os
 import sys
 
 CASE_JSON = @CASE_JSON@
+#: The calls a fresh process makes before the Case, oldest first: (oracle, Case JSON).
+SEQUENCE = @SEQUENCE@
 IMPL = @IMPL@
 #: Where IMPL is imported from (the directories the run imported it from), after sys.path.
 IMPL_PATH = @IMPL_PATH@
@@ -53,22 +58,26 @@ ORACLE = @ORACLE@
 STRICT = @STRICT@
 
 
-def run_in_this_process(case, impl_spec, device):
-    """Rebuild the tensor the op reads, then let the oracle run the impl and compare bits."""
+def run_in_this_process(calls, case, impl_spec, device):
+    """Rebuild the tensors each call reads, let the oracle run the impl on the calls before
+    the Case (their verdicts aside), then on the Case, and compare bits."""
     from diagfuzz import oracles
     from diagfuzz.impl import load_impl
 
     impl = load_impl(impl_spec)
+    for call in calls:
+        getattr(oracles, call.oracle)(call.case, impl, device, strict=STRICT)
     return getattr(oracles, ORACLE)(case, impl, device, strict=STRICT)
 
 
-def run_isolated(case, impl_spec, device, timeout):
+def run_isolated(calls, case, impl_spec, device, timeout):
     """The same, in a fresh executor process: a crash or hang becomes a verdict."""
+    from diagfuzz.execution.history import Call, replay
     from diagfuzz.executor import ProcessRunner
 
     with ProcessRunner(impl_spec, device, timeout=timeout, oracle=ORACLE,
                        strict=STRICT) as runner:
-        return runner.run(case)
+        return replay(runner, calls, Call(ORACLE, case))[0]
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,7 +88,9 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     parser = Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1, help="repetitions (default 1)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="repetitions, each in a fresh executor that replays SEQUENCE "
+                             "then the Case (default 1)")
     parser.add_argument("--device", default=DEVICE, help=f"cpu or cuda (default {DEVICE})")
     parser.add_argument("--impl", default=IMPL, help=f"MODULE:ATTR (default {IMPL})")
     parser.add_argument("--timeout", type=float, default=TIMEOUT,
@@ -88,6 +99,8 @@ def main(argv=None):
                         help="run in this process (for a debugger; a crash kills the script)")
     parser.add_argument("--details", action="store_true",
                         help="also print the verdict's whole evidence as JSON")
+    parser.add_argument("--alone", action="store_true",
+                        help="the Case alone, without the calls of SEQUENCE before it")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be >= 1, got {args.repeat}")
@@ -103,16 +116,27 @@ def main(argv=None):
               "diagfuzz installed (e.g. its .venv/bin/python)", file=sys.stderr)
         return 3
 
+    from diagfuzz.execution.history import Call
+
     case = Case.from_json(CASE_JSON)
+    calls = [] if args.alone else [Call(oracle, Case.from_json(text))
+                                   for oracle, text in SEQUENCE]
     print("case:  " + "\\n       ".join(case.describe_full()))
     print(f"impl:  {args.impl} on {args.device}")
+    if calls:
+        print(f"after: {len(calls)} earlier call(s), replayed in the same fresh process in "
+              "every repetition (--alone: the Case alone)")
+        for i, call in enumerate(calls[:5]):
+            print(f"       {i + 1}. {call.describe()}")
+        if len(calls) > 5:
+            print(f"       ... {len(calls) - 5} more")
     failed = 0
     for i in range(args.repeat):
         try:
             if args.in_process:
-                verdict = run_in_this_process(case, args.impl, args.device)
+                verdict = run_in_this_process(calls, case, args.impl, args.device)
             else:
-                verdict = run_isolated(case, args.impl, args.device, args.timeout)
+                verdict = run_isolated(calls, case, args.impl, args.device, args.timeout)
         except ImplError as exc:
             print(f"cannot load the implementation: {exc}", file=sys.stderr)
             return 4
@@ -124,8 +148,13 @@ def main(argv=None):
             print(line)
         if args.details and verdict.details:
             print(json.dumps(verdict.details, indent=2, sort_keys=True, default=repr))
-    print(f"{failed}/{args.repeat} repetitions failed: "
-          f"{'the bug is there' if failed else 'no failure (fixed?)'}")
+    if failed:
+        said = "the bug is there"
+    elif args.alone and SEQUENCE:
+        said = "no failure alone (it needs the calls of SEQUENCE before it)"
+    else:
+        said = "no failure (fixed?)"
+    print(f"{failed}/{args.repeat} repetitions failed: {said}")
     return 1 if failed else 0
 
 
@@ -166,8 +195,11 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
                       timeout: float = DEFAULT_TIMEOUT, oracle: str = "check",
                       verdict: Verdict | None = None, reproducibility: str = "",
                       name: str = "", impl_path: Sequence[str] = (),
-                      strict: bool = False) -> str:
-    """The text of a reproducer script for ``case``."""
+                      strict: bool = False, sequence: Sequence[Call] = (),
+                      story: str = "") -> str:
+    """The text of a reproducer script for ``case``; with ``sequence``, the calls a fresh
+    process makes before it (a failure that depends on what ran before; ``story`` says
+    how, in words), replayed before it in every repetition."""
     pretty = corpus.pretty_case(case)
     if verdict is not None:
         title = f"{verdict.kind} in {case.describe()}"
@@ -179,7 +211,17 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
     found += f"\n         impl {impl} on {device}"
     if reproducibility:
         found += f"; reproduced {reproducibility} in fresh processes"
+    note = ""
+    if sequence:
+        note = (f"Before:  {len(sequence)} earlier call(s) (SEQUENCE), replayed before the "
+                f"Case in the same\n         fresh process: {story or 'what it needs'}.\n")
+    calls = "[]"
+    if sequence:
+        calls = "[\n" + "".join(
+            f"    ({call.oracle!r}, {_literal(corpus.pretty_case(call.case))}),\n"
+            for call in sequence) + "]"
     replacements = {
+        "@SEQUENCE_NOTE@": note.replace('"' * 3, "'" * 3), "@SEQUENCE@": calls,
         "@TITLE@": title.replace('"""', "'''"), "@FOUND@": found.replace('"""', "'''"),
         "@NAME@": name or script_name(case), "@CASE_JSON@": _literal(pretty),
         "@IMPL@": repr(impl), "@DEVICE@": repr(device), "@TIMEOUT@": repr(float(timeout)),
