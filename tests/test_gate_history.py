@@ -1,0 +1,59 @@
+"""The gate on a bug that fails only after another op's call: one deterministic finding (exit
+1), the polluter named under it, a reproducer that replays it and exits 1, and a corpus entry
+that the next gate replays first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+IMPL = "tests.faulty.history:polluted"
+
+
+def gate(tmp_path: Path, *more: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    args = [sys.executable, "-m", "diagfuzz", "gate", "--impl", IMPL,
+            "--ops", "diagonal,diagonal_backward", "--budget", "100", "-n", "1",
+            "--no-compile", "--no-opinfo", "--report", "report.json", *more]
+    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False,
+                          env=environment(), timeout=900)
+    return proc, json.loads((tmp_path / "report.json").read_text())
+
+
+def environment() -> dict[str, str]:
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), environ.get("PYTHONPATH", "")])
+    return environ
+
+
+def test_a_polluted_op_is_one_deterministic_finding_with_its_polluter(tmp_path: Path) -> None:
+    proc, report = gate(tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [finding] = report["findings"]
+    c = finding["classification"]
+    assert (c["label"], c["ratio"], c["history"]) == ("deterministic", "10/10",
+                                                      "after earlier calls")
+    [polluter] = c["sequence"]
+    assert (polluter["case"]["op"], polluter["case"]["offset"]) == ("diagonal_backward", 2)
+    assert "history  passes alone; fails after 1 earlier call" in proc.stdout
+    assert "after    1. diagonal_backward(" in proc.stdout
+
+    script = Path(finding["reproducer"])
+    replayed = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                              capture_output=True, text=True, check=False, env=environment(),
+                              timeout=300)
+    assert replayed.returncode == 1 and "the bug is there" in replayed.stdout, replayed.stdout
+    alone = subprocess.run([sys.executable, str(script), "--alone"], cwd=tmp_path,
+                           capture_output=True, text=True, check=False, env=environment(),
+                           timeout=300)
+    assert alone.returncode == 0 and "needs the calls of SEQUENCE" in alone.stdout
+
+    # The corpus keeps the sequence; the next gate replays it first, and finds the bug there.
+    [entry] = (tmp_path / "corpus").glob("*.json")
+    assert json.loads(entry.read_text())["found"]["sequence"] == c["sequence"]
+    again, report = gate(tmp_path, "--no-save", "--no-covering")
+    assert again.returncode == 1, again.stdout + again.stderr
+    [finding] = report["findings"]
+    assert finding["stages"].get("corpus replay") == 1, finding["stages"]
