@@ -375,7 +375,8 @@ def parser() -> argparse.ArgumentParser:
                         "at the last run that wrote its outputs; runs beyond the last "
                         f"{rundirs.KEEP} are pruned after a run (default {defaults.out_dir})")
     g.add_argument("--repeats", type=_positive_int, default=defaults.repeats,
-                   help=f"re-runs per finding in its fresh process ({defaults.repeats})")
+                   help=f"re-runs per finding in its fresh process ({defaults.repeats}); "
+                        "a sequence a failure needs is replayed twice as many times")
     g.add_argument("--max-classify", type=_count, default=defaults.max_classify,
                    help=f"classify at most this many findings ({defaults.max_classify})")
     g.add_argument("--no-save", action="store_true", help="do not add findings to the corpus")
