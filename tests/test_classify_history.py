@@ -49,7 +49,7 @@ def noise(count: int) -> list:
 def test_a_polluter_of_another_op_is_found_and_the_failure_is_deterministic(
         tmp_path: Path) -> None:
     polluter = square(2, op="diagonal_backward")
-    before = noise(9) + [polluter] + noise(14)
+    before = [*noise(9), polluter, *noise(14)]
     failure = failing_after("polluted", [*before, square(0)], tmp_path)
     assert failure.details["history"]["calls"] == len(before)
     assert [c.case for c in history.read(failure.details["history"])] == before
@@ -137,3 +137,14 @@ def test_ddmin_stops_when_its_budget_is_spent() -> None:
 
     kept = ddmin(calls, test)
     assert calls[5] in kept and len(kept) < 32
+
+
+def test_a_cache_keyed_on_addresses_is_stale_after_a_freed_tensors_address_is_reused(
+        tmp_path: Path) -> None:
+    # Same sizes, other values: the second input gets the first's freed address, and the
+    # cache keyed on it returns the first input's diagonal.
+    first, second = (replace(square(0, n=64), values=Values(seed=s)) for s in (0, 1))
+    failure = failing_after("address_reuse", [first, second], tmp_path)
+    c = classify(failure, IMPL.format("address_reuse"), "cpu", timeout=30)
+    assert (c.label, c.ratio, c.history) == ("deterministic", "10/10", AFTER_CALLS)
+    assert [call.case for call in c.sequence] == [first]

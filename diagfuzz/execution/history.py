@@ -40,21 +40,26 @@ HISTORY_LIMIT = 4096
 
 @dataclass(frozen=True)
 class Call:
-    """One call an executor made: ``oracle`` (a function of ``diagfuzz.oracles``) on ``case``."""
+    """One call an executor made: ``oracle`` (a function of ``diagfuzz.oracles``) on ``case``;
+    ``alone``: judged by the oracle itself, not its batch form (``oracles.check_batch``),
+    which allocates otherwise (a cache keyed on addresses sees other addresses)."""
 
     oracle: str
     case: Case
+    alone: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (the Case as ``Case.to_dict``)."""
-        return {"oracle": self.oracle, "case": self.case.to_dict()}
+        data = {"oracle": self.oracle, "case": self.case.to_dict()}
+        return {**data, "alone": True} if self.alone else data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Call:
         """The inverse of ``to_dict``."""
         from diagfuzz.core.case import Case
 
-        return Call(str(data.get("oracle") or "check"), Case.from_json(data["case"]))
+        return Call(str(data.get("oracle") or "check"), Case.from_json(data["case"]),
+                    bool(data.get("alone", False)))
 
     def describe(self) -> str:
         """The Case's one-line description, with its oracle where it is not ``check``."""
@@ -95,9 +100,9 @@ class History:
         self._file = None
         self._written = 0
 
-    def record(self, oracle: str, case: Case) -> int:
+    def record(self, oracle: str, case: Case, alone: bool = False) -> int:
         """Record a call sent now; how many calls this executor got before it."""
-        self._calls.append(Call(oracle, case))
+        self._calls.append(Call(oracle, case, alone))
         self._count += 1
         return self._count - 1
 
@@ -165,15 +170,18 @@ class _Runner(Protocol):
 
 
 def replay(runner: _Runner, calls: Sequence[Call], target: Call) -> tuple[Any, list[Any]]:
-    """Run ``calls`` then ``target`` in ``runner``'s executor, each Case alone (a batch
-    would call the implementation in another order than a replay of a part of it does):
-    (the target's verdict, the verdicts of ``calls`` in order). The target's verdict says
-    in ``details.replay_restarted`` if an earlier call killed the executor (its state was
-    lost on the way, so the replay is not the sequence)."""
+    """Run ``calls`` then ``target`` in ``runner``'s executor, one at a time, each judged as
+    it was (``Call.alone``; batches replay as batches of one: a part of a batch could not
+    be replayed as a batch): (the target's verdict, the verdicts of ``calls`` in order).
+    The target's verdict says in ``details.replay_restarted`` if an earlier call killed the
+    executor (its state was lost on the way, so the replay is not the sequence)."""
     starts = runner.starts
-    tickets = [runner.submit(call.case, call.oracle, single=True) for call in calls]
-    last = runner.submit(target.case, target.oracle, single=True)
-    done = dict(runner.wait(0))
+    done: dict[int, Any] = {}
+    tickets = []
+    for call in [*calls, target]:
+        tickets.append(runner.submit(call.case, call.oracle, single=call.alone))
+        done.update(runner.wait(0))
+    last = tickets.pop()
     verdict = done[last]
     restarted = runner.starts - max(starts, 1)
     if restarted > 0 and not verdict.ok:

@@ -639,7 +639,8 @@ class ProcessRunner:
 
     def _recorded(self, request: _Request) -> _Request:
         """``request``, recorded in the current executor's history as sent now."""
-        return replace(request, at=self.history.record(request.oracle, request.case))
+        alone = request.single or request.oracle not in msg.BATCHED_ORACLES
+        return replace(request, at=self.history.record(request.oracle, request.case, alone))
 
     def _with_history(self, request: _Request, verdict: Verdict) -> Verdict:
         """A failing verdict says where the calls its executor made before it are."""

@@ -19,7 +19,7 @@ The state kernel libraries keep between calls, each planted on aten's ``diagonal
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -58,7 +58,7 @@ def _key(x: torch.Tensor, args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 class SecondCall(_Diagonal):
-    seen: set[tuple[Any, ...]] = set()
+    seen: ClassVar[set[tuple[Any, ...]]] = set()
 
     def wrong(self, x, args):
         key = _key(x, args)
@@ -76,7 +76,7 @@ class ColdFirst(_Diagonal):
 
 
 class AddressReuse(Faulty):
-    cache: dict[tuple[Any, ...], torch.Tensor] = {}
+    cache: ClassVar[dict[tuple[Any, ...], torch.Tensor]] = {}
 
     def fault(self, result, offset):
         return result
@@ -91,7 +91,7 @@ class AddressReuse(Faulty):
 
 
 class NthCall(_Diagonal):
-    calls: dict[torch.dtype, int] = {}
+    calls: ClassVar[dict[torch.dtype, int]] = {}
 
     def wrong(self, x, args):
         self.calls[x.dtype] = self.calls.get(x.dtype, 0) + 1
