@@ -342,18 +342,53 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: FanoutRunne
 
 
 def corpus_stage(ctx: Context, runner: FanoutRunner) -> Stage:
-    """Replay every Case of the regression corpus."""
+    """Replay every Case of the regression corpus: first those that fail only after other
+    calls, each after its sequence in a fresh executor, then the rest."""
     stage = ctx.stage("corpus replay")
     try:
-        cases = corpus.load(ctx.opts.corpus_dir)
+        entries = corpus.entries(ctx.opts.corpus_dir)
     except ValueError as exc:
         stage.error = str(exc)
         return stage
-    if not cases:
+    if not entries:
         stage.skipped = f"no corpus Cases in {ctx.opts.corpus_dir}"
         return stage
+    chained = [e for e in entries if corpus.sequence_of(e)]
+    try:
+        replayed = replay_sequences(ctx, stage, chained, runner.device)
+    except ExecutorError as exc:
+        stage.error = f"{exc}"
+        return stage
+    cases = [e.case for e in entries if not corpus.sequence_of(e)]
     run_cases(ctx, stage, fixed(ctx.opts, cases, ctx.provided), runner, "check")
+    stage.planned += replayed
     return stage
+
+
+def replay_sequences(ctx: Context, stage: Stage, entries: list[corpus.Entry],
+                     device: str) -> int:
+    """Each entry's Case after the calls it needs (``corpus.sequence_of``), in a fresh
+    executor of its own: the state those calls leave is the bug's trigger, so they run
+    exactly as the corpus says, never beside other Cases."""
+    from diagfuzz.execution.history import Call, replay
+
+    wanted = set(fixed(ctx.opts, [e.case for e in entries], ctx.provided))
+    chosen = [e for e in entries if e.case in wanted]
+    for i, entry in enumerate(chosen):
+        if ctx.stopping():
+            stage.stopped = True
+            return i
+        calls = [Call.from_dict(c) for c in corpus.sequence_of(entry)]
+        with ProcessRunner(ctx.opts.impl, device, timeout=ctx.opts.timeout,
+                           strict=ctx.opts.strict, learnt=ctx.opts.learnt(),
+                           workdir=ctx.opts.run_dir / "corpus-sequences" / str(i)) as fresh:
+            verdict, _ = replay(fresh, calls, Call("check", entry.case))
+        stage.ran += 1
+        if not verdict.ok:
+            stage.failures.append(Finding(stage.name, verdict, "check"))
+        elif verdict.case is not None and not verdict.unsupported:
+            _count(stage, verdict.case)
+    return len(chosen)
 
 
 def covering_stage(ctx: Context, runner: FanoutRunner) -> Stage:
