@@ -10,7 +10,8 @@ device (one copy there, one back); the judgement runs on host copies (see checks
 compiles). ``check_huge`` judges the huge tier's Cases (past 2**31 elements) on the
 device, in chunks (huge.py). ``check_batch`` is ``check`` for a batch of Cases, paying the
 per-Case fixed costs once (batch.py). ``check_registration`` audits how a library
-registers an op into aten (registration.py).
+registers an op into aten (registration.py); it and ``check_compile`` name the registration
+that dropped a gradient (decomposition.py), on which that finding is keyed.
 
 Every oracle judges inside ``diagfuzz.core.dispatch.aten_only``: references, copies and
 comparisons run aten's own kernels whatever a library registered, and only the call of the

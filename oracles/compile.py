@@ -7,9 +7,11 @@ and once through ``torch.compile(fullgraph=True)`` with the implementation's reg
 it runs in the suite (on when ``impl.uses_triton_registration``; a library's registrations
 serve the compiled run, ``diagfuzz.core.dispatch.under_test``). The forward values and
 ``x.grad`` must match bit for bit, dtype and shape; strides are not compared, since inductor
-may lay out a tensor it produces differently from eager. Slow: each call compiles (dynamo is
-reset first, so a recompile limit can never make the compiled path silently fall back to
-eager). Has its own pytest marker, ``compile``.
+may lay out a tensor it produces differently from eager. A gradient that never reaches the
+input names the library's registration that dropped it, where one does
+(``diagfuzz.oracles.decomposition.dropped_by``), as the registration audit does. Slow: each
+call compiles (dynamo is reset first, so a recompile limit can never make the compiled path
+silently fall back to eager). Has its own pytest marker, ``compile``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles import reference
 from diagfuzz.oracles.checks import _compare
+from diagfuzz.oracles.decomposition import dropped_by, why_dropped
 from diagfuzz.specs import arguments, spec_of
 
 
@@ -79,6 +82,8 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
     try:
         with under_test(), registration() if callable(registration) else nullcontext():
             y, x_grad = _forward_backward(compiled, x, grad)
+            # Read while the registration is on: a switch may remove it on exit.
+            by = dropped_by(impl, case.op, device) if x_grad is None else {}
     except Exception as exc:
         return Verdict("crash", "compile", f"torch.compile raised {type(exc).__name__}",
                        case, {"type": type(exc).__name__, "message": str(exc)[:500],
@@ -86,8 +91,12 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
     for what, expected, actual in (("forward", eager_y, y), ("grad", eager_grad, x_grad)):
         # Values, not layout: inductor may pick other strides for an intermediate it owns.
         if not isinstance(actual, torch.Tensor):
+            # A dropped gradient names the registration that dropped it, as the
+            # registration audit does: the finding is keyed on it, not on the stage.
+            no_grad = what == "grad"
             return Verdict("mismatch", f"compile:{what}", f"compiled {what} is {actual!r}"
-                           + (": the input got no gradient" if what == "grad" else ""), case)
+                           + (": the input got no gradient" + why_dropped(by) if no_grad
+                              else ""), case, {"dropped_by": by} if no_grad and by else {})
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"eager-{what}")
         if found:
             return Verdict(found.kind, f"compile:{what}:{found.check}", found.message, case,

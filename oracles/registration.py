@@ -10,7 +10,9 @@ kernels (``aten_only``):
 - **gradient**: the output has a ``grad_fn`` and ``backward`` reaches the input with
   aten's gradient bits. A backend kernel registered for a CompositeImplicitAutograd op
   (``aten::diag``) takes the op out of its decomposition, so autograd falls to its
-  not-implemented fallback and the input silently gets no gradient;
+  not-implemented fallback and the input silently gets no gradient. The verdict names that
+  registration (``details["dropped_by"]``, ``diagfuzz.oracles.decomposition``): the
+  finding is keyed on it, one for every op and stage that meets the drop;
 - **autograd.Function at an autograd key** (the output's ``grad_fn`` a Python
   ``BackwardCFunction``, or a registration at ``Autograd*``): forward and backward must
   be registered separately at the backend key, or torch.compile and aten's own
@@ -38,40 +40,15 @@ from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.oracles.checks import _compare
 from diagfuzz.oracles.compile import differentiable_call
-from diagfuzz.specs import all_specs, spec_of
-
-#: The backend keys' autograd keys: a kernel registered there replaces autograd's formula.
-AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA")
-
-
-def audited_package(impl: Any) -> str | None:
-    """The package whose aten registrations ``impl`` runs: a ``registered:`` library's, or
-    ``diagfuzz.ops`` for diagfuzz's own kernels through aten; None for an adapter."""
-    package = getattr(impl, "registered_package", None)
-    if package:
-        return str(package)
-    return "diagfuzz.ops" if getattr(impl, "uses_triton_registration", False) else None
-
-
-def _op_names(op: str) -> set[str]:
-    """The aten overloads of ``op``'s own (``aten::diag``, ``aten::diag.out``)."""
-    spec = spec_of(op)
-    return {f"aten::{name}" for name in spec.aten} | {f"aten::{spec.aten[0]}.default"}
-
-
-def _reached(op: str) -> set[str]:
-    """The aten ops a call of ``op`` reaches: its own, and those it decomposes into."""
-    into = spec_of(op).decomposes_into
-    return _op_names(op) | {f"aten::{n}" for n in into} | {f"aten::{n}.default" for n in into}
-
-
-def _composite_replaced(package: str, op: str) -> list[dispatch.Registration]:
-    """The library's backend kernels for a CompositeImplicitAutograd op ``op`` reaches: such
-    a kernel takes the op out of its decomposition, and autograd with it."""
-    return [r for r in dispatch.overrides(package) if r.op in _reached(op)
-            and r.key not in AUTOGRAD_KEYS
-            and torch._C._dispatch_has_kernel_for_dispatch_key(r.op.split(".")[0],
-                                                              "CompositeImplicitAutograd")]
+from diagfuzz.oracles.decomposition import (
+    AUTOGRAD_KEYS,
+    audited_package,
+    dropped_by,
+    op_names,
+    reached,
+    why_dropped,
+)
+from diagfuzz.specs import all_specs
 
 
 def _fail(kind: str, check: str, message: str, case: Case,
@@ -86,7 +63,7 @@ def _raised(exc: BaseException) -> dict[str, Any]:
 
 def _autograd_registrations(package: str, op: str) -> list[dispatch.Registration]:
     """The library's kernels at an autograd key for the ops a call of ``op`` reaches."""
-    names = _reached(op)
+    names = reached(op)
     return [r for r in dispatch.overrides(package) if r.op in names and r.key in AUTOGRAD_KEYS]
 
 
@@ -120,6 +97,8 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
     try:
         with dispatch.under_test(), active():
             y, grad_fn, x_grad = _run(fn, x, grad)
+            # Read while the registration is on: a switch may remove it on exit.
+            by = dropped_by(impl, case.op, device) if x_grad is None else {}
     except Exception as exc:
         return _fail("crash", "autograd", f"the op's forward or backward raised "
                      f"{type(exc).__name__} under {package}'s registration", case,
@@ -137,16 +116,13 @@ def check_registration(case: Case, impl: Any, device: str = DEVICE, *,
                      "formula and torch.compile reach them", case,
                      {"library": package, "grad_fn": type(grad_fn).__name__})
     if grad_fn is None or x_grad is None:
-        replaced = _composite_replaced(package, case.op)
-        why = ("" if not replaced else
-               f": {replaced[0].describe()} is a backend kernel for a "
-               "CompositeImplicitAutograd op, which takes the op out of its decomposition, "
-               "and autograd falls to its not-implemented fallback")
+        # ``dropped_by`` keys the finding: one for every op and stage that reaches it.
         return _fail("mismatch", "gradient",
                      f"{case.op} under {package}'s registration drops the input's gradient "
                      f"(grad_fn {type(grad_fn).__name__}, input.grad "
-                     f"{'None' if x_grad is None else 'set'}){why}",
-                     case, {"library": package, "grad_fn": type(grad_fn).__name__})
+                     f"{'None' if x_grad is None else 'set'}){why_dropped(by)}",
+                     case, {"library": package, "grad_fn": type(grad_fn).__name__,
+                            **({"dropped_by": by} if by else {})})
     for what, expected, actual in (("forward", want_y, y), ("grad", want_grad, x_grad)):
         found = _compare(case, expected.contiguous(), actual.contiguous(), f"aten-{what}")
         if found:
@@ -166,7 +142,7 @@ def audit_table(impl: Any, device: str = DEVICE) -> list[dict[str, Any]]:
         return []
     rows = []
     for spec in all_specs():
-        names = _op_names(spec.name)
+        names = op_names(spec.name)
         found = [r for r in dispatch.overrides(package) if r.op in names]
         autograd = [r for r in found if r.key in AUTOGRAD_KEYS]
         own_meta = any(r.key == "Meta" for r in found)

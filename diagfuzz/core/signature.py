@@ -20,6 +20,13 @@ one of them. Failures are grouped by their origin, as a maintainer counts what t
   four), so keyed on it one fix would be several findings. Two value bugs of one op and
   check are one finding until the first is fixed: the symptoms are counted inside it,
   each with its own shrunk Case (``symptom_of``), so the second bug still shows there;
+* a gradient that never reaches the input, where the verdict names the aten registration
+  that dropped it (``details["dropped_by"]``: a backend kernel for a
+  CompositeImplicitAutograd op, ``diagfuzz.oracles.decomposition``): that registration, its
+  dispatch key and its registering file:line, whichever op reached it (``diag`` and
+  ``diag_1d`` both reach ``aten::diag``) and whichever stage met it (the registration
+  audit, torch.compile parity): a maintainer fixes the registration once. The ops are
+  counted inside the finding;
 * a crash, a hang, an alias, a dispatch failure: the op, the kind and the check.
 
 Dtypes, invalid classes, symptoms, stages and aten's exception types are not part of the
@@ -76,11 +83,45 @@ def _raised(details: dict[str, Any], which: str) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
+#: The defect of a gradient that never reaches the input.
+DROPPED_GRADIENT = "dropped gradient"
+#: The checks whose failure is a gradient that never reached the input: the registration
+#: audit's, and torch.compile parity's compiled gradient that is None (``compile:grad``
+#: alone; a compiled gradient of wrong bits is ``compile:grad:bitwise...``).
+GRADIENT_DROPS = ("registration:gradient", "compile:grad")
+#: The check of a finding keyed on the registration that dropped a gradient, whichever
+#: stage's check met it.
+REGISTRATION_GRADIENT = "registration:gradient"
+
+
+def dropping_registration(kind: str, check: str, details: dict[str, Any] | None
+                          ) -> dict[str, str]:
+    """The aten registration a dropped gradient is blamed on (``details["dropped_by"]``:
+    ``op``, ``key``, ``where``), or {} for any other failure, and for a drop no
+    registration explains (it keeps its op: conservative)."""
+    if kind != "mismatch" or check not in GRADIENT_DROPS:
+        return {}
+    by = (details or {}).get("dropped_by")
+    return by if isinstance(by, dict) and by.get("op") else {}
+
+
+def keyed_on_registration(signature: Signature) -> bool:
+    """Whether ``signature`` is a dropped gradient keyed on its aten registration (its
+    ``op`` an ``aten::`` name): one cause for every stage, so no stage's oracle goes into
+    its check (``diagfuzz.gate.stages.Finding``)."""
+    return signature.trigger == DROPPED_GRADIENT and signature.op.startswith("aten::")
+
+
 def signature_from(kind: str, check: str, case: dict[str, Any] | None,
                    details: dict[str, Any] | None) -> Signature:
     """The signature of a failure given as plain data (a Verdict's JSON fields)."""
     case = case or {}
     details = details or {}
+    by = dropping_registration(kind, check, details)
+    if by:  # the registration, not the op or the stage: one fix
+        registration = "@".join(str(by[k]) for k in ("op", "key") if by.get(k))
+        return Signature(registration, kind, REGISTRATION_GRADIENT, DROPPED_GRADIENT,
+                         str(by.get("where", "")))
     op = str(case.get("op", ""))
     trigger = origin = ""
     if kind == "error-parity":
@@ -116,8 +157,8 @@ def defect(kind: str, check: str) -> str:
         return "unwritten elements"
     if kind == "alias":
         return "aliasing"
-    if check.startswith("registration:gradient"):
-        return "dropped gradient"
+    if check.startswith(REGISTRATION_GRADIENT):
+        return DROPPED_GRADIENT
     return "wrong values" if "bitwise" in check else "wrong metadata"
 
 
@@ -143,12 +184,14 @@ def cause_axes(case: dict[str, Any] | None, details: dict[str, Any] | None
                ) -> dict[str, str]:
     """What a finding counts inside it, beside dtypes: the Case's invalid class (``valid``
     for a valid Case), where aten raised, aten's exception type, a wrong result's
-    symptom, and for a raise site (keyed without its op) the op that reached it."""
+    symptom, and for a raise site or a registration that dropped a gradient (both keyed
+    without the op) the op that reached it."""
     case = case or {}
     details = details or {}
     axes = {"invalid class": str(case.get("invalid") or "valid")}
     actual = _raised(details, "actual")
-    if actual and _own_site(str(actual.get("origin", ""))):
+    dropped = isinstance(details.get("dropped_by"), dict)
+    if dropped or (actual and _own_site(str(actual.get("origin", "")))):
         axes["op"] = str(case.get("op", ""))
     if isinstance(details.get("symptom"), str):
         axes["symptom"] = details["symptom"]

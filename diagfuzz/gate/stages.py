@@ -26,7 +26,7 @@ from typing import Any
 
 from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
-from diagfuzz.core.signature import Signature, cause_axes, signature_of
+from diagfuzz.core.signature import Signature, cause_axes, keyed_on_registration, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
@@ -89,7 +89,9 @@ class Finding:
     def __post_init__(self) -> None:
         if self.signature is None:
             signature = signature_of(self.verdict)
-            if self.oracle != "check":  # a compile-parity failure is a bug of its own
+            # A compile-parity failure is a bug of its own; a dropped gradient is its
+            # registration's, whichever stage met it.
+            if self.oracle != "check" and not keyed_on_registration(signature):
                 signature = Signature(signature.op, signature.kind,
                                       f"{self.oracle} {signature.check}".strip(),
                                       signature.trigger, signature.origin)
