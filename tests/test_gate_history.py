@@ -57,3 +57,20 @@ def test_a_polluted_op_is_one_deterministic_finding_with_its_polluter(tmp_path: 
     assert again.returncode == 1, again.stdout + again.stderr
     [finding] = report["findings"]
     assert finding["stages"].get("corpus replay") == 1, finding["stages"]
+
+
+def test_the_sequence_search_reaches_a_cache_keyed_on_addresses(tmp_path: Path) -> None:
+    # No other stage: a Case's inputs must get a freed tensor's address, which the search's
+    # ``new_values`` rule draws on purpose (the same sizes and layout, other values, next).
+    args = [sys.executable, "-m", "diagfuzz", "gate", "--impl",
+            "tests.faulty.history:address_reuse", "--no-save", "--no-suite", "--no-covering",
+            "--no-opinfo", "--no-compile", "--report", "report.json"]
+    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False,
+                          env=environment(), timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    [finding] = report["findings"]
+    assert set(finding["stages"]) == {"sequence search"}
+    c = finding["classification"]
+    assert (c["label"], c["history"]) == ("deterministic", "after earlier calls"), c
+    assert c["sequence"] and all(call["case"]["op"] == "diagonal" for call in c["sequence"])

@@ -142,6 +142,7 @@ def gate_options(args: argparse.Namespace) -> Any:
         corpus_dir=args.corpus, out_dir=args.out, repeats=args.repeats,
         save_corpus=not args.no_save, suite=not args.no_suite,
         compile_sample=not args.no_compile, opinfo=not args.no_opinfo,
+        sequences=not args.no_sequences,
         covering=not args.no_covering,
         max_classify=args.max_classify,
         ops=args.ops, dtypes=args.dtypes, ranks=args.ranks, layouts=args.layouts,
@@ -385,6 +386,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-covering", action="store_true",
                    help="skip the covering Cases (every valid 3-way combination of each "
                         "op's factor model, 4-way of its geometric core)")
+    g.add_argument("--no-sequences", action="store_true",
+                   help="skip the sequence search (call sequences drawn for bugs that "
+                        "depend on what ran before, each in a fresh executor)")
     g.add_argument("--no-opinfo", action="store_true",
                    help="skip PyTorch's OpInfo samples (skipped anyway where "
                         "torch.testing._internal does not import: it needs expecttest)")

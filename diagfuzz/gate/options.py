@@ -37,6 +37,8 @@ class Options:
     suite: bool = True
     compile_sample: bool = True
     opinfo: bool = True
+    #: The sequence search stage (``diagfuzz.gate.sequences``).
+    sequences: bool = True
     #: Judge every op's covering Cases (``stages.covering_stage``).
     covering: bool = True
     max_classify: int = 20

@@ -13,6 +13,9 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.outputs import levels_text
 from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
+from diagfuzz.gate.sequences import EXAMPLES as SEQUENCE_EXAMPLES
+from diagfuzz.gate.sequences import SECONDS as SEQUENCE_SECONDS
+from diagfuzz.gate.sequences import STEPS as SEQUENCE_STEPS
 from diagfuzz.gate.stages import (
     HUGE_SEED,
     OPINFO_STAGE,
@@ -119,6 +122,12 @@ def plan_lines(opts: Options) -> list[str]:
         lines.append("  fuzz suite           skipped (--no-suite)")
     parity = fixed(opts, error_parity_cases(), provided)
     lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
+    if opts.sequences:
+        lines.append(f"  sequence search      up to {SEQUENCE_EXAMPLES} call sequences of "
+                     f"{SEQUENCE_STEPS} steps, each in a fresh executor, "
+                     f"{SEQUENCE_SECONDS:g} s at most")
+    else:
+        lines.append("  sequence search      skipped (--no-sequences)")
     lines.append(_opinfo_line(opts, provided))
     if opts.compile_sample:
         sample = fixed(opts, compile_cases(), provided)

@@ -47,6 +47,7 @@ from diagfuzz.gate.classification import Classifier, Rerun, spare_limit
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import split_compile_lane, stage_pool
 from diagfuzz.gate.progress import GateProgress
+from diagfuzz.gate.sequences import SEQUENCE_STAGE, sequence_stage
 from diagfuzz.gate.stages import (
     AUDIT_STAGE,
     COMPILE_STAGE,
@@ -88,8 +89,9 @@ from diagfuzz.impl import (
 )
 
 #: The stages in report order.
-STAGE_ORDER = ("corpus replay", COVERING_STAGE, "fuzz suite", "error parity", OPINFO_STAGE,
-               COMPILE_STAGE, AUDIT_STAGE, "huge tier", "classification")
+STAGE_ORDER = ("corpus replay", COVERING_STAGE, "fuzz suite", "error parity",
+               SEQUENCE_STAGE, OPINFO_STAGE, COMPILE_STAGE, AUDIT_STAGE, "huge tier",
+               "classification")
 #: The timing group of the stages the pool of executors judges.
 FIXED_STAGES = "fixed stages"
 #: Seconds the stopped suite gets to write its partial report, at most.
@@ -267,7 +269,7 @@ class Gate:
             self.error, self.code = str(exc), ExitCode.USAGE
             self.stop("the impl does not import")
             return
-        with ThreadPoolExecutor(2, thread_name_prefix="diagfuzz-gate-side") as pool:
+        with ThreadPoolExecutor(3, thread_name_prefix="diagfuzz-gate-side") as pool:
             suite = pool.submit(self._stage, "fuzz suite",
                                 lambda: suite_stage(ctx, STOP_GRACE))
             self._resolve_device()  # after the suite started: it imports the kernels
@@ -311,6 +313,9 @@ class Gate:
             if lane is not None:
                 compiled = pool.submit(self._stage, COMPILE_STAGE,
                                        functools.partial(compile_stage, ctx, lane))
+            # Its own fresh executors, beside the pool's stages and the suite.
+            sequences = pool.submit(self._stage, SEQUENCE_STAGE,
+                                    functools.partial(sequence_stage, ctx, runner))
             steps: list[tuple[str, Callable[[Context, FanoutRunner], Stage]]] = [
                 ("corpus replay", corpus_stage), (COVERING_STAGE, covering_stage),
                 ("error parity", error_parity_stage), (OPINFO_STAGE, opinfo_stage),
@@ -324,6 +329,7 @@ class Gate:
             if lane is not None and compiled is not None:
                 compiled.result()
                 lane.close()
+            sequences.result()
             suite.result()
         if self._stop.is_set():
             return
@@ -459,7 +465,8 @@ class Gate:
         """The stages this gate's options run (the classification aside)."""
         opts = self.opts
         wanted = {"corpus replay": True, COVERING_STAGE: opts.covering, "fuzz suite": opts.suite,
-                  "error parity": True, OPINFO_STAGE: opts.opinfo,
+                  "error parity": True, SEQUENCE_STAGE: opts.sequences,
+                  OPINFO_STAGE: opts.opinfo,
                   COMPILE_STAGE: opts.compile_sample, AUDIT_STAGE: True,
                   "huge tier": opts.huge}
         return [name for name, on in wanted.items() if on]

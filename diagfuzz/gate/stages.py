@@ -189,7 +189,7 @@ def fixed(opts: Options, cases: list[Case],
 
 # --- coverage ---------------------------------------------------------------------------
 
-def _count(stage: Stage, case: Case) -> None:
+def count_case(stage: Stage, case: Case) -> None:
     """Add ``case`` to the stage's per-axis counts, with the fuzz report's classes
     (diagfuzz.harness.report), and to its factor-model rows."""
     from diagfuzz.harness.report import classify as classes_of
@@ -298,7 +298,7 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: FanoutRunne
             stage.unsupported += verdict.unsupported
             if verdict.case is not None and not (verdict.unsupported
                                                  or verdict.details.get("skipped")):
-                _count(stage, verdict.case)  # judged: what it reached counts
+                count_case(stage, verdict.case)  # judged: what it reached counts
             elif verdict.case is not None and verdict.unsupported:
                 _refused(stage, verdict.case)
             signature = ""
@@ -389,7 +389,7 @@ def replay_sequences(ctx: Context, stage: Stage, entries: list[corpus.Entry],
         if not verdict.ok:
             stage.failures.append(Finding(stage.name, verdict, "check"))
         elif verdict.case is not None and not verdict.unsupported:
-            _count(stage, verdict.case)
+            count_case(stage, verdict.case)
     return len(chosen)
 
 

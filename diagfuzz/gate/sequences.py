@@ -1,0 +1,226 @@
+"""The sequence search: call sequences drawn to reach bugs that depend on what ran before.
+
+The other stages draw Cases one by one; which earlier calls a Case meets in its executor is
+an accident of scheduling. A bug behind state a library keeps (a cache keyed without
+strides, a memoised buffer, a workspace, a flag one op leaves for another, an autotuner
+that switches after N calls, a cache keyed on addresses) needs particular earlier calls,
+so this stage draws the sequences themselves, with Hypothesis' stateful testing: a
+``RuleBasedStateMachine`` whose rules are the patterns such bugs hide behind, each example
+a fresh executor of its own, so a failure's past is exactly its sequence.
+
+- ``call``: a new Case of any op judged (kept for the rules below);
+- ``again``: a Case judged a second time (a non-idempotent outcome);
+- ``restrided``: a Case's sizes with another layout: other strides, a storage offset
+  (a cache keyed on sizes alone);
+- ``new_values``: a Case's sizes and layout with other values, right after it: its
+  tensors are freed and the new ones take their addresses (a cache keyed on addresses,
+  through the GPU's caching allocator too);
+- ``invalid``: an invalid call (it must raise as aten does), then whatever comes next
+  (state an error path leaves half-updated);
+- ``many``: one key called up to 64 times (a switch at the n-th call).
+
+A failing call stops its example, and Hypothesis shrinks the sequence (each attempt in a
+fresh executor); the smallest failing sequence per cause is the stage's finding, and
+classification replays its history like any other. The stage runs within a time budget
+(``SECONDS``) and a number of sequences (``EXAMPLES``), derandomized as the gate is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.signature import signature_of
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.fanout import FanoutRunner
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+from diagfuzz.gate.stages import Context, Finding, Stage, count_case
+
+SEQUENCE_STAGE = "sequence search"
+#: Sequences drawn at most, and calls a sequence makes at most (its rules' steps; ``many``
+#: makes several calls in one step).
+EXAMPLES = 24
+STEPS = 12
+#: Seconds the stage draws and shrinks sequences, at most (past it, calls are skipped). It
+#: runs beside the other stages, on executors of its own.
+SECONDS = 15.0
+#: Elements of a drawn Case's tensors, at most: small Cases, many calls.
+MAX_ELEMENTS = 4096
+#: Calls of one key the ``many`` rule makes at most.
+MANY = 64
+
+
+class Failed(AssertionError):
+    """A call in the sequence failed (Hypothesis shrinks the sequence that raised it)."""
+
+
+class Search:
+    """What the machine's examples share: how to make a fresh executor, the deadline, and
+    every verdict's record (the calls judged, the failures per cause)."""
+
+    def __init__(self, fresh: Callable[[], ProcessRunner], seconds: float = SECONDS,
+                 stop: Callable[[], bool] = lambda: False) -> None:
+        self.fresh = fresh
+        self.deadline = time.monotonic() + seconds
+        self.stop = stop  #: the gate stopped, or out of its own time
+        self.judged: list[Verdict] = []
+        #: Per cause, the failing verdict with the fewest calls before it.
+        self.failures: dict[Any, Verdict] = {}
+        self.examples = 0
+        #: An executor that could not start or judge: the stage's error, not a finding.
+        self.error: ExecutorError | None = None
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline or self.stop()
+
+    def record(self, verdict: Verdict) -> None:
+        self.judged.append(verdict)
+        if verdict.ok:
+            return
+        key = signature_of(verdict)
+        held = self.failures.get(key)
+        if held is None or _before(verdict) < _before(held):
+            self.failures[key] = verdict
+
+
+def _before(verdict: Verdict) -> int:
+    history = verdict.details.get("history")
+    return int(history.get("calls", 0)) if isinstance(history, dict) else 0
+
+
+def machine(search: Search, ops: Sequence[str],
+            dtypes: dict[str, tuple[str, ...] | None]) -> type[Any]:
+    """The state machine drawing sequences of the Cases of ``ops`` (``dtypes``: each op's
+    declared dtypes, None for all)."""
+    from hypothesis import strategies as st
+    from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule
+
+    from diagfuzz import strategies
+
+    valid = st.one_of([strategies.cases(op, dtypes=dtypes.get(op), max_elements=MAX_ELEMENTS)
+                       for op in ops])
+    invalid = strategies.invalid_cases(list(ops), max_elements=MAX_ELEMENTS)
+
+    class Sequences(RuleBasedStateMachine):
+        calls = Bundle("calls")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.runner: ProcessRunner | None = None
+            search.examples += 1
+
+        def judge(self, case: Case) -> None:
+            if search.out_of_time():
+                return
+            try:
+                if self.runner is None:
+                    self.runner = search.fresh()
+                verdict = self.runner.run(case)
+            except ExecutorError as exc:
+                search.error = exc
+                raise
+            search.record(verdict)
+            if not verdict.ok:
+                raise Failed(f"{verdict.kind} [{verdict.check}] in {case.describe()}")
+
+        @rule(target=calls, case=valid)
+        def call(self, case: Case) -> Case:
+            self.judge(case)
+            return case
+
+        @rule(case=calls)
+        def again(self, case: Case) -> None:
+            self.judge(case)
+
+        @rule(case=calls, data=st.data())
+        def restrided(self, case: Case, data: st.DataObject) -> None:
+            shape = case.layout.shape
+            room = max(MAX_ELEMENTS, 4 * max(1, case.layout.storage_size))
+            layout = data.draw(strategies.layouts(shape, max_elements=room), label="layout")
+            self.judge(replace(case, layout=layout))
+
+        @rule(case=calls, seed=st.integers(0, 2**31 - 1))
+        def new_values(self, case: Case, seed: int) -> None:
+            self.judge(replace(case, values=replace(case.values, seed=seed)))
+
+        @rule(case=invalid)
+        def invalid_call(self, case: Case) -> None:
+            self.judge(case)
+
+        @rule(case=calls, n=st.integers(2, MANY))
+        def many(self, case: Case, n: int) -> None:
+            for i in range(n):
+                self.judge(replace(case, values=replace(case.values,
+                                                        seed=case.values.seed + i + 1)))
+
+        def teardown(self) -> None:
+            if self.runner is not None:
+                self.runner.close()
+
+    return Sequences
+
+
+def search_sequences(search: Search, ops: Sequence[str],
+                     dtypes: dict[str, tuple[str, ...] | None],
+                     examples: int = EXAMPLES, steps: int = STEPS) -> None:
+    """Draw (and shrink) up to ``examples`` sequences of up to ``steps`` steps each."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    chosen = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                      derandomize=True, database=None, print_blob=False,
+                      suppress_health_check=list(HealthCheck))
+    # A failure ends the search (its sequence shrunk, recorded); Hypothesis' own report
+    # of it, or of a shrink cut by the deadline, is not the stage's.
+    with contextlib.suppress(Exception):
+        run_state_machine_as_test(machine(search, ops, dtypes), settings=chosen)
+    if search.error is not None:
+        raise search.error
+
+
+def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
+    """The sequence search over the ops the gate judges, each sequence in a fresh
+    executor (the stage pool's executors judge nothing here: their pasts are the pool's)."""
+    stage = ctx.stage(SEQUENCE_STAGE)
+    opts = ctx.opts
+    if not opts.sequences:
+        stage.skipped = "--no-sequences"
+        return stage
+    wanted = {op.strip() for op in opts.ops.split(",")} if opts.ops else None
+    ops = [op for op in (ctx.provided or ()) if wanted is None or op in wanted]
+    if not ops:
+        stage.skipped = "no op to judge"
+        return stage
+    dtypes = {op: (ctx.capabilities or {}).get(op, (None, True))[0] for op in ops}
+    made = 0
+
+    def fresh() -> ProcessRunner:
+        nonlocal made
+        made += 1
+        return ProcessRunner(opts.impl, runner.device, timeout=opts.timeout,
+                             strict=opts.strict, learnt=opts.learnt(),
+                             workdir=opts.run_dir / "sequences" / str(made % 8))
+
+    search = Search(fresh, stop=lambda: ctx.stopping() or ctx.out_of_time())
+    ctx.progress.begin(stage.name, EXAMPLES, "sequences")
+    try:
+        search_sequences(search, ops, dtypes)
+    except ExecutorError as exc:
+        if not ctx.stopping():
+            stage.error = f"{exc}"
+    stage.stopped = ctx.stopping()
+    for verdict in search.judged:
+        stage.ran += 1
+        stage.unsupported += verdict.unsupported
+        if verdict.ok and verdict.case is not None and not verdict.unsupported:
+            count_case(stage, verdict.case)
+    stage.planned = stage.ran
+    stage.failures = [Finding(stage.name, v, "check") for v in search.failures.values()]
+    stage.note = (f"{search.examples} sequence(s) drawn in fresh executors, {stage.ran} calls"
+                  + (", the time budget spent" if search.out_of_time() else ""))
+    ctx.progress.end(stage.name, stage.note)
+    return stage
