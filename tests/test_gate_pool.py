@@ -195,7 +195,8 @@ def _gate(tmp_path: Path, executors: int) -> dict[str, Any]:
     env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.three_causes:impl",
-         "--no-suite", "--no-opinfo", "--no-compile", "--ops", "diag_embed,diagonal",
+         "--no-suite", "--no-opinfo", "--no-compile", "--no-sequences",
+         "--ops", "diag_embed,diagonal",
          "--repeats", "1", "--no-save", "--report", "report.json",
          "--stage-executors", str(executors)],
         cwd=where, capture_output=True, text=True, check=False, env=env, timeout=600)
@@ -211,7 +212,7 @@ def _judged(report: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items()
                     if k not in ("reproducer", "reproduce", "seconds", "run_dir",
-                                 "repro_dir", "disk", "timing")}
+                                 "repro_dir", "disk", "timing", "history")}
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value
@@ -297,6 +298,7 @@ def _gate_stages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 
     for attr, name in [("corpus_stage", "corpus replay"), ("covering_stage", "covering array"),
                        ("error_parity_stage", "error parity"),
+                       ("sequence_stage", "sequence search"),
                        ("opinfo_stage", "opinfo samples"),
                        ("compile_stage", "torch.compile parity"),
                        ("audit_stage", "registration audit"), ("huge_stage", "huge tier")]:
@@ -318,13 +320,15 @@ def test_with_two_executors_the_compile_stage_runs_beside_the_others_on_its_own(
     seen = _gate_stages(monkeypatch, tmp_path, 3)
     assert seen["beside"]
     assert seen["threads"]["torch.compile parity"] != seen["threads"]["covering array"]
+    # The sequence search makes fresh executors of its own, beside the pool's stages.
+    assert seen["threads"]["sequence search"] != seen["threads"]["covering array"]
     assert seen["executors"]["torch.compile parity"] == 1
     assert seen["executors"]["covering array"] == 2
     assert seen["closed"]
     # The report keeps its order, whichever stage finished first.
     assert seen["order"] == ["corpus replay", "covering array", "fuzz suite", "error parity",
-                             "opinfo samples", "torch.compile parity", "registration audit",
-                             "huge tier"]
+                             "sequence search", "opinfo samples", "torch.compile parity",
+                             "registration audit", "huge tier"]
 
 
 def test_with_one_executor_the_compile_stage_runs_in_turn(

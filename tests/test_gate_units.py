@@ -320,6 +320,7 @@ def test_a_stopped_gate_names_the_stages_it_never_began_and_reports_one_moment(
     assert names == [
         ("corpus replay", False, ""), ("covering array", True, "stopped before it began"),
         ("fuzz suite", True, ""), ("error parity", True, "stopped before it began"),
+        ("sequence search", True, "stopped before it began"),
         ("torch.compile parity", True, "stopped before it began"),
         ("registration audit", True, "stopped before it began")]  # no OpInfo: --no-opinfo
     suite.ran = 3000  # the suite's thread counts on after the result was taken

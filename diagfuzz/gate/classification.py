@@ -113,8 +113,13 @@ class Classification:
     def story(self) -> str:
         """In words, what the failure needs ('' where it fails alone): 'passes alone;
         fails after 1 earlier call', 'passes on its first call; fails on its 2nd call in
-        one process' ..."""
+        one process' ...; for a flaky one, the sequence its ratio was measured on."""
         n = len(self.sequence)
+        if not self.deterministic and self.history != NOT_REPRODUCED:
+            if not n:
+                return ""
+            return (f"varies for one sequence: {n} earlier call{'' if n == 1 else 's'}, "
+                    "then the Case, in a fresh process")
         if self.history == COLD_FIRST_CALL:
             return ("fails on its first call in a fresh process, passes when called again "
                     "(a cold first call)")
@@ -449,9 +454,12 @@ def _all_same(verdicts: Sequence[Verdict], kind: str) -> bool:
 
 def _measured(case: Case, kind: str, verdicts: Sequence[Verdict], processes: int,
               **how: Any) -> Classification:
-    """A Classification of ``verdicts``, the re-runs of one sequence."""
+    """A Classification of ``verdicts``, the re-runs of one sequence. Only a deterministic
+    failure gets a history's name: a flaky one keeps the sequence it was measured on."""
     kinds = Counter(v.kind for v in verdicts)
     same = [v for v in verdicts if v.kind == kind]
+    if (len(same) < len(verdicts) or not verdicts) and how.get("history") != NOT_REPRODUCED:
+        how["history"] = ""
     return Classification(case, kind, len(verdicts), len(same), dict(sorted(kinds.items())),
                           same[0] if same else None, processes, **how)
 

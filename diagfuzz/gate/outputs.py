@@ -162,9 +162,11 @@ SEQUENCE_SHOWN = 5
 def history_lines(c: Classification | None) -> list[str]:
     """Under a failing Case, what it needs to fail where that is more than the Case alone:
     the story in words, then the calls before it (shrunk), oldest first."""
-    if c is None or not c.history:
+    if c is None or not c.story():
         return []
     lines = [f"{'history':<8} {c.story()}"]
+    if not c.deterministic:
+        return lines
     calls = c.sequence
     if calls and all(call == calls[0] for call in calls) and calls[0].case == c.case:
         n = len(calls)

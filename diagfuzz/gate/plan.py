@@ -139,13 +139,16 @@ def plan_lines(opts: Options) -> list[str]:
     chosen = (f"{opts.stage_executors} (--stage-executors)" if opts.stage_executors
               else STAGE_EXECUTORS_RULE)
     lines.append(f"  stage executors      {chosen}")
-    lines.append("                       for the stages above but the suite; each op, "
-                 "dtype, rank and layout class on one;")
+    lines.append("                       for the stages above but the suite and the sequence "
+                 "search; each op, dtype, rank")
+    lines.append("                       and layout class on one;")
     lines.append("                       from 2, torch.compile parity on one of its own, "
                  "beside the other stages")
     lines.append(f"  classification       each cause's Case {opts.repeats} times in one fresh "
-                 "process, a second when they disagree")
-    lines.append(f"                       (a crash or hang: {opts.repeats} processes); at most "
+                 f"process (a crash or hang: {opts.repeats} processes);")
+    lines.append("                       else the sequence it needs (the Case repeated, or "
+                 "its executor's history shrunk),")
+    lines.append(f"                       replayed {2 * opts.repeats} times; at most "
                  f"{opts.max_classify} causes, all at once")
     if opts.max_seconds is None:
         lines.append("  time cap             none (--max-seconds S: the fuzz suite's own cap "

@@ -438,8 +438,8 @@ class Gate:
             classified = sum(f.classification is not None for f in findings)
             det = sum(bool(f.classification and f.classification.deterministic)
                       for f in findings)
-            after = sum(bool(f.classification and f.classification.history)
-                        for f in findings)
+            after = sum(bool(f.classification and f.classification.deterministic
+                             and f.classification.history) for f in findings)
             note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic, "
                     f"{after} depending on what ran before), {opts.repeats} re-runs each in "
                     f"a fresh process; one that passes alone: the sequence it needs, "

@@ -164,15 +164,26 @@ def machine(search: Search, ops: Sequence[str],
     return Sequences
 
 
+def _stopped_soon(stopping: Callable[[], bool], wait: float = 2.0) -> bool:
+    """Whether the gate is stopping, or is within ``wait`` seconds."""
+    end = time.monotonic() + wait
+    while not stopping():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def search_sequences(search: Search, ops: Sequence[str],
                      dtypes: dict[str, tuple[str, ...] | None],
                      examples: int = EXAMPLES, steps: int = STEPS) -> None:
     """Draw (and shrink) up to ``examples`` sequences of up to ``steps`` steps each."""
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Verbosity, settings
     from hypothesis.stateful import run_state_machine_as_test
 
     chosen = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
                       derandomize=True, database=None, print_blob=False,
+                      verbosity=Verbosity.quiet,
                       suppress_health_check=list(HealthCheck))
     # A failure ends the search (its sequence shrunk, recorded); Hypothesis' own report
     # of it, or of a shrink cut by the deadline, is not the stage's.
@@ -210,9 +221,14 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     try:
         search_sequences(search, ops, dtypes)
     except ExecutorError as exc:
-        if not ctx.stopping():
+        # A stop sent to the whole process group reaches the executors before the gate
+        # has set its flag: an executor killed then is the stop's, not the stage's error.
+        if not _stopped_soon(ctx.stopping):
             stage.error = f"{exc}"
     stage.stopped = ctx.stopping()
+    if stage.stopped:  # a crash or hang then may be the stop's doing
+        search.failures = {k: v for k, v in search.failures.items()
+                           if v.kind not in ("crash", "hang")}
     for verdict in search.judged:
         stage.ran += 1
         stage.unsupported += verdict.unsupported
