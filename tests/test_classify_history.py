@@ -139,11 +139,11 @@ def test_ddmin_stops_when_its_budget_is_spent() -> None:
     assert calls[5] in kept and len(kept) < 32
 
 
-def test_a_cache_keyed_on_addresses_is_stale_after_a_freed_tensors_address_is_reused(
+def test_a_cache_keyed_on_addresses_is_stale_after_a_freed_blocks_address_is_reused(
         tmp_path: Path) -> None:
-    # Same sizes, other values: the second input gets the first's freed address, and the
-    # cache keyed on it returns the first input's diagonal.
-    first, second = (replace(square(0, n=64), values=Values(seed=s)) for s in (0, 1))
+    # Same sizes, other values: the second input is staged in the first's freed block, and
+    # the cache keyed on its address returns the first input's diagonal.
+    first, second = (replace(square(0, n=8), values=Values(seed=s)) for s in (0, 1))
     failure = failing_after("address_reuse", [first, second], tmp_path)
     c = classify(failure, IMPL.format("address_reuse"), "cpu", timeout=30)
     assert (c.label, c.ratio, c.history) == ("deterministic", "10/10", AFTER_CALLS)

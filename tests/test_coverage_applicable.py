@@ -50,7 +50,7 @@ def test_the_gate_names_what_does_not_apply_and_counts_the_rest(tmp_path: Path) 
     report = tmp_path / "report.json"
     command = [sys.executable, "-m", "diagfuzz", "gate", "--impl",
                "tests.test_coverage_applicable:impl", "--ops", "diag_1d", "--no-suite",
-               "--no-opinfo", "--no-compile", "--no-save", "--quiet", "--out",
+               "--no-opinfo", "--no-sequences", "--no-compile", "--no-save", "--quiet", "--out",
                str(tmp_path / "gate"), "--report", str(report), "--summary",
                str(tmp_path / "summary.md")]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)

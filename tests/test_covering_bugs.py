@@ -110,7 +110,7 @@ def test_default_gate_catches_the_new_user_fast_path_deterministically(tmp_path:
     report = tmp_path / "report.json"
     command = [sys.executable, "-m", "diagfuzz", "gate", "--impl",
                "tests.faulty.new_user_fast_path:impl", "--ops", "diagonal", "--no-suite",
-               "--no-opinfo", "--no-compile", "--no-save", "--quiet", "--out",
+               "--no-opinfo", "--no-sequences", "--no-compile", "--no-save", "--quiet", "--out",
                str(tmp_path / "gate"), "--report", str(report), "--repeats", "2"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]

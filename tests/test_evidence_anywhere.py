@@ -29,7 +29,8 @@ def test_reproducers_and_corpus_files_run_from_another_directory(tmp_path: Path)
     (project / "mylib_impl.py").write_text(
         "from tests.faulty.three_causes import impl  # noqa: F401\n")
     gate = _run(["gate", "--impl", "mylib_impl:impl", "-n", "0", "--no-suite",
-                 "--no-opinfo", "--no-compile", "--ops", "diag_embed", "--repeats", "1",
+                 "--no-opinfo",
+                 "--no-sequences", "--no-compile", "--ops", "diag_embed", "--repeats", "1",
                  "--report", "report.json"], project)
     assert gate.returncode == 1, gate.stdout + gate.stderr
     commands = re.findall(r"reproduce: `python ([^`]+)`", gate.stdout)

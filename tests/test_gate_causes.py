@@ -23,7 +23,7 @@ def gate(tmp_path: Path, *extra: str, budget: int = 280,
     """The gate as a user runs it (a subprocess), on ``IMPL``, from ``tmp_path``."""
     args = [sys.executable, "-m", "diagfuzz", "gate", "--impl", IMPL, "--budget", str(budget),
             "-n", "0", "--timeout", "30", "--repeats", "2", "--no-compile",
-            "--no-opinfo", "--no-covering",
+            "--no-opinfo", "--no-sequences", "--no-covering",
             "--report", "report.json", "--junit", "junit.xml", *extra]
     environ = dict(env or os.environ)
     environ["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), environ.get("PYTHONPATH", "")])

@@ -35,7 +35,7 @@ def _gate(tmp_path: Path, impl: str, *extra: str, env: dict[str, str] | None = N
             "--junit", str(tmp_path / "junit.xml"), "--summary", str(tmp_path / "s.md"),
             *extra]
     if not opinfo:  # only the test of every stage judges the OpInfo and covering Cases
-        args += ["--no-opinfo", "--no-covering"]
+        args += ["--no-opinfo", "--no-sequences", "--no-covering"]
     proc = subprocess.run(args, capture_output=True, text=True, check=False,
                           env=env or dict(os.environ))
     report = json.loads((tmp_path / "report.json").read_text())

@@ -21,7 +21,7 @@ IMPL = "tests.faulty.shape_fault:hang"
 
 def test_a_common_shape_hang_costs_the_gate_seconds_not_hours(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "diagfuzz", "gate", "--impl", IMPL, "--ops", "diag_embed",
-            "--budget", "200", "-n", "1", "--no-compile", "--no-opinfo",
+            "--budget", "200", "-n", "1", "--no-compile", "--no-opinfo", "--no-sequences",
             "--timeout", "20", "--report", "report.json", "--junit", "junit.xml"]
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join([str(Path.cwd()), environ.get("PYTHONPATH", "")])

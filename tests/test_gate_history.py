@@ -60,8 +60,8 @@ def test_a_polluted_op_is_one_deterministic_finding_with_its_polluter(tmp_path: 
 
 
 def test_the_sequence_search_reaches_a_cache_keyed_on_addresses(tmp_path: Path) -> None:
-    # No other stage: a Case's inputs must get a freed tensor's address, which the search's
-    # ``new_values`` rule draws on purpose (the same sizes and layout, other values, next).
+    # No other stage: a Case's input must be staged in a freed block of its size with other
+    # values before it, which the search's ``new_values`` rule draws on purpose.
     args = [sys.executable, "-m", "diagfuzz", "gate", "--impl",
             "tests.faulty.history:address_reuse", "--no-save", "--no-suite", "--no-covering",
             "--no-opinfo", "--no-compile", "--report", "report.json"]

@@ -67,7 +67,8 @@ def test_sigterm_writes_what_finished_and_keeps_the_last_runs_reproducers(
     with err.open("w") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "diagfuzz", "gate", "--impl", IMPL, "-n", "1",
-             "--no-compile", "--no-opinfo", "--no-covering", "--budget", "20000", "--report",
+             "--no-compile", "--no-opinfo",
+             "--no-sequences", "--no-covering", "--budget", "20000", "--report",
              "report.json",
              "--junit", "junit.xml", "--summary", "summary.md"],
             cwd=tmp_path, env=_environment(marker), stdout=subprocess.PIPE, stderr=stderr,

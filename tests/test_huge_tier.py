@@ -152,7 +152,8 @@ def test_gate_huge_finds_the_planted_narrow_index_with_reproducers(tmp_path: Pat
     report = tmp_path / "gate.json"
     done = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.int32_index:impl",
-         "--huge", "--no-suite", "--no-compile", "--no-opinfo", "--no-covering", "--no-save",
+         "--huge", "--no-suite", "--no-compile", "--no-opinfo",
+         "--no-sequences", "--no-covering", "--no-save",
          "--quiet",
          "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "out"),
          "--report", str(report)], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -227,7 +228,8 @@ def test_a_skipped_tier_is_said_on_stderr_and_above_the_table(tmp_path: Path) ->
     def gate(*options: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "diagfuzz", "gate", "--impl", "examples.plain_torch:impl",
-             "--huge", "--no-compile", "--no-opinfo", "--no-covering", "--no-save", "-n", "0",
+             "--huge", "--no-compile", "--no-opinfo",
+             "--no-sequences", "--no-covering", "--no-save", "-n", "0",
              *options],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 

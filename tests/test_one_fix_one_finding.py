@@ -174,7 +174,7 @@ def test_the_gate_counts_one_gradient_finding(tmp_path: Path) -> None:
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [sys.executable, "-m", "diagfuzz", "gate",
             "--impl", "registered:tests.registered.diag_kernel", "--no-suite",
-            "--no-opinfo", "--no-covering", "--no-save", "--repeats", "1",
+            "--no-opinfo", "--no-sequences", "--no-covering", "--no-save", "--repeats", "1",
             "--corpus", str(tmp_path / "corpus"), "--out", str(tmp_path / "out"),
             "--report", str(tmp_path / "report.json"), "--stage-executors", "1"]
     done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600,

@@ -108,7 +108,7 @@ def _stuck_gate(tmp_path: Path, *extra: str, stuck: int, bound: float = 4.0
                                          env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.stuck_import:impl",
-         "-n", "1", "--no-compile", "--no-opinfo", "--report", "report.json",
+         "-n", "1", "--no-compile", "--no-opinfo", "--no-sequences", "--report", "report.json",
          "--junit", "junit.xml", *extra],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -181,16 +181,17 @@ def test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound(tmp_path: P
 
 
 @pytest.mark.parametrize(("stage", "impl", "extra"), [
-    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
+    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo", "--no-sequences",
                                                                 "--no-covering")),
     # Both executors of the pool compiling: each is closed within the bound.
-    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo",
+    ("torch.compile parity", "tests.faulty.three_causes:impl", ("--no-opinfo", "--no-sequences",
                                                                 "--no-covering",
                                                                 "--stage-executors", "2")),
     # A corpus Case whose every call takes 2 s: classification re-runs it for 10 s (a hang's
     # re-runs would end within a second, at the known hang's allowance).
-    ("classification", "tests.faulty.slow_wrong:impl", ("--no-opinfo", "--no-compile",
-                                                        "--no-covering", "--timeout", "3",
+    ("classification", "tests.faulty.slow_wrong:impl", ("--no-opinfo", "--no-sequences",
+                                                        "--no-compile", "--no-covering",
+                                                        "--timeout", "3",
                                                         "--corpus", "corpus")),
 ])
 def test_a_stop_in_a_stage_ends_within_the_bound_with_its_outputs(
@@ -237,7 +238,8 @@ def test_a_stop_while_the_gate_starts_still_writes_its_outputs(tmp_path: Path) -
                                          env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", "tests.faulty.three_causes:impl",
-         "-n", "1", "--no-opinfo", "--report", "report.json", "--junit", "junit.xml"],
+         "-n", "1", "--no-opinfo", "--no-sequences", "--report", "report.json",
+         "--junit", "junit.xml"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 60
@@ -271,6 +273,7 @@ def test_a_stop_sent_to_the_whole_group_while_spares_start_ends_as_fast(
         proc = subprocess.Popen(
             [sys.executable, "-m", "diagfuzz", "gate", "--impl",
              "tests.faulty.three_causes:impl", "-n", "1", "--budget", "20000", "--no-opinfo",
+             "--no-sequences",
              "--no-compile", "--stage-executors", "1", "--report", "report.json"],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
             start_new_session=True)

@@ -225,7 +225,8 @@ class ProcessRunner:
                  start_timeout: float = START_TIMEOUT, health_timeout: float = 30.0,
                  window: int = MAX_IN_FLIGHT, strict: bool = False,
                  batch: bool | None = None,
-                 learnt: tuple[Calibration, KnownFaults] | None = None) -> None:
+                 learnt: tuple[Calibration, KnownFaults] | None = None,
+                 environ: dict[str, str] | None = None) -> None:
         timeout = default_timeout() if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"ProcessRunner: timeout must be > 0 seconds, got {timeout}")
@@ -245,6 +246,9 @@ class ProcessRunner:
         #: default this runner's own.
         self.calibration, self.known = learnt or learnt_for(None)
         self._beacon: Beacon | None = None
+        #: Variables its executors get beside this process's (``WARM_UP_ENV``, say), set
+        #: per runner: a thread beside others must not change os.environ for all of them.
+        self.environ = dict(environ or {})
         #: The calls sent to the current executor, in order (``history``): a failing
         #: verdict says where they are, so classification can replay what came before.
         self.history = History(None if workdir is None else Path(workdir))
@@ -344,8 +348,8 @@ class ProcessRunner:
         self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
             # Case markers only into a log (the runner cuts tails there), not a terminal.
-            env = ({**os.environ, msg.MARKERS_ENV: "1"} if stderr is not None
-                   else dict(os.environ))
+            env = ({**os.environ, **self.environ, msg.MARKERS_ENV: "1"}
+                   if stderr is not None else {**os.environ, **self.environ})
             if self.log is not None:  # where it writes its time breakdown (timing.py)
                 env.setdefault(TIMING_ENV, str(self.log.parent))
             if self._beacon is None:

@@ -28,6 +28,7 @@ classification replays its history like any other. The stage runs within a time 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -54,6 +55,44 @@ MAX_ELEMENTS = 4096
 MANY = 64
 
 
+#: Fresh executors kept starting ahead of the sequences that will take them: on a GPU an
+#: executor's start (its CUDA context, the impl) takes longer than a sequence's calls.
+AHEAD = 4
+
+
+class Fresh:
+    """Fresh executors, ``ahead`` of them launched (starting) at any time, each taken by
+    one sequence and closed after it; none warms up (its start is all it pays)."""
+
+    def __init__(self, make: Callable[[dict[str, str]], ProcessRunner],
+                 ahead: int = AHEAD) -> None:
+        self._make = make
+        self._ahead = max(1, ahead)
+        self._waiting: list[ProcessRunner] = []
+        self.made = 0
+
+    def _launch(self) -> None:
+        from diagfuzz.execution.messages import WARM_UP_ENV
+
+        runner = self._make({WARM_UP_ENV: "0"})
+        self.made += 1
+        with contextlib.suppress(Exception):  # one that cannot start says so when taken
+            runner.launch()
+        self._waiting.append(runner)
+
+    def take(self) -> ProcessRunner:
+        """The oldest launched executor (launching the next ones first)."""
+        while len(self._waiting) < self._ahead + 1:
+            self._launch()
+        return self._waiting.pop(0)
+
+    def close(self) -> None:
+        """Close the executors no sequence took."""
+        waiting, self._waiting = self._waiting, []
+        for runner in waiting:
+            runner.close()
+
+
 class Failed(AssertionError):
     """A call in the sequence failed (Hypothesis shrinks the sequence that raised it)."""
 
@@ -62,7 +101,7 @@ class Search:
     """What the machine's examples share: how to make a fresh executor, the deadline, and
     every verdict's record (the calls judged, the failures per cause)."""
 
-    def __init__(self, fresh: Callable[[], ProcessRunner], seconds: float = SECONDS,
+    def __init__(self, fresh: Fresh, seconds: float = SECONDS,
                  stop: Callable[[], bool] = lambda: False) -> None:
         self.fresh = fresh
         self.deadline = time.monotonic() + seconds
@@ -118,7 +157,7 @@ def machine(search: Search, ops: Sequence[str],
                 return
             try:
                 if self.runner is None:
-                    self.runner = search.fresh()
+                    self.runner = search.fresh.take()
                 verdict = self.runner.run(case)
             except ExecutorError as exc:
                 search.error = exc
@@ -207,15 +246,14 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
         stage.skipped = "no op to judge"
         return stage
     dtypes = {op: (ctx.capabilities or {}).get(op, (None, True))[0] for op in ops}
-    made = 0
+    made = itertools.count()
 
-    def fresh() -> ProcessRunner:
-        nonlocal made
-        made += 1
+    def make(environ: dict[str, str]) -> ProcessRunner:
         return ProcessRunner(opts.impl, runner.device, timeout=opts.timeout,
-                             strict=opts.strict, learnt=opts.learnt(),
-                             workdir=opts.run_dir / "sequences" / str(made % 8))
+                             strict=opts.strict, learnt=opts.learnt(), environ=environ,
+                             workdir=opts.run_dir / "sequences" / str(next(made) % 8))
 
+    fresh = Fresh(make)
     search = Search(fresh, stop=lambda: ctx.stopping() or ctx.out_of_time())
     ctx.progress.begin(stage.name, EXAMPLES, "sequences")
     try:
@@ -225,6 +263,8 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
         # has set its flag: an executor killed then is the stop's, not the stage's error.
         if not _stopped_soon(ctx.stopping):
             stage.error = f"{exc}"
+    finally:
+        fresh.close()
     stage.stopped = ctx.stopping()
     if stage.stopped:  # a crash or hang then may be the stop's doing
         search.failures = {k: v for k, v in search.failures.items()

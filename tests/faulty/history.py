@@ -10,9 +10,10 @@ The state kernel libraries keep between calls, each planted on aten's ``diagonal
   later call of the same arguments (a non-idempotent outcome).
 - ``cold_first``: lazy initialisation done after the first launch: the first ``diagonal``
   of a process is wrong, every later one right.
-- ``address_reuse``: a result cache keyed on the input's address (plus shape, strides,
-  dtype, offset, dims): a new tensor that gets a freed one's address, with other values,
-  gets the freed one's stale result.
+- ``address_reuse``: a result cache keyed on the address of the buffer an input is staged
+  in, from a free list that hands a freed block of the same size to the next request (as
+  PyTorch's CUDA caching allocator does): a later input of the same size with other values
+  gets the earlier one's stale result.
 - ``nth_call``: an autotuner that switches to a wrong config on the 12th ``diagonal`` call
   of a dtype in the process.
 """
@@ -76,18 +77,28 @@ class ColdFirst(_Diagonal):
 
 
 class AddressReuse(Faulty):
+    """Stages each input in a buffer of a size-keyed free list, as PyTorch's CUDA caching
+    allocator hands a freed block of the same size to the next request, and caches results
+    keyed on the buffer's address."""
+
+    free: ClassVar[dict[tuple[int, torch.dtype], list[torch.Tensor]]] = {}
     cache: ClassVar[dict[tuple[Any, ...], torch.Tensor]] = {}
 
     def fault(self, result, offset):
         return result
 
     def diagonal(self, x, offset=0, dim1=0, dim2=1):
-        key = (x.data_ptr(), *_key(x, (offset, dim1, dim2)))
-        if key in self.cache:
+        pool = self.free.setdefault((x.numel(), x.dtype), [])
+        staged = pool.pop() if pool else torch.empty(x.numel(), dtype=x.dtype)
+        view = staged.view(x.shape) if x.numel() else staged.reshape(x.shape)
+        view.copy_(x)
+        key = (staged.data_ptr(), tuple(x.shape), x.dtype, offset, dim1, dim2)
+        try:
+            if key not in self.cache:
+                self.cache[key] = aten.diagonal(view, offset, dim1, dim2).clone()
             return self.cache[key].clone()
-        result = aten.diagonal(x, offset, dim1, dim2)
-        self.cache[key] = result.clone()
-        return result
+        finally:
+            pool.append(staged)  # freed: the next input of this size gets its address
 
 
 class NthCall(_Diagonal):
