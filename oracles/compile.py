@@ -75,6 +75,10 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
     if eager_grad is None:
         return Verdict("pass", "compile", "skipped: aten's function gives no gradient", case,
                        {"skipped": "grad"})
+    # reset() reaches torch._dynamo.compiled_autograd without importing it (torch 2.11):
+    # a fresh process's first compile (a replay's, say) would raise there.
+    import torch._dynamo.compiled_autograd
+
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
     # An impl that runs diagfuzz's kernels through aten says how to register them.

@@ -74,3 +74,48 @@ def test_the_sequence_search_reaches_a_cache_keyed_on_addresses(tmp_path: Path) 
     c = finding["classification"]
     assert (c["label"], c["history"]) == ("deterministic", "after earlier calls"), c
     assert c["sequence"] and all(call["case"]["op"] == "diagonal" for call in c["sequence"])
+
+
+class _Runner:
+    """A stand-in executor: launched, closed, alive until closed."""
+
+    def __init__(self) -> None:
+        self.launched = self.closed = False
+
+    def launch(self) -> None:
+        self.launched = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.closed else 1
+
+
+def test_fresh_executors_start_ahead_and_serve_as_many_sequences_as_asked() -> None:
+    from diagfuzz.execution.messages import WARM_UP_ENV
+    from diagfuzz.gate.sequences import Fresh
+
+    made: list[_Runner] = []
+
+    def make(environ: dict[str, str]) -> _Runner:
+        assert environ == {WARM_UP_ENV: "0"}  # its start is all it pays
+        made.append(_Runner())
+        return made[-1]
+
+    fresh = Fresh(make, ahead=2)  # type: ignore[arg-type]
+    first = fresh.take()
+    assert len(made) == 3 and all(r.launched for r in made)  # two more start meanwhile
+    fresh.done(first)
+    assert first.closed and fresh.take() is made[1]  # each sequence a fresh executor
+    fresh.close()
+    before = len(made)
+    shared = Fresh(make, ahead=1, reuse=2)  # type: ignore[arg-type]
+    one = shared.take()
+    shared.done(one)
+    assert not one.closed and shared.take() is one  # a second sequence, same executor
+    shared.done(one)
+    assert shared.take() is not one and one.closed
+    shared.close()
+    assert all(r.closed for r in made[before:])

@@ -283,9 +283,12 @@ class Classifier:
             return None
         try:
             verdict, _ = history.replay(runner, calls, target)
-        except (ExecutorError, OSError, ValueError):
-            if not self.stopped:
-                raise
+        except (ExecutorError, OSError, ValueError) as exc:
+            # The oracle raised on a replayed call (or no executor could start): this
+            # sequence says nothing of the failure; the others are still tried.
+            if not self.stopped and runner.log is not None:
+                with contextlib.suppress(OSError), runner.log.open("a") as out:
+                    out.write(f"[diagfuzz classification: replay abandoned: {exc}]\n")
             return None
         finally:
             self._release(runner)
@@ -394,6 +397,10 @@ class Classifier:
             verdict, oracle, timeout = failures[i]
             try:
                 return self.classify(verdict, oracle=oracle, timeout=timeout)
+            except ExecutorError:
+                # The oracle raised re-running it: unclassified (a failure all the same),
+                # the other findings classified.
+                return None
             finally:
                 if done is not None:
                     done(i)

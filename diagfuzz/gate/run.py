@@ -133,15 +133,19 @@ class Result:
 
 def distinct(findings: list[Finding]) -> list[Finding]:
     """One finding per cause over every stage: the first stage's Case represents it (a
-    shrunk one where a stage has it); counts, dtypes, classes and stages add up. Each
-    cause is a copy: the stages' own findings keep counting their own Cases."""
+    shrunk one where a stage has it, and another stage's rather than torch.compile
+    parity's); counts, dtypes, classes and stages add up. Each cause is a copy: the
+    stages' own findings keep counting their own Cases."""
     merged: dict[Signature, Finding] = {}
     for finding in findings:
         seen = merged.get(finding.key)
         if seen is None:
             merged[finding.key] = dataclasses.replace(finding)
             continue
-        if finding.shrunk and not seen.shrunk:
+        # torch.compile's outcome depends on what the process compiled before: a cause
+        # another stage met is represented by that stage's Case.
+        compiled_only = seen.oracle == "check_compile" and finding.oracle != "check_compile"
+        if compiled_only or (finding.shrunk and not seen.shrunk):
             mine = dataclasses.replace(finding)
             mine.absorb(seen)
             merged[finding.key] = mine

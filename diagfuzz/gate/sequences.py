@@ -60,17 +60,23 @@ REALLOCATIONS = 3
 #: Fresh executors kept starting ahead of the sequences that will take them: on a GPU an
 #: executor's start (its CUDA context, the impl) takes longer than a sequence's calls.
 AHEAD = 4
+#: Sequences one executor serves on a GPU, where a start costs seconds (FlagGems' import
+#: about ten): 15 s of fresh executors reached 58 calls there. A failure's history then
+#: spans the sequences before it in its executor, and classification shrinks it.
+GPU_REUSE = 8
 
 
 class Fresh:
     """Fresh executors, ``ahead`` of them launched (starting) at any time, each taken by
-    one sequence and closed after it; none warms up (its start is all it pays)."""
+    ``reuse`` sequences in a row; none warms up (its start is all it pays)."""
 
     def __init__(self, make: Callable[[dict[str, str]], ProcessRunner],
-                 ahead: int = AHEAD) -> None:
+                 ahead: int = AHEAD, reuse: int = 1) -> None:
         self._make = make
         self._ahead = max(1, ahead)
+        self._reuse = max(1, reuse)
         self._waiting: list[ProcessRunner] = []
+        self._current: tuple[ProcessRunner, int] | None = None
         self.made = 0
 
     def _launch(self) -> None:
@@ -83,14 +89,31 @@ class Fresh:
         self._waiting.append(runner)
 
     def take(self) -> ProcessRunner:
-        """The oldest launched executor (launching the next ones first)."""
+        """The executor for the next sequence: the current one while it has served fewer
+        than ``reuse``, else the oldest launched (launching the next ones first)."""
+        if self._current is not None:
+            runner, served = self._current
+            if served < self._reuse and runner.pid is not None:
+                self._current = (runner, served + 1)
+                return runner
+            runner.close()
         while len(self._waiting) < self._ahead + 1:
             self._launch()
-        return self._waiting.pop(0)
+        runner = self._waiting.pop(0)
+        self._current = (runner, 1)
+        return runner
+
+    def done(self, runner: ProcessRunner) -> None:
+        """A sequence ended: close its executor unless the next sequence takes it."""
+        if self._current is None or self._current[0] is not runner or self._reuse == 1:
+            runner.close()
 
     def close(self) -> None:
-        """Close the executors no sequence took."""
+        """Close the executors no sequence took, and the current one."""
         waiting, self._waiting = self._waiting, []
+        if self._current is not None:
+            waiting.append(self._current[0])
+            self._current = None
         for runner in waiting:
             runner.close()
 
@@ -206,7 +229,7 @@ def machine(search: Search, ops: Sequence[str],
 
         def teardown(self) -> None:
             if self.runner is not None:
-                self.runner.close()
+                search.fresh.done(self.runner)
 
     return Sequences
 
@@ -261,7 +284,7 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
                              strict=opts.strict, learnt=opts.learnt(), environ=environ,
                              workdir=opts.run_dir / "sequences" / str(next(made) % 8))
 
-    fresh = Fresh(make)
+    fresh = Fresh(make, reuse=GPU_REUSE if str(runner.device).startswith("cuda") else 1)
     search = Search(fresh, stop=lambda: ctx.stopping() or ctx.out_of_time())
     ctx.progress.begin(stage.name, EXAMPLES, "sequences")
     try:
