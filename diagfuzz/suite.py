@@ -11,8 +11,10 @@ draws Case families (``diagfuzz.strategies.case_families``: a base Case and sibl
 share its sizes, dims and layouts, so one Hypothesis example yields several Cases for a few
 extra choices) and checks every member over its whole budget; it then fails with one shrunk
 finding per failure signature (``diagfuzz.harness.shard``). The streams come from the op
-specs (``diagfuzz.specs``): ``test_<op>`` for each op, then ``test_invalid``. The nightly
-profile adds ``test_huge``, the huge tier (``diagfuzz.harness.huge``).
+specs (``diagfuzz.specs``): ``test_<op>`` for each op, then ``test_invalid``.
+``test_sequences`` draws call sequences for bugs that depend on what ran before
+(``diagfuzz.harness.sequences``), and the nightly profile adds ``test_huge``, the huge tier
+(``diagfuzz.harness.huge``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ for _op in SPECS:
 def test_invalid(diagfuzz_shard: Shard) -> None:
     """Invalid Cases of every op: the impl must refuse each as aten does (error parity)."""
     diagfuzz_shard.fuzz(strategies.invalid_case_families)
+
+
+def test_sequences(diagfuzz_sequences: Shard) -> None:
+    """Call sequences drawn for bugs that depend on what ran before (a cache keyed without
+    strides, a leaked flag, a switch at the n-th call), each on fresh executors."""
+    from diagfuzz.harness.sequences import run_in_suite
+
+    run_in_suite(diagfuzz_sequences)
 
 
 def test_huge(diagfuzz_huge: Shard) -> None:

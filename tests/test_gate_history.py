@@ -95,7 +95,7 @@ class _Runner:
 
 def test_fresh_executors_start_ahead_and_serve_as_many_sequences_as_asked() -> None:
     from diagfuzz.execution.messages import WARM_UP_ENV
-    from diagfuzz.gate.sequences import Fresh
+    from diagfuzz.harness.sequences import Fresh
 
     made: list[_Runner] = []
 

@@ -13,9 +13,6 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.outputs import levels_text
 from diagfuzz.gate.pool import STAGE_EXECUTORS_RULE
-from diagfuzz.gate.sequences import EXAMPLES as SEQUENCE_EXAMPLES
-from diagfuzz.gate.sequences import SECONDS as SEQUENCE_SECONDS
-from diagfuzz.gate.sequences import STEPS as SEQUENCE_STEPS
 from diagfuzz.gate.stages import (
     HUGE_SEED,
     OPINFO_STAGE,
@@ -28,6 +25,9 @@ from diagfuzz.gate.stages import (
     opinfo_samples,
 )
 from diagfuzz.gate.usage import check_ops_provided
+from diagfuzz.harness.sequences import EXAMPLES as SEQUENCE_EXAMPLES
+from diagfuzz.harness.sequences import SECONDS as SEQUENCE_SECONDS
+from diagfuzz.harness.sequences import STEPS as SEQUENCE_STEPS
 from diagfuzz.impl import capabilities, load_impl, provided_ops
 
 

@@ -333,8 +333,9 @@ class Gate:
             if lane is not None and compiled is not None:
                 compiled.result()
                 lane.close()
-            sequences.result()
             suite.result()
+            ctx.others_done.set()
+            sequences.result()
         if self._stop.is_set():
             return
         self.findings = distinct([f for s in self.stages() for f in s.failures])

@@ -255,6 +255,9 @@ class Context:
         default_factory=dict)
     #: The OpInfo samples, loading while the stages before theirs run (``preload``).
     opinfo: Future[Any] | None = None
+    #: Set once every stage but the sequence search has ended (the suite included): the
+    #: search, beside them, then ends too (``diagfuzz.gate.sequences``).
+    others_done: threading.Event = field(default_factory=threading.Event)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline

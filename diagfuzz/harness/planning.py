@@ -296,6 +296,7 @@ def resolve_plan(config: pytest.Config, n_workers: int, with_impl: bool = True) 
         device=device_without_torch(),
         run_id=secrets.token_hex(8),
         huge=budget.huge or bool(config.getoption("diagfuzz_huge", False)),
+        sequences=_sequences(config, budget.sequences),
         # One partition of a campaign judges them (partition 1), not every one.
         covering=bool(config.getoption("diagfuzz_covering", False))
         and (part is None or part.index == 1),
@@ -363,3 +364,9 @@ def root_warning(config: pytest.Config) -> str:
             f"{cwd}; run directories go to {root / '.diagfuzz'} unless --diagfuzz-root "
             "says otherwise. Give path options as --opt=PATH (with a space, pytest takes "
             "the path for a test path and picks its root from it).")
+
+
+def _sequences(config: pytest.Config, profile: int) -> int:
+    """--diagfuzz-sequences N, else the profile's (0: the sequence search does not run)."""
+    asked = config.getoption("diagfuzz_sequences", None)
+    return profile if asked is None else max(0, int(asked))

@@ -96,6 +96,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also run test_huge, the huge tier: a few Cases per op past 2**31 "
                          "elements, judged on the GPU in chunks (on in the nightly profile; "
                          "CUDA only, skipped with the reason elsewhere)")
+    group.addoption("--diagfuzz-sequences", type=int, default=None, metavar="N",
+                    help="call sequences test_sequences draws for bugs that depend on "
+                         "what ran before, each on fresh executors (default: the "
+                         "profile's: dev 60, ci 20, nightly 2000; 0 turns it off)")
     group.addoption("--diagfuzz-tracebacks", action="store_true", default=False,
                     help="show the harness's tracebacks and captured output of failing "
                          "shards (default: one compact block per finding)")

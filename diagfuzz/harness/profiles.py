@@ -48,6 +48,9 @@ class Budget:
     #: The suite's ``test_huge`` runs (the huge tier: Cases past 2**31 elements, on a CUDA
     #: GPU, ``diagfuzz.oracles.check_huge``); otherwise only ``--diagfuzz-huge`` runs it.
     huge: bool = False
+    #: Call sequences the suite's ``test_sequences`` draws (``diagfuzz.harness.sequences``:
+    #: bugs that depend on what ran before); 0: it does not run.
+    sequences: int = 0
 
     @property
     def total(self) -> int:
@@ -68,13 +71,13 @@ class Budget:
 #: not drawing, costs, so families would save it little; and it keeps drawing the Cases it
 #: drew before families, so its verdicts and corpus stay comparable.
 BUDGETS: dict[str, Budget] = {
-    "dev": Budget(500, 4, 4096, doc="default: 2,000 Cases a stream"),
-    "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 200 Cases a stream"),
+    "dev": Budget(500, 4, 4096, sequences=60, doc="default: 2,000 Cases a stream"),
+    "ci": Budget(100, 2, 1024, sequences=20, doc="the fuzz step of CI: 200 Cases a stream"),
     "gate": Budget(100, 4, 4096, derandomize=True, max_members=1,
                    doc="pre-merge gate: 400 Cases a stream (diagfuzz gate passes its own "
                        "--budget), derandomized, no example database: one seed, the same "
                        "Cases; one Case per example"),
-    "nightly": Budget(10_000, 16, 1 << 20, huge=True,
+    "nightly": Budget(10_000, 16, 1 << 20, huge=True, sequences=2000,
                       doc="160,000 Cases a stream up to 2**20 elements, and the huge tier: "
                           "meant for a GPU machine"),
 }

@@ -203,6 +203,22 @@ class Shard:
         if self.findings:
             raise AssertionError(self.summary())
 
+    def judged(self, pairs: list[tuple[Any, Any]], keep: list[Any] | None = None) -> None:
+        """Verdicts judged elsewhere (the sequence search's, ``diagfuzz.harness.
+        sequences``), counted as this shard's Cases; a cause is represented by its verdict
+        in ``keep`` where there is one (the shortest failing sequence's). Fails with one
+        finding per signature, as ``fuzz`` does."""
+        explorer = Explorer(self)
+        for case, verdict in pairs:
+            explorer.record(case, verdict, None)
+        for verdict in keep or []:
+            seen = explorer.seen.get(shrink_key(verdict))
+            if seen is not None:
+                seen.verdict = verdict
+        self._shrink_all(lambda *a: None, None, explorer, replayable=False)
+        if self.findings:
+            raise AssertionError(self.summary())
+
     def summary(self) -> str:
         """The shard's failure message: one line per finding."""
         lines = [f"{len(self.findings)} finding(s) in {self.tally.total} Cases:"]

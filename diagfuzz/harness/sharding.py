@@ -123,6 +123,9 @@ class RunPlan:
     run_id: str = ""
     #: Whether the suite's ``test_huge`` runs (the profile's ``huge``, or --diagfuzz-huge).
     huge: bool = False
+    #: Call sequences the suite's ``test_sequences`` draws (the profile's, or
+    #: --diagfuzz-sequences); 0: it does not run.
+    sequences: int = 0
     #: --diagfuzz-covering: each valid stream's shards first judge their share of the op's
     #: covering Cases (``diagfuzz.strategies.covering``), then draw.
     covering: bool = False

@@ -30,6 +30,8 @@ SHARD_FIXTURE = "diagfuzz_shard"
 SHARD_KEY = pytest.StashKey["Shard"]()
 #: The huge tier's test (``diagfuzz.suite.test_huge``) asks for this fixture.
 HUGE_FIXTURE = "diagfuzz_huge"
+#: The sequence search's test (``diagfuzz.suite.test_sequences``) asks for this fixture.
+SEQUENCES_FIXTURE = "diagfuzz_sequences"
 
 
 class ShardSession:
@@ -103,8 +105,9 @@ class ShardSession:
     def pytest_collection_modifyitems(self, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         """--diagfuzz-partition: this partition's shard items only (diagfuzz.campaign); the
-        huge tier's item only where the profile or --diagfuzz-huge asks for it (in the
-        first partition of a campaign)."""
+        huge tier's item only where the profile or --diagfuzz-huge asks for it, the
+        sequence search's where the run has sequences (each in the first partition of a
+        campaign)."""
         from diagfuzz.campaign.partition import deselect
 
         if self.plan_error:  # the controller stops the run with it (a usage error)
@@ -112,9 +115,11 @@ class ShardSession:
             items[:] = []
             return
         deselect(self.plan, config, items, SHARD_FIXTURE)
-        wanted = self.plan.huge and (self.plan.partition or 1) == 1
-        dropped = [i for i in items if not wanted and HUGE_FIXTURE in
-                   getattr(i, "fixturenames", ())]
+        first = (self.plan.partition or 1) == 1
+        wanted = {HUGE_FIXTURE: self.plan.huge and first,
+                  SEQUENCES_FIXTURE: self.plan.sequences > 0 and first}
+        dropped = [i for i in items if any(not on and name in getattr(i, "fixturenames", ())
+                                           for name, on in wanted.items())]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [i for i in items if i not in dropped]
@@ -152,6 +157,15 @@ class ShardSession:
     def diagfuzz_huge(self, request: pytest.FixtureRequest) -> Shard:
         """The huge tier's item as a shard of one: its verdicts and findings reach the
         report as a shard's do (``Shard.judge``)."""
+        from diagfuzz.harness.shard import Shard
+
+        shard = Shard(self, request.node, request.function.__name__, 0)
+        request.node.stash[SHARD_KEY] = shard
+        return shard
+
+    @pytest.fixture
+    def diagfuzz_sequences(self, request: pytest.FixtureRequest) -> Shard:
+        """The sequence search's item as a shard of one (``Shard.judged``)."""
         from diagfuzz.harness.shard import Shard
 
         shard = Shard(self, request.node, request.function.__name__, 0)

@@ -1,0 +1,300 @@
+"""Call sequences drawn to reach bugs that depend on what ran before (the gate's sequence
+search, the fuzz suite's ``test_sequences``).
+
+Which earlier calls a Case meets in its executor is otherwise an accident of scheduling. A
+bug behind state a library keeps (a cache keyed without strides, a memoised buffer, a
+workspace, a flag one op leaves for another, an autotuner that switches after N calls, a
+cache keyed on addresses) needs particular earlier calls, so this draws the sequences
+themselves, with Hypothesis' stateful testing: a ``RuleBasedStateMachine`` whose rules are
+the patterns such bugs hide behind, each example a fresh executor of its own (on a GPU, 8
+examples in a row share one: ``GPU_REUSE``), so a failure's past is its sequence.
+
+- ``call``: a new Case of any op judged (kept for the rules below);
+- ``again``: a Case judged a second time (a non-idempotent outcome);
+- ``restrided``: a Case's sizes with another layout: other strides, a storage offset
+  (a cache keyed on sizes alone);
+- ``new_values``: a Case's sizes and layout with other values, three times in a row: its
+  tensors are freed and the new ones take their addresses (a cache keyed on addresses,
+  through the GPU's caching allocator too);
+- ``invalid_call``: an invalid call (it must raise as aten does), then whatever comes next
+  (state an error path leaves half-updated);
+- ``many``: one key called up to 64 times (a switch at the n-th call).
+
+A failing call stops its example, and Hypothesis shrinks the sequence (each attempt in a
+fresh executor); the smallest failing sequence per cause is kept, with its history, for
+classification (the gate) or the reproducer (the suite). Within a number of sequences and a
+time budget, derandomized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from diagfuzz.core.case import Case
+from diagfuzz.core.signature import signature_of
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.parent import ExecutorError, ProcessRunner
+
+if TYPE_CHECKING:
+    from diagfuzz.harness.shard import Shard
+
+#: Sequences drawn at most, and calls a sequence makes at most (its rules' steps; ``many``
+#: makes several calls in one step).
+EXAMPLES = 200
+STEPS = 16
+#: Seconds the gate's stage draws and shrinks sequences, at most (past it, calls are
+#: skipped). It runs beside the other stages, on executors of its own.
+SECONDS = 15.0
+#: The same for the fuzz suite's ``test_sequences`` (one item beside the shards).
+SUITE_SECONDS = 30.0
+#: Elements of a drawn Case's tensors, at most: small Cases, many calls.
+MAX_ELEMENTS = 4096
+#: Calls of one key the ``many`` rule makes at most.
+MANY = 64
+#: Calls, each with new values, the ``new_values`` rule makes in a row.
+REALLOCATIONS = 3
+
+
+#: Fresh executors kept starting ahead of the sequences that will take them: on a GPU an
+#: executor's start (its CUDA context, the impl) takes longer than a sequence's calls.
+AHEAD = 4
+#: Sequences one executor serves on a GPU, where a start costs seconds (FlagGems' import
+#: about ten): 15 s of fresh executors reached 58 calls there. A failure's history then
+#: spans the sequences before it in its executor, and classification shrinks it.
+GPU_REUSE = 8
+
+
+class Fresh:
+    """Fresh executors, ``ahead`` of them launched (starting) at any time, each taken by
+    ``reuse`` sequences in a row; none warms up (its start is all it pays)."""
+
+    def __init__(self, make: Callable[[dict[str, str]], ProcessRunner],
+                 ahead: int = AHEAD, reuse: int = 1) -> None:
+        self._make = make
+        self._ahead = max(1, ahead)
+        self._reuse = max(1, reuse)
+        self._waiting: list[ProcessRunner] = []
+        self._current: tuple[ProcessRunner, int] | None = None
+        self.made = 0
+
+    def _launch(self) -> None:
+        from diagfuzz.execution.messages import WARM_UP_ENV
+
+        runner = self._make({WARM_UP_ENV: "0"})
+        self.made += 1
+        with contextlib.suppress(Exception):  # one that cannot start says so when taken
+            runner.launch()
+        self._waiting.append(runner)
+
+    def take(self) -> ProcessRunner:
+        """The executor for the next sequence: the current one while it has served fewer
+        than ``reuse``, else the oldest launched (launching the next ones first)."""
+        if self._current is not None:
+            runner, served = self._current
+            if served < self._reuse and runner.pid is not None:
+                self._current = (runner, served + 1)
+                return runner
+            runner.close()
+        while len(self._waiting) < self._ahead + 1:
+            self._launch()
+        runner = self._waiting.pop(0)
+        self._current = (runner, 1)
+        return runner
+
+    def done(self, runner: ProcessRunner) -> None:
+        """A sequence ended: close its executor unless the next sequence takes it."""
+        if self._current is None or self._current[0] is not runner or self._reuse == 1:
+            runner.close()
+
+    def close(self) -> None:
+        """Close the executors no sequence took, and the current one."""
+        waiting, self._waiting = self._waiting, []
+        if self._current is not None:
+            waiting.append(self._current[0])
+            self._current = None
+        for runner in waiting:
+            runner.close()
+
+
+class Failed(AssertionError):
+    """A call in the sequence failed (Hypothesis shrinks the sequence that raised it)."""
+
+
+class Search:
+    """What the machine's examples share: how to make a fresh executor, the deadline, and
+    every verdict's record (the calls judged, the failures per cause)."""
+
+    def __init__(self, fresh: Fresh, seconds: float = SECONDS,
+                 stop: Callable[[], bool] = lambda: False) -> None:
+        self.fresh = fresh
+        self.deadline = time.monotonic() + seconds
+        self.stop = stop  #: the gate stopped, or out of its own time
+        self.judged: list[Verdict] = []
+        #: Per cause, the failing verdict with the fewest calls before it.
+        self.failures: dict[Any, Verdict] = {}
+        self.examples = 0
+        #: An executor that could not start or judge: the stage's error, not a finding.
+        self.error: ExecutorError | None = None
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline or self.stop()
+
+    def record(self, verdict: Verdict) -> None:
+        self.judged.append(verdict)
+        if verdict.ok:
+            return
+        key = signature_of(verdict)
+        held = self.failures.get(key)
+        if held is None or _before(verdict) < _before(held):
+            self.failures[key] = verdict
+
+
+def _before(verdict: Verdict) -> int:
+    history = verdict.details.get("history")
+    return int(history.get("calls", 0)) if isinstance(history, dict) else 0
+
+
+def machine(search: Search, ops: Sequence[str],
+            dtypes: dict[str, tuple[str, ...] | None]) -> type[Any]:
+    """The state machine drawing sequences of the Cases of ``ops`` (``dtypes``: each op's
+    declared dtypes, None for all)."""
+    from hypothesis import strategies as st
+    from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule
+
+    from diagfuzz import strategies
+
+    valid = st.one_of([strategies.cases(op, dtypes=dtypes.get(op), max_elements=MAX_ELEMENTS)
+                       for op in ops])
+    invalid = strategies.invalid_cases(list(ops), max_elements=MAX_ELEMENTS)
+
+    class Sequences(RuleBasedStateMachine):
+        calls = Bundle("calls")
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.runner: ProcessRunner | None = None
+
+        def judge(self, case: Case) -> None:
+            if search.out_of_time():
+                return
+            try:
+                if self.runner is None:
+                    self.runner = search.fresh.take()
+                    search.examples += 1  # a sequence that made a call
+                # Alone, not as a batch of one: the oracle's own allocations, as a user's
+                # calls make them (a freed input's address is what the next one gets).
+                ticket = self.runner.submit(case, single=True)
+                verdict = dict(self.runner.wait(0))[ticket]
+            except ExecutorError as exc:
+                search.error = exc
+                raise
+            search.record(verdict)
+            if not verdict.ok:
+                raise Failed(f"{verdict.kind} [{verdict.check}] in {case.describe()}")
+
+        @rule(target=calls, case=valid)
+        def call(self, case: Case) -> Case:
+            self.judge(case)
+            return case
+
+        @rule(case=calls)
+        def again(self, case: Case) -> None:
+            self.judge(case)
+
+        @rule(case=calls, data=st.data())
+        def restrided(self, case: Case, data: st.DataObject) -> None:
+            shape = case.layout.shape
+            room = max(MAX_ELEMENTS, 4 * max(1, case.layout.storage_size))
+            layout = data.draw(strategies.layouts(shape, max_elements=room), label="layout")
+            self.judge(replace(case, layout=layout))
+
+        @rule(case=calls, seed=st.integers(0, 2**31 - 1))
+        def new_values(self, case: Case, seed: int) -> None:
+            # Three in a row: whether a freed block is handed to the next request of its
+            # size is the allocator's choice (glibc's often is not the very next one).
+            for i in range(REALLOCATIONS):
+                self.judge(replace(case, values=replace(case.values, seed=seed + i)))
+
+        @rule(case=invalid)
+        def invalid_call(self, case: Case) -> None:
+            self.judge(case)
+
+        @rule(case=calls, n=st.integers(2, MANY))
+        def many(self, case: Case, n: int) -> None:
+            for i in range(n):
+                self.judge(replace(case, values=replace(case.values,
+                                                        seed=case.values.seed + i + 1)))
+
+        def teardown(self) -> None:
+            if self.runner is not None:
+                search.fresh.done(self.runner)
+
+    return Sequences
+
+
+def search_sequences(search: Search, ops: Sequence[str],
+                     dtypes: dict[str, tuple[str, ...] | None],
+                     examples: int = EXAMPLES, steps: int = STEPS) -> None:
+    """Draw (and shrink) up to ``examples`` sequences of up to ``steps`` steps each,
+    derandomized: a run draws the sequences the last one drew."""
+    from hypothesis import HealthCheck, Verbosity, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    chosen = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                      derandomize=True, database=None, print_blob=False,
+                      verbosity=Verbosity.quiet,
+                      suppress_health_check=list(HealthCheck))
+    # A failure ends the search (its sequence shrunk, recorded); Hypothesis' own report
+    # of it, or of a shrink cut by the deadline, is not the stage's.
+    with contextlib.suppress(Exception):
+        run_state_machine_as_test(machine(search, ops, dtypes), settings=chosen)
+    if search.error is not None:
+        raise search.error
+
+
+
+
+def reuse_for(device: str) -> int:
+    """Sequences one executor serves on ``device`` (``GPU_REUSE`` on a GPU, else 1)."""
+    return GPU_REUSE if str(device).startswith("cuda") else 1
+
+
+def run_in_suite(shard: Shard) -> None:
+    """The fuzz suite's ``test_sequences``: the run's sequences (``RunPlan.sequences``) over
+    its ops and dtypes, each on fresh executors; every call is counted in the report as a
+    shard's Cases are, and the shard fails with one finding per cause (its Case's history,
+    the sequence, goes into its reproducer)."""
+    from diagfuzz.harness import planning
+    from diagfuzz.harness.worker import learnt
+
+    plan = shard.session.plan
+    device = plan.device or planning.device()
+    made = itertools.count()
+
+    def make(environ: dict[str, str]) -> ProcessRunner:
+        return ProcessRunner(plan.impl, device, plan.timeout, strict=plan.strict,
+                             learnt=learnt(plan), environ=environ,
+                             workdir=Path(plan.run_dir) / "sequences" / str(next(made) % 8))
+
+    fresh = Fresh(make, reuse=reuse_for(device))
+    left = None if plan.deadline is None else plan.deadline - time.time()
+    search = Search(fresh, seconds=SUITE_SECONDS if left is None else min(SUITE_SECONDS, left))
+    dtypes = plan.dtypes or {}
+    try:
+        search_sequences(search, list(plan.ops),
+                         {op: _tuple(dtypes.get(op)) for op in plan.ops},
+                         examples=plan.sequences)
+    finally:
+        fresh.close()
+    shard.judged([(v.case, v) for v in search.judged if v.case is not None],
+                  keep=list(search.failures.values()))
+
+
+def _tuple(dtypes: Any) -> tuple[str, ...] | None:
+    return None if dtypes is None else tuple(dtypes)
