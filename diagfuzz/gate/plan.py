@@ -124,8 +124,8 @@ def plan_lines(opts: Options) -> list[str]:
     lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
     if opts.sequences:
         lines.append(f"  sequence search      up to {SEQUENCE_EXAMPLES} call sequences of "
-                     f"{SEQUENCE_STEPS} steps, each in a fresh executor, "
-                     f"{SEQUENCE_SECONDS:g} s at most")
+                     f"{SEQUENCE_STEPS} steps, each in a fresh executor, while the other "
+                     f"stages run ({SEQUENCE_SECONDS:g} s at most)")
     else:
         lines.append("  sequence search      skipped (--no-sequences)")
     lines.append(_opinfo_line(opts, provided))
