@@ -26,6 +26,7 @@ from diagfuzz.gate.stages import (
 )
 from diagfuzz.gate.usage import check_ops_provided
 from diagfuzz.harness.sequences import EXAMPLES as SEQUENCE_EXAMPLES
+from diagfuzz.harness.sequences import FULL_CPUS as SEQUENCE_FULL_CPUS
 from diagfuzz.harness.sequences import SECONDS as SEQUENCE_SECONDS
 from diagfuzz.harness.sequences import STEPS as SEQUENCE_STEPS
 from diagfuzz.impl import capabilities, load_impl, provided_ops
@@ -125,7 +126,9 @@ def plan_lines(opts: Options) -> list[str]:
     if opts.sequences:
         lines.append(f"  sequence search      up to {SEQUENCE_EXAMPLES} call sequences of "
                      f"{SEQUENCE_STEPS} steps, each in a fresh executor, while the other "
-                     f"stages run ({SEQUENCE_SECONDS:g} s at most)")
+                     f"stages run ({SEQUENCE_SECONDS:g} s at most;")
+        lines.append(f"                       a share of it under {SEQUENCE_FULL_CPUS} CPUs, "
+                     "3 s at least)")
     else:
         lines.append("  sequence search      skipped (--no-sequences)")
     lines.append(_opinfo_line(opts, provided))

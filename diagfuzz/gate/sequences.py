@@ -14,15 +14,16 @@ from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate.stages import Context, Finding, Stage, count_case
 from diagfuzz.harness.sequences import (
     EXAMPLES,
-    SECONDS,
     Fresh,
     Search,
+    gate_seconds,
     reuse_for,
     search_sequences,
 )
 
 SEQUENCE_STAGE = "sequence search"
-#: Seconds the search runs at least, when the other stages end sooner (its most: SECONDS).
+#: Seconds the search runs at least, when the other stages end sooner (its most:
+#: ``gate_seconds``).
 LEAST_SECONDS = 3.0
 
 
@@ -66,7 +67,8 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
         return (ctx.stopping() or ctx.out_of_time()
                 or (ctx.others_done.is_set() and time.monotonic() - started >= LEAST_SECONDS))
 
-    search = Search(fresh, stop=enough)
+    budget = gate_seconds()
+    search = Search(fresh, seconds=budget, stop=enough)
     ctx.progress.begin(stage.name, EXAMPLES, "sequences")
     try:
         search_sequences(search, ops, dtypes)
@@ -89,7 +91,7 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
     stage.planned = stage.ran
     stage.failures = [Finding(stage.name, v, "check") for v in search.failures.values()]
     ended = ("" if not search.out_of_time() else ", ended with the other stages"
-             if ctx.others_done.is_set() and time.monotonic() - started < SECONDS
+             if ctx.others_done.is_set() and time.monotonic() - started < budget
              else ", its time budget spent")
     stage.note = (f"{search.examples} sequence(s) drawn in fresh executors, {stage.ran} "
                   f"calls{ended}")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -49,8 +50,19 @@ if TYPE_CHECKING:
 EXAMPLES = 200
 STEPS = 16
 #: Seconds the gate's stage draws and shrinks sequences, at most (past it, calls are
-#: skipped). It runs beside the other stages, on executors of its own.
+#: skipped), on a machine of ``FULL_CPUS`` CPUs or more (``gate_seconds``). It runs beside
+#: the other stages, on executors of its own.
 SECONDS = 15.0
+#: CPUs from which the gate's search gets all of SECONDS; on fewer, a share: beside the
+#: suite's workers it takes CPU time from them (a 2-CPU gate of diagfuzz's kernels took
+#: 60 s without it, 67 to 74 s with 15 s of it, 2026-12-06).
+FULL_CPUS = 8
+
+
+def gate_seconds(cpus: int | None = None) -> float:
+    """The gate's search budget on this machine: SECONDS x cpus / FULL_CPUS, 3 s at least."""
+    cpus = cpus or os.cpu_count() or 1
+    return max(3.0, SECONDS * min(1.0, cpus / FULL_CPUS))
 #: The same for the fuzz suite's ``test_sequences`` (one item beside the shards).
 SUITE_SECONDS = 30.0
 #: Elements of a drawn Case's tensors, at most: small Cases, many calls.
