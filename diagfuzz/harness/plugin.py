@@ -99,7 +99,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--diagfuzz-sequences", type=int, default=None, metavar="N",
                     help="call sequences test_sequences draws for bugs that depend on "
                          "what ran before, each on fresh executors (default: the "
-                         "profile's: dev 60, ci 20, nightly 2000; 0 turns it off)")
+                         "profile's: nightly 2000, none in the others; 0 turns it off)")
     group.addoption("--diagfuzz-tracebacks", action="store_true", default=False,
                     help="show the harness's tracebacks and captured output of failing "
                          "shards (default: one compact block per finding)")

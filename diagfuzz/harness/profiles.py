@@ -49,7 +49,8 @@ class Budget:
     #: GPU, ``diagfuzz.oracles.check_huge``); otherwise only ``--diagfuzz-huge`` runs it.
     huge: bool = False
     #: Call sequences the suite's ``test_sequences`` draws (``diagfuzz.harness.sequences``:
-    #: bugs that depend on what ran before); 0: it does not run.
+    #: bugs that depend on what ran before); 0: it does not run. Only nightly's: the dev
+    #: and ci profiles are the inner loop (up to 30 s more), the gate has a stage of its own.
     sequences: int = 0
 
     @property
@@ -71,8 +72,8 @@ class Budget:
 #: not drawing, costs, so families would save it little; and it keeps drawing the Cases it
 #: drew before families, so its verdicts and corpus stay comparable.
 BUDGETS: dict[str, Budget] = {
-    "dev": Budget(500, 4, 4096, sequences=60, doc="default: 2,000 Cases a stream"),
-    "ci": Budget(100, 2, 1024, sequences=20, doc="the fuzz step of CI: 200 Cases a stream"),
+    "dev": Budget(500, 4, 4096, doc="default: 2,000 Cases a stream"),
+    "ci": Budget(100, 2, 1024, doc="the fuzz step of CI: 200 Cases a stream"),
     "gate": Budget(100, 4, 4096, derandomize=True, max_members=1,
                    doc="pre-merge gate: 400 Cases a stream (diagfuzz gate passes its own "
                        "--budget), derandomized, no example database: one seed, the same "
