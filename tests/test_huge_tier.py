@@ -209,8 +209,8 @@ def test_the_suite_runs_the_tier_on_request_and_reports_the_planted_bug(
 
 def test_the_tier_is_the_nightly_profiles_and_skips_without_a_gpu(tmp_path: Path) -> None:
     _, output, _ = _suite(tmp_path, "examples.plain_torch:impl")  # dev: deselected
-    streams = len(SPECS) + 1  # each stream's shards, and test_huge
-    assert f"{streams * 4 + 1} deselected" in output and "skipped" not in output, output
+    streams = len(SPECS) + 1  # each stream's shards, and test_huge and test_sequences
+    assert f"{streams * 4 + 2} deselected" in output and "skipped" not in output, output
     code, output, _ = _suite(tmp_path, "examples.plain_torch:impl", "--hypothesis-profile",
                              "nightly", "--diagfuzz-budget", "10", threshold=None)
     if torch.cuda.is_available():  # the real tier: 24 Cases past 2**31 elements
