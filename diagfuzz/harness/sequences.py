@@ -134,6 +134,11 @@ class Fresh:
             runner.close()
 
 
+class OutOfTime(BaseException):
+    """The search's time is spent: end the run now (a BaseException, so Hypothesis neither
+    catches nor shrinks it, and draws no more sequences that would call nothing)."""
+
+
 class Failed(AssertionError):
     """A call in the sequence failed (Hypothesis shrinks the sequence that raised it)."""
 
@@ -194,7 +199,7 @@ def machine(search: Search, ops: Sequence[str],
 
         def judge(self, case: Case) -> None:
             if search.out_of_time():
-                return
+                raise OutOfTime
             try:
                 if self.runner is None:
                     self.runner = search.fresh.take()
@@ -264,7 +269,7 @@ def search_sequences(search: Search, ops: Sequence[str],
                       suppress_health_check=list(HealthCheck))
     # A failure ends the search (its sequence shrunk, recorded); Hypothesis' own report
     # of it, or of a shrink cut by the deadline, is not the stage's.
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception, OutOfTime):
         run_state_machine_as_test(machine(search, ops, dtypes), settings=chosen)
     if search.error is not None:
         raise search.error
