@@ -25,7 +25,7 @@ import json
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -169,16 +169,25 @@ class _Runner(Protocol):
     def starts(self) -> int: ...
 
 
-def replay(runner: _Runner, calls: Sequence[Call], target: Call) -> tuple[Any, list[Any]]:
+class Stopped(Exception):
+    """A replay's caller stopped it between two calls."""
+
+
+def replay(runner: _Runner, calls: Sequence[Call], target: Call,
+           stopped: Callable[[], bool] = lambda: False) -> tuple[Any, list[Any]]:
     """Run ``calls`` then ``target`` in ``runner``'s executor, one at a time, each judged as
     it was (``Call.alone``; batches replay as batches of one: a part of a batch could not
     be replayed as a batch): (the target's verdict, the verdicts of ``calls`` in order).
     The target's verdict says in ``details.replay_restarted`` if an earlier call killed the
-    executor (its state was lost on the way, so the replay is not the sequence)."""
+    executor (its state was lost on the way, so the replay is not the sequence). Raises
+    ``Stopped`` once ``stopped()`` (a runner closed under it would start a new executor
+    at its next call: a long history must not go on after the gate's stop)."""
     starts = runner.starts
     done: dict[int, Any] = {}
     tickets = []
     for call in [*calls, target]:
+        if stopped():
+            raise Stopped
         tickets.append(runner.submit(call.case, call.oracle, single=call.alone))
         done.update(runner.wait(0))
     last = tickets.pop()

@@ -282,7 +282,9 @@ class Classifier:
         if runner is None:
             return None
         try:
-            verdict, _ = history.replay(runner, calls, target)
+            verdict, _ = history.replay(runner, calls, target, lambda: self.stopped)
+        except history.Stopped:
+            return None
         except (ExecutorError, OSError, ValueError) as exc:
             # The oracle raised on a replayed call (or no executor could start): this
             # sequence says nothing of the failure; the others are still tried.
@@ -336,8 +338,8 @@ class Classifier:
         first = next((i for i, v in enumerate(alone) if v.kind == kind), None)
         if first is None:  # it passes alone: after what did it fail?
             found = self._after_history(past, target, log, timeout, kind) if past else None
-            if found is not None:
-                return found
+            if found is not None or self.stopped:
+                return found  # (stopped in the search: not classified)
             how: dict[str, Any] = ({"history": NOT_REPRODUCED, "searched": len(past)}
                                    if past else {})
             if kind in RESTARTING_KINDS:
@@ -371,12 +373,16 @@ class Classifier:
 
         def test(candidates: list[list[Call]]) -> list[bool]:
             nonlocal replays
+            if self.stopped:
+                return []  # as a spent budget: the shortest failing sequence so far
             room = max(0, SHRINK_REPLAYS - replays)
             candidates = candidates[:room]
             replays += len(candidates)
             return [fails(v) for v in self._replays(candidates, target, log, timeout)]
 
         shrunk = ddmin(past, test)
+        if self.stopped:
+            return None
         verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout)
         return _measured(target.case, kind, [v for v in verdicts if v is not None],
                          len(verdicts) + replays, history=AFTER_CALLS,
