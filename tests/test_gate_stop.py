@@ -139,4 +139,5 @@ def test_pytest_run_stopped_by_sigterm_writes_its_report(tmp_path: Path) -> None
     assert report["stopped"] == "SIGTERM" and report["findings"], text
     assert report["cases_seen"] > 0
     assert "stopped: SIGTERM" in text
+    assert "not ended" not in text, text  # the workers ended their shards at the stop
     _no_process_left(marker)

@@ -114,6 +114,7 @@ class StopBound:
         self.bound = stop_bound() if bound is None else bound
         self.exit = exit
         self.code: int | None = None  # set once the cooperative path wrote its outputs
+        self.summary = ""  # its last line, printed where the expiry cuts it short
         self.armed_at: float | None = None
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -133,9 +134,11 @@ class StopBound:
             return float("inf")
         return self.armed_at + self.bound - WRITE_BOUND
 
-    def written(self, code: int) -> None:
-        """The cooperative path wrote its outputs: an expiry only ends the process."""
+    def written(self, code: int, summary: str = "") -> None:
+        """The cooperative path wrote its outputs: an expiry only ends the process, after
+        printing ``summary`` (what the cooperative path would have printed last)."""
         self.code = int(code)
+        self.summary = summary
 
     def disarm(self) -> None:
         """The process goes on (an in-process caller): the expiry never fires."""
@@ -154,6 +157,9 @@ class StopBound:
         code = self.code
         if code is None:
             code = self._write_bounded()
+        elif self.summary:
+            with contextlib.suppress(Exception):
+                sys.stdout.write(self.summary + "\n")
         if self._done.is_set():
             return
         for stream in (sys.stdout, sys.stderr):

@@ -152,6 +152,13 @@ class Reporter:
             self._printer = Printer(Path(self.plan.run_dir), self.plan.total)
             self._printer.start()
 
+    def _tell_workers(self) -> None:
+        """Ask the workers to end their shard now and start no other
+        (``RunPlan.stop_file``); best effort: the StopBound still ends what does not."""
+        with contextlib.suppress(OSError):
+            self.plan.stop_file.parent.mkdir(parents=True, exist_ok=True)
+            self.plan.stop_file.touch()
+
     def _stop_on_signals(self) -> None:
         """SIGTERM stops the run as Ctrl-C does (pytest then finishes the session, and this
         reporter writes what finished); the time cap's hard stop does the same just before
@@ -161,6 +168,7 @@ class Reporter:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             def on_sigterm(_signum: int, _frame: Any) -> None:
                 self.bound.arm()
+                self._tell_workers()
                 _import_findings_now()
                 if not self.stopped:
                     self.stopped = "SIGTERM"
@@ -169,6 +177,7 @@ class Reporter:
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             def on_sigint(signum: int, frame: Any) -> None:
                 self.bound.arm()
+                self._tell_workers()
                 _import_findings_now()
                 signal.default_int_handler(signum, frame)
             signal.signal(signal.SIGINT, on_sigint)
@@ -179,6 +188,7 @@ class Reporter:
             def hard_stop() -> None:
                 if not self.stopped:
                     self.stopped = "--diagfuzz-max-seconds"
+                    self._tell_workers()
                     _import_findings_now()
                     _thread.interrupt_main()
             self._watchdog = threading.Timer(max(0.0, left), hard_stop)
@@ -240,6 +250,7 @@ class Reporter:
             return
         if int(exitstatus) == pytest.ExitCode.INTERRUPTED:
             self.stopped = self.stopped or "SIGINT"
+            self._tell_workers()
             self._add_unfinished()
         self.campaign.keep_shard_findings(self.findings)  # a partition's, for diagfuzz merge
         self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
@@ -256,8 +267,16 @@ class Reporter:
             self._write_reproducers()
             data = report_data(self.header(), self.tally, self.findings)
             self.written = self._write_report(data)
+            if self.stopped:  # printed by the bound's expiry if the summary is not reached
+                self.bound.written(self.exitstatus,
+                                   f"{self._stopped_line()}; report: {self.written}")
         self._keep_runs()
         mark("report_written")
+
+    def _stopped_line(self) -> str:
+        return (f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
+                f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
+                f"finish are their first failing Case, not shrunk")
 
     def _write_held(self) -> int:
         """The StopBound's writer (the session never reached its finish): the report of
@@ -388,9 +407,7 @@ class Reporter:
                   f"{HARD_SHARE:.0%} of its time, {self.cases_seen:,} Cases explored; the "
                   "findings of shards that did not finish are their first failing Case")
         elif self.stopped:
-            write(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
-                  f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
-                  "finish are their first failing Case, not shrunk")
+            write(self._stopped_line())
         if self.cut_shards:
             write(f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended "
                   f"{self.cut_shards} shard(s) before their budget (exit "

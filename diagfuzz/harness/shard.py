@@ -56,6 +56,11 @@ class TimeUp(BaseException):
     catches nor shrinks it)."""
 
 
+class Stopped(TimeUp):
+    """The run was stopped (``RunPlan.stop_file``): stop drawing and shrinking; the
+    controller reports the first failing Case of each signature from the progress files."""
+
+
 class ShrinkBudget(BaseException):
     """A signature's shrinking tried MAX_SHRINK_STEPS candidates: keep the best so far."""
 
@@ -140,6 +145,8 @@ class Shard:
         plan = self.session.plan
         if self.stream in plan.skipped:
             pytest.skip(plan.skipped[self.stream])
+        if plan.stop_requested():
+            pytest.skip("the run was stopped before this shard began")
         strategy = family_factory(**plan.strategy_args(self.stream))
         shard_settings = profiles.shard_settings(
             plan.profile,
@@ -160,6 +167,8 @@ class Shard:
                 self._explore_synchronously(run, shard_settings, explorer, replayable)
             else:
                 self._explore_pipelined(run, shard_settings, explorer)
+        except Stopped:
+            replayable = False  # a stopped run ends now: nothing is shrunk
         except TimeUp:
             self.cut = True
         except HarnessStop:
@@ -227,9 +236,11 @@ class Shard:
 
     # --- phase 1 ------------------------------------------------------------------------
     def _time_check(self) -> None:
-        deadline = self.session.plan.deadline
-        if deadline is not None and time.time() >= deadline:
+        plan = self.session.plan
+        if plan.deadline is not None and time.time() >= plan.deadline:
             raise TimeUp
+        if plan.stop_requested():
+            raise Stopped
 
     def _explore_synchronously(self, run: Callable[..., None], shard_settings: Any,
                                explorer: Explorer, replayable: bool) -> None:
@@ -269,6 +280,7 @@ class Shard:
         for n, (signature, seen) in enumerate(explorer.seen.items()):
             finding = None
             if (replayable and seen.choices is not None and n < MAX_SHRUNK
+                    and not self.session.plan.stop_requested()
                     and claim(self.session.plan, signature)):
                 finding = self._shrink(run, shard_settings, signature, seen)
             if finding is None:
@@ -297,6 +309,8 @@ class Shard:
         def replay(family: tuple[Any, ...]) -> None:
             if self._shrink_deadline is not None and time.time() >= self._shrink_deadline:
                 raise TimeUp
+            if self.session.plan.stop_requested():
+                raise Stopped
             spent = steps[0] >= budget or (restarting and time.monotonic() >= until)
             if spent and signature in self._last:
                 raise ShrinkBudget
@@ -324,6 +338,8 @@ class Shard:
         with contextlib.suppress(Exception, TimeUp, ShrinkBudget):
             run(replay, how)
         last = self._last.pop(signature, None)
+        if last is None and self.session.plan.stop_requested():
+            return None  # stopped before it failed again: unshrunk, not flaky
         if last is None:  # the replay passed: flaky; keep the Case phase 1 saw fail
             finding = Finding.of(seen.verdict, self.item.nodeid)
             finding.flaky = True

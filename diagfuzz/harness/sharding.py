@@ -184,6 +184,18 @@ class RunPlan:
         return Path(self.run_dir) / worker_id
 
     @property
+    def stop_file(self) -> Path:
+        """Created by the controller when the run is stopped (SIGTERM, Ctrl-C, the cap's
+        hard stop): its workers end the shard they are in and start no other. A signal
+        reaches only the controller when sent to it alone, and xdist would let each worker
+        finish its queued shards before the controller may exit."""
+        return Path(self.run_dir) / "stop"
+
+    def stop_requested(self) -> bool:
+        """Whether the controller asked the workers to stop (one ``stat``)."""
+        return self.stop_file.exists()
+
+    @property
     def journal_dir(self) -> Path:
         """Where each worker's write-ahead journal lives (``<worker>.jsonl``)."""
         return Path(self.run_dir) / "journal"
