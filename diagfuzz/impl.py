@@ -142,7 +142,7 @@ class RegisteredLibrary:
                 self.calls_of[op_spec.name] = functional
                 setattr(self, op_spec.method_name,
                         getattr(_PublicAten(), op_spec.method_name))
-            out_found = [registered[n] for n in (out,) if n in registered]
+            out_found = [registered[n] for n in (out,) if out and n in registered]
             if out_found:
                 setattr(self, op_spec.out_method, getattr(_PublicAten(), op_spec.out_method))
         self.ops = tuple(self.served)

@@ -35,7 +35,7 @@ def _entry(path: str) -> Any:
 KERNELS = tuple(
     (overload, _entry(entry))
     for spec in all_specs() if spec.kernel
-    for overload, entry in zip(spec.aten, spec.entry_points, strict=True))
+    for overload, entry in zip(spec.aten, spec.entry_points, strict=True) if overload)
 
 _library: torch.library.Library | None = None
 

@@ -50,7 +50,7 @@ def with_every_op(cls: type, calls: Calls, out: bool) -> type:
         call, call_out = calls(spec.aten[0], spec.aten[1])
         call.__name__, call.__doc__ = spec.method_name, f"aten::{spec.aten[0]}"
         setattr(cls, spec.method_name, call)
-        if out:
+        if out and spec.has_out:
             call_out.__name__, call_out.__doc__ = spec.out_method, f"aten::{spec.aten[1]}"
             setattr(cls, spec.out_method, call_out)
     return cls

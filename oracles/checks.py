@@ -28,7 +28,7 @@ no-ops and the same code runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from diagfuzz.core.impl import provides, unsupported
 from diagfuzz.core.origin import raise_origin
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.core.verdict import Verdict
-from diagfuzz.oracles import reference
+from diagfuzz.oracles import inplace, reference
 from diagfuzz.oracles.policy import (
     addressing_strides,
     binding_type_ok,
@@ -275,10 +275,12 @@ def _compare(case: Case, expected: torch.Tensor, actual: Any, source: str,
     return _metadata(case, expected, actual) or _bits(case, expected, actual, source, sentinel)
 
 
-def _references_agree(case: Case, args: dict[str, Any], expected: torch.Tensor,
-                      source: str) -> Verdict | None:
-    """The host references must agree with each other before they can judge anything."""
-    for name, other in spec_of(case.op).others(case, args, source):
+def _references_agree(case: Case, args: dict[str, Any] | Callable[[], dict[str, Any]],
+                      expected: torch.Tensor, source: str) -> Verdict | None:
+    """The host references must agree with each other before they can judge anything
+    (``args`` a callable: fresh arguments for them, which an in-place op writes)."""
+    given = args() if callable(args) else args
+    for name, other in spec_of(case.op).others(case, given, source):
         found = _compare(case, expected, other, source)
         if found:
             return _disagree(case, name, source, found)
@@ -315,6 +317,8 @@ class DeviceRun:
     result_host: torch.Tensor | None = None
     reference_host: torch.Tensor | None = None
     guards: list[torch.Tensor | None] = field(default_factory=list)
+    #: An in-place op's operand's version counter before the call.
+    version: int = 0
 
     @property
     def device(self) -> torch.device:
@@ -350,10 +354,14 @@ def upload(case: Case, host_args: dict[str, Any], byte: int, device: str,
            with_reference: bool) -> DeviceRun:
     """A run's inputs on the device and, ``with_reference``, aten's kernel on them."""
     args = _on_device(case, host_args, device)
+    name = spec_of(case.op).inplace
+    if name:  # the implementation writes a storage of its own, even on the CPU
+        args = inplace.twin_arguments(args, name)
     run = DeviceRun(args, read_tensors(case, args), SentinelAllocations(byte))
     if with_reference:
         try:
-            run.reference = spec_of(case.op).aten_kernel(case, args)
+            run.reference = spec_of(case.op).aten_kernel(
+                case, inplace.twin_arguments(args, name) if name else args)
         except Exception as exc:  # aten refuses on this device: error parity decides
             run.reference_raised = exc
     return run
@@ -362,6 +370,9 @@ def upload(case: Case, host_args: dict[str, Any], byte: int, device: str,
 def call_impl(impl: Any, case: Case, run: DeviceRun, shape: torch.Size) -> None:
     """The implementation's call of ``run``, inside active sentinel allocations."""
     args = run.args
+    name = spec_of(case.op).inplace
+    if name:
+        run.version = args[name]._version
     try:
         if "out" in args:
             run.out = args["out"] = torch.empty(
@@ -462,6 +473,63 @@ def _judge(case: Case, tensors: dict[str, torch.Tensor], snapshots: dict[str, to
     return None
 
 
+def _judge_inplace(plan: ValidPlan, run: DeviceRun) -> Verdict | None:
+    """An in-place op's run, judged on host copies: it returned its input object, whose
+    view holds the reference's bits, whose storage outside the view holds its own, and
+    whose version counter moved (the module docstring of ``oracles/inplace.py``)."""
+    case, expected, source = plan.case, plan.expected, plan.source
+    name = spec_of(case.op).inplace
+    violations = run.alloc.guard_violations(run.guards)
+    if violations:
+        return _fail("mismatch", "out-of-bounds",
+                     f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
+                     "changed)", case, {"buffers": violations})
+    given = run.args[name]
+    if run.result is not given:
+        what = ("a new tensor sharing its storage"
+                if isinstance(run.result, torch.Tensor) and storages_overlap(run.result, given)
+                else type(run.result).__name__ if not isinstance(run.result, torch.Tensor)
+                else "a new tensor")
+        return _fail("mismatch", "inplace:returned",
+                     f"the in-place op returned {what}, not its {name} (the very tensor)",
+                     case, {"tensor": name, "returned": what})
+    found = _metadata(case, expected, given, run.device)
+    if found:
+        return found
+    after = run.inputs_host[name]
+    if plan.overlap_values is not None:
+        wrong = inplace.overlap_violations(plan.tensors[name], plan.snapshots[name], after,
+                                           plan.overlap_values)
+        if wrong:
+            return _fail("mismatch", "inplace:overlap",
+                         f"{len(wrong)} memory location(s) of {name}'s view, whose elements "
+                         "share memory, hold neither their own bits nor what the op gives an "
+                         "element there", case, {"tensor": name, "storage_elements": wrong[:8]})
+        whole = plan.snapshots[name]
+        per = expected.dtype.itemsize // min(expected.dtype.itemsize, 8)  # words/element
+        inside = {int(e) * per + k for e in inplace.locations(plan.tensors[name])
+                  for k in range(per)}
+        outside = [w for w in _changed_words(after, whole, expected.dtype) if w not in inside]
+    else:
+        assert run.result_host is not None
+        found = _bits(case, expected, run.result_host, source)
+        if found:
+            return found
+        outside = _changed_words(after, storage_bytes(expected), expected.dtype)
+    if outside:
+        return _fail("mismatch", "inplace:outside-view",
+                     f"the in-place op wrote {len(outside)} word(s) of {name}'s storage "
+                     "outside its view", case, {"tensor": name, "storage_words": outside[:8]})
+    if given._version == run.version:
+        return _fail("mismatch", "inplace:version",
+                     f"{name}'s version counter did not move: autograd cannot see the write",
+                     case, {"tensor": name, "version": run.version})
+    broken = _relations(case, plan.tensors, run.result_host)
+    if broken:
+        return _fail("mismatch", broken[0], broken[1], case, broken[2])
+    return None
+
+
 def _relations(case: Case, tensors: dict[str, torch.Tensor],
                result: torch.Tensor) -> tuple[str, str, dict[str, Any]] | None:
     """The first metamorphic relation of the op's spec that ``result`` breaks."""
@@ -491,8 +559,10 @@ def _reference_changed_by_impl(case: Case, host: dict[str, Any], expected: torch
     the inputs, alone: if that agrees, the implementation changed memory it did not own.
     """
     args = _on_device(case, host, device)
+    name = spec_of(case.op).inplace
     try:
-        alone = spec_of(case.op).aten_kernel(case, args)
+        alone = spec_of(case.op).aten_kernel(
+            case, inplace.twin_arguments(args, name) if name else args)
     except Exception:
         return found
     (alone_host,) = to_host([alone])
@@ -564,6 +634,9 @@ class ValidPlan:
     sentinels: list[int]
     before: int = 0
     after: int | None = None
+    #: An in-place op on a view whose elements share memory: what the op gives each
+    #: element (``inplace.overlap_violations``); its bits are then order-free only there.
+    overlap_values: torch.Tensor | None = None
 
 
 def _out_skipped(case: Case, impl: Any) -> Verdict | None:
@@ -581,11 +654,19 @@ def plan_valid(case: Case, host: dict[str, Any]) -> ValidPlan | Verdict | None:
     references and their agreement, input snapshots, the sentinel bytes. A Verdict when the
     references disagree; None when aten refuses the Case (error parity decides). Runs
     inside the caller's ``aten_only`` block."""
+    spec = spec_of(case.op)
+    name = spec.inplace
+    # An in-place op's references write twins of its input (oracles/inplace.py).
+    given = (lambda: inplace.twin_arguments(host, name)) if name else (lambda: host)
+    overlap = bool(name) and inplace.overlaps(host[name])
     try:
-        expected, source = spec_of(case.op).reference(case, host)
+        if overlap:  # order-free values: the op on a copy whose elements own their memory
+            args = dict(host, **{name: host[name].contiguous()})
+            values = spec.reference(case, args)[0].clone()
+        expected, source = spec.reference(case, given())
     except Exception:  # aten refuses a Case not marked invalid: parity decides
         return None
-    found = _references_agree(case, host, expected, source)
+    found = None if overlap else _references_agree(case, given, expected, source)
     if found:
         return found
     tensors = read_tensors(case, host)
@@ -594,7 +675,10 @@ def plan_valid(case: Case, host: dict[str, Any]) -> ValidPlan | Verdict | None:
     byte = choose_sentinel(expected)
     # All 256 byte values occur: two runs with different sentinels (see sentinel.py).
     sentinels = [byte] if byte is not None else list(PREFERRED[:2])
-    return ValidPlan(case, host, expected, source, tensors, snapshots, sentinels)
+    plan = ValidPlan(case, host, expected, source, tensors, snapshots, sentinels)
+    if overlap:
+        plan.overlap_values = values
+    return plan
 
 
 def judge_runs(plan: ValidPlan, runs: Iterable[DeviceRun], impl: Any, device: str,
@@ -606,13 +690,15 @@ def judge_runs(plan: ValidPlan, runs: Iterable[DeviceRun], impl: Any, device: st
     for n, run in enumerate(runs):
         if run.reference_raised is not None:
             return check_error_parity(case, impl, device, strict=strict)
-        found = _device_reference_agrees(case, expected, source, run) if n == 0 else None
+        found = (_device_reference_agrees(case, expected, source, run)
+                 if n == 0 and plan.overlap_values is None else None)
         if found:
             return _reference_changed_by_impl(case, plan.host, expected, source, device,
                                               found)
         if run.raised is not None:
             return _raised(case, run.raised)
-        found = _judge(case, plan.tensors, plan.snapshots, expected, source, run)
+        found = (_judge_inplace(plan, run) if spec_of(case.op).inplace else
+                 _judge(case, plan.tensors, plan.snapshots, expected, source, run))
         if found:
             return found
     found = dispatch_unproven(case, impl, expected, plan.before, plan.after)

@@ -35,7 +35,8 @@ def audited_package(impl: Any) -> str | None:
 def op_names(op: str) -> set[str]:
     """The aten overloads of ``op``'s own (``aten::diag``, ``aten::diag.out``)."""
     spec = spec_of(op)
-    return {f"aten::{name}" for name in spec.aten} | {f"aten::{spec.aten[0]}.default"}
+    return ({f"aten::{name}" for name in spec.aten if name}
+            | {f"aten::{spec.aten[0]}.default"})
 
 
 def reached(op: str) -> set[str]:

@@ -68,7 +68,8 @@ class OpSpec:
     operands: tuple[Operand, ...]
     #: The call's arguments after the operands, by their aten schema names.
     arguments: tuple[str, ...]
-    #: aten's functional and ``.out`` overloads (``torch.ops.aten`` names).
+    #: aten's functional and ``.out`` overloads (``torch.ops.aten`` names; "" for an
+    #: in-place op, which has no ``.out`` overload).
     aten: tuple[str, str]
     #: Arguments whose Case field has another name: schema name -> "offset", "dim1",
     #: "dim2" or "input_sizes" (``Case.sizes``); the others are their own field.
@@ -105,6 +106,10 @@ class OpSpec:
     #: The implementation's method, when it is not ``name`` (both directions of
     #: ``aten::diag`` are the one method ``diag``).
     method: str = ""
+    #: The operand an in-place op writes and returns (``triu_``: "input"; "" for an op
+    #: that makes a new tensor): the oracle judges that tensor, its storage and its
+    #: version counter instead of a new result (``oracles/inplace.py``).
+    inplace: str = ""
 
     # --- behaviour --------------------------------------------------------------------
     #: ``call(impl, case, args)``: the implementation's method on the materialised
@@ -160,6 +165,11 @@ class OpSpec:
     def out_method(self) -> str:
         """The implementation's method for ``.out`` Cases."""
         return f"{self.method_name}_out"
+
+    @property
+    def has_out(self) -> bool:
+        """Whether the op has a ``.out`` overload (an in-place op has none)."""
+        return bool(self.aten[1])
 
     @property
     def launch_counters(self) -> tuple[str, ...]:

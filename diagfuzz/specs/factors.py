@@ -104,7 +104,8 @@ def _model(spec: OpSpec) -> Model:
         levels = tuple(lay for lay in LAYOUTS
                        if _operand_rank_floor(operand.role, lay) <= top_rank)
         factors.append(Factor(layout_factor(operand.name), levels))
-    factors += [Factor("dtype", DTYPES), Factor("values", VALUES), Factor("call", CALLS)]
+    factors += [Factor("dtype", DTYPES), Factor("values", VALUES),
+                Factor("call", CALLS if spec.has_out else CALLS[:1])]
     names = {f.name for f in factors}
     core = tuple(n for n in ("rank", "dims_pair", "offset", "sizes",
                              layout_factor(spec.first.name)) if n in names)
