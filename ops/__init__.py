@@ -1,6 +1,6 @@
 """Triton kernels for the diagonal family (``diagonal_copy``, ``diagonal_backward``,
-``diag_embed``, ``diagonal_scatter``; ``diag`` reaches them through aten), and their aten
-registration.
+``diag_embed``, ``diagonal_scatter``, ``triu``, ``tril``; ``diag`` reaches them through aten),
+and their aten registration.
 
 Importing this package chooses where kernels run (``_runtime`` must come first: it sets
 TRITON_INTERPRET on machines without a CUDA GPU before any kernel is decorated).
@@ -17,6 +17,7 @@ from diagfuzz.ops.diagonal_backward import diagonal_backward, diagonal_backward_
 from diagfuzz.ops.diagonal_copy import diagonal_copy, diagonal_copy_out  # noqa: E402
 from diagfuzz.ops.diagonal_scatter import diagonal_scatter, diagonal_scatter_out  # noqa: E402
 from diagfuzz.ops.registration import disable, enable, enabled, use_triton  # noqa: E402
+from diagfuzz.ops.triangle import tril, tril_, tril_out, triu, triu_, triu_out  # noqa: E402
 
 __all__ = [
     "DEVICE",
@@ -34,5 +35,11 @@ __all__ = [
     "enable",
     "enabled",
     "launches",
+    "tril",
+    "tril_",
+    "tril_out",
+    "triu",
+    "triu_",
+    "triu_out",
     "use_triton",
 ]
