@@ -67,7 +67,9 @@ def _batch(spec: OpSpec, t: int, rng: random.Random) -> Geometry:
 
 
 def _long_rows(spec: OpSpec, t: int, rng: random.Random) -> Geometry:
-    return (2, 2, t // 4 + 1 + rng.randrange(64)), rng.choice((0, 1, -1)), 0, 1
+    # An op of fixed dims (triu: the last two) takes its own: 2 x long matrices.
+    return (2, 2, t // 4 + 1 + rng.randrange(64)), rng.choice((0, 1, -1)), *(spec.dims
+                                                                              or (0, 1))
 
 
 def _small(spec: OpSpec, rng: random.Random) -> Geometry:
