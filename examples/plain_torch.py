@@ -3,8 +3,8 @@
 ``diagonal`` is ``torch.diagonal(...)`` cloned into a contiguous tensor (what
 ``aten::diagonal_copy`` does); ``diagonal_backward`` is ``torch.zeros`` plus a ``copy_`` into
 its ``torch.diagonal`` view (what ``aten::diagonal_backward`` does). ``diag_embed``,
-``diagonal_scatter`` and ``diag`` are torch's public functions of those names, called as a
-user calls them. The ``.out`` forms do what aten's generated ``out=`` kernels do: an
+``diagonal_scatter``, ``diag``, ``triu`` and ``tril`` are torch's public functions of those
+names, called as a user calls them (``triu_``/``tril_`` the in-place tensor methods). The ``.out`` forms do what aten's generated ``out=`` kernels do: an
 ``out`` of another dtype or device is a RuntimeError, otherwise ``out`` is resized to the
 result's shape and the result copied in. No Triton anywhere: it runs on any device torch
 runs on.
@@ -56,6 +56,26 @@ def diag(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
     return torch.diag(x, diagonal)
 
 
+def triu(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """The upper triangle of every matrix (the last two dims), zeros elsewhere."""
+    return torch.triu(x, diagonal)
+
+
+def tril(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """The lower triangle of every matrix (the last two dims), zeros elsewhere."""
+    return torch.tril(x, diagonal)
+
+
+def triu_(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """``triu`` written into ``x`` itself, which is returned."""
+    return x.triu_(diagonal)
+
+
+def tril_(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """``tril`` written into ``x`` itself, which is returned."""
+    return x.tril_(diagonal)
+
+
 def _into(out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
     """``result`` written into ``out`` as aten's generated ``out=`` kernels write it.
 
@@ -101,6 +121,16 @@ def diagonal_scatter_out(x: torch.Tensor, src: torch.Tensor, offset: int = 0, di
 def diag_out(x: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor) -> torch.Tensor:
     """``torch.diag(x, diagonal, out=out)``."""
     return torch.diag(x, diagonal, out=out)
+
+
+def triu_out(x: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.triu(x, diagonal, out=out)``."""
+    return torch.triu(x, diagonal, out=out)
+
+
+def tril_out(x: torch.Tensor, diagonal: int = 0, *, out: torch.Tensor) -> torch.Tensor:
+    """``torch.tril(x, diagonal, out=out)``."""
+    return torch.tril(x, diagonal, out=out)
 
 
 #: The implementation ``--impl=examples.plain_torch:impl`` names: this module.

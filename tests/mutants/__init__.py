@@ -8,6 +8,7 @@ changes).
 """
 
 _BOTH = ("diagonal", "diagonal_backward")
+_TRIANGLES = ("triu", "tril")
 
 MUTANTS: dict[str, tuple[str, ...]] = {
     "ignores_grad_strides": ("diagonal_backward",),
@@ -39,4 +40,9 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "diag_value_error": ("diag",),
     "diag_square_length": ("diag",),
     "diag_vector_unzeroed": ("diag_1d",),
+    "triangle_mask_multiply": _TRIANGLES,
+    "triangle_strict_diagonal": _TRIANGLES,
+    "triangle_swapped": _TRIANGLES,
+    "triangle_int32_diagonal": _TRIANGLES,
+    "triangle_batch_strides": _TRIANGLES,
 }

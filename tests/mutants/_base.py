@@ -62,12 +62,32 @@ class Correct:
         self.write(storage, x.as_strided((numel,), (1,), 0))
         return storage.as_strided(x.shape, x.stride(), x.storage_offset())
 
+    def keeps(self, upper: bool, rows: int, cols: int, diagonal: int,
+              device: torch.device) -> torch.Tensor:
+        """triu's (``upper``) or tril's ``[rows, cols]`` mask of the elements kept."""
+        row = torch.arange(rows, device=device).view(rows, 1)
+        col = torch.arange(cols, device=device).view(1, cols)
+        return col - row >= diagonal if upper else col - row <= diagonal
+
+    def triangle_diagonal(self, diagonal: int) -> int:
+        """The diagonal triu and tril compare with."""
+        return diagonal
+
+    def read_matrices(self, x: torch.Tensor) -> torch.Tensor:
+        """triu's and tril's input as the kernel reads it."""
+        return x
+
+    def select(self, out: torch.Tensor, x: torch.Tensor, keep: torch.Tensor) -> None:
+        """``x``'s elements where ``keep`` written into ``out`` (the others stay)."""
+        self.write(out, torch.where(keep, x, out))
+
     def validate(self, op: str, tensor: object, *args: object) -> None:
         """aten's argument checks, run on meta tensors (no data): aten's exception types.
 
-        diag_embed, diagonal_scatter and diag run aten's op itself on the tensors instead:
-        their meta kernels check less (a src of the wrong shape passes) or raise other
-        types (a TypeError for an offset whose sizes overflow int64)."""
+        diag_embed, diagonal_scatter, diag, triu and tril run aten's op itself on the
+        tensors instead: their meta kernels check less (a src of the wrong shape passes,
+        triu's dtype is checked by its kernel alone) or raise other types (a TypeError for
+        an offset whose sizes overflow int64)."""
         meta = tensor.to("meta") if isinstance(tensor, torch.Tensor) else tensor
         if op == "diagonal":
             offset, dim1, dim2 = self.dims(getattr(tensor, "ndim", 0), *args)
@@ -112,6 +132,22 @@ class Correct:
         self.validate("diagonal_scatter", x, src, offset, dim1, dim2)
         out = self.clone_input(x)
         self.write(self.view(out, offset, dim1, dim2), src)
+        return self.finish(out)
+
+    def triu(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+        return self.triangle("triu", x, diagonal)
+
+    def tril(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+        return self.triangle("tril", x, diagonal)
+
+    def triangle(self, op: str, x: torch.Tensor, diagonal: int) -> torch.Tensor:
+        """triu (``op`` "triu") or tril: aten's checks, zeros, then the kept elements."""
+        self.validate(op, x, diagonal)
+        out = self.allocate(x.shape, x.dtype, x.device)
+        self.zero(out)
+        keep = self.keeps(op == "triu", x.shape[-2], x.shape[-1],
+                          self.triangle_diagonal(diagonal), x.device)
+        self.select(out, self.read_matrices(x), keep)
         return self.finish(out)
 
     def diag(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
