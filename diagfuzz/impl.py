@@ -239,7 +239,7 @@ def load_proven(spec: str, device: str) -> tuple[Any, str]:
 def _family() -> list[str]:
     from diagfuzz.specs import all_specs
 
-    return sorted({f"aten::{n}" for s in all_specs() for n in s.aten})
+    return sorted({f"aten::{n}" for s in all_specs() for n in s.aten if n})
 
 
 def registration_lines(impl: Any, proof: str = "",

@@ -74,6 +74,16 @@ def overlap_violations(view: torch.Tensor, before: torch.Tensor, after: torch.Te
     return (touched & (ok == 0)).nonzero().reshape(-1).tolist()
 
 
+def outside_view(view: torch.Tensor, before: torch.Tensor, after: torch.Tensor) -> list[int]:
+    """Storage indices (elements of ``view``'s dtype) outside ``view`` whose bytes differ
+    between ``before`` and ``after`` (the storage's bytes, host tensors)."""
+    was = bits(_elements(before, view.dtype))
+    now = bits(_elements(after, view.dtype))
+    changed = (was != now).any(dim=1)
+    changed[locations(view)] = False
+    return changed.nonzero().reshape(-1).tolist()
+
+
 def _elements(storage: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A storage's bytes (uint8) as elements of ``dtype``."""
     width = torch.empty(0, dtype=dtype).element_size()
