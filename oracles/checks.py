@@ -522,8 +522,8 @@ def _judge_inplace(plan: ValidPlan, run: DeviceRun) -> Verdict | None:
                      f"{name}'s version counter did not move: autograd cannot see the write",
                      case, {"tensor": name, "version": run.version})
     # The relations hold of each element: not where elements share memory.
-    broken = None if plan.overlap_values is not None else _relations(case, plan.tensors,
-                                                                      run.result_host)
+    broken = (None if plan.overlap_values is not None or run.result_host is None
+              else _relations(case, plan.tensors, run.result_host))
     if broken:
         return _fail("mismatch", broken[0], broken[1], case, broken[2])
     return None

@@ -40,7 +40,7 @@ def twin_arguments(args: dict[str, Any], name: str) -> dict[str, Any]:
 
 def locations(t: torch.Tensor) -> torch.Tensor:
     """Each element's storage index (elements of ``t``'s dtype), row-major, on the CPU."""
-    index = torch.full((), t.storage_offset(), dtype=torch.int64)
+    index = torch.full((), int(t.storage_offset()), dtype=torch.int64)
     for size, stride in zip(t.shape, t.stride(), strict=True):
         index = index.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
     return index.reshape(-1)
