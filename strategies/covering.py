@@ -485,7 +485,7 @@ def inapplicable(op: str, dtypes: Collection[str] | None, has_out: bool
     if dtypes is not None:
         families = {dtype_level(d) for d in dtypes}
         drop["dtype"] = frozenset(f for f in FAMILY_DTYPES if f not in families)
-    if not has_out:
+    if not has_out and spec_of(op).has_out:  # an in-place op's model has no call=out
         drop["call"] = frozenset({"out"})
     return {f: levels for f, levels in drop.items() if levels}
 

@@ -2,11 +2,12 @@
 
 ``torch.testing._internal.common_methods_invocations.op_db`` holds hand-written sample
 inputs for ``diagonal``, ``diagonal_copy``, ``linalg.diagonal``, ``diag_embed``,
-``diagonal_scatter`` and ``diag``, per dtype, plus error inputs. Maintainers trust them, and
-PyTorch judges them with ``assert_close``. Here each sample becomes a Case that carries its
-tensors bit for bit (every storage element as a special, ``Values.specials``), so the oracle
-judges it as any other Case: bitwise, layout and aliasing included, with a reproducer and a
-corpus entry when it fails.
+``diagonal_scatter``, ``diag``, ``triu`` and ``tril``, per dtype, plus error inputs
+(``triu``'s and ``tril``'s samples are also Cases of ``triu_`` and ``tril_``). Maintainers
+trust them, and PyTorch judges them with ``assert_close``. Here each sample becomes a Case
+that carries its tensors bit for bit (every storage element as a special,
+``Values.specials``), so the oracle judges it as any other Case: bitwise, layout and
+aliasing included, with a reproducer and a corpus entry when it fails.
 
 Which samples: every dtype the op supports on the device type (those diagfuzz has), each
 sample as written and its non-contiguous twin (``SampleInput.noncontiguous``, as PyTorch's
@@ -47,7 +48,12 @@ PARAMETERS: dict[str, tuple[tuple[str, Any], ...]] = {
     "diag_embed": (("offset", 0), ("dim1", -2), ("dim2", -1)),
     "diagonal_scatter": (("src", None), ("offset", 0), ("dim1", 0), ("dim2", 1)),
     "diag": (("diagonal", 0),),
+    "triu": (("diagonal", 0),),
+    "tril": (("diagonal", 0),),
 }
+#: op_db entries whose samples also make Cases of their in-place variant (diagfuzz's op
+#: of that name), as PyTorch's OpInfo tests run ``x.triu_(k)`` on them.
+IN_PLACE = {"triu": "triu_", "tril": "tril_"}
 #: Seed of the global torch generator while an op's samples of one dtype are made.
 SEED = 0
 
@@ -137,12 +143,17 @@ def load(device_type: str = "cpu", ops: set[str] | None = None) -> Samples:
                 continue
             backward = dtype in entry.supported_backward_dtypes(device_type)
             for kind, sample in samples_of(entry, dtype):
-                keep(_checked(entry.name, sample), f"{entry.name} {kind}")
+                case = _checked(entry.name, sample)
+                keep(case, f"{entry.name} {kind}")
+                if case is not None and entry.name in IN_PLACE:
+                    keep(case.replace(op=IN_PLACE[entry.name]), f"{entry.name}_ {kind}")
                 if entry.name == "diagonal" and backward:
                     keep(_checked_backward(sample, dtype), f"{entry.name} backward")
         for error in error_inputs_of(entry):
-            keep(_checked(entry.name, error.sample_input, error.error_type),
-                 f"{entry.name} error")
+            case = _checked(entry.name, error.sample_input, error.error_type)
+            keep(case, f"{entry.name} error")
+            if case is not None and entry.name in IN_PLACE:
+                keep(case.replace(op=IN_PLACE[entry.name]), f"{entry.name}_ error")
     from diagfuzz.specs import SPECS
 
     order = {op: i for i, op in enumerate(SPECS)}
@@ -222,6 +233,10 @@ def _case_of(name: str, sample: Any, error: type[BaseException] | None) -> Case 
                         invalid=invalid, raw_args=_raw({"diagonal": diagonal}))
         return Case("diag", tuple(x.shape), _int(diagonal), 0, 1, dtype, layout, values,
                     invalid=invalid, raw_args=_raw({"diagonal": diagonal}))
+    if name in IN_PLACE:  # triu, tril: dims are the last two, not arguments
+        diagonal = args["diagonal"]
+        return Case(name, tuple(x.shape), _int(diagonal), -2, -1, dtype, layout, values,
+                    invalid=invalid, raw_args=_raw({"diagonal": diagonal}))
     offset, dim1, dim2 = args["offset"], args["dim1"], args["dim2"]
     raw = _raw({"offset": offset, "dim1": dim1, "dim2": dim2})
     geometry = (_int(offset), _int(dim1, 0), _int(dim2, 1))
@@ -268,6 +283,8 @@ def _invalid_class(name: str, x: torch.Tensor, args: dict[str, Any]) -> str:
     class); ``opinfo_error`` where none fits."""
     if name == "diag":
         return "rank0" if x.dim() == 0 else "high_rank" if x.dim() > 2 else "opinfo_error"
+    if name in IN_PLACE:
+        return {0: "rank0", 1: "rank1"}.get(x.dim(), "opinfo_error")
     rank = x.dim() + (name == "diag_embed")
     dims = [d for d in (args.get("dim1"), args.get("dim2")) if isinstance(d, int)]
     if any(d >= rank for d in dims):

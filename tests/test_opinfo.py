@@ -38,7 +38,12 @@ def test_every_sample_of_a_dtype_diagfuzz_has_becomes_a_case(samples: opinfo.Sam
     kinds = {key.rsplit(" ", 1)[-1] for key in samples.sources}
     assert kinds == {"sample", "noncontiguous", "backward", "error"}
     assert {c.op for c in samples.cases} == {"diagonal", "diagonal_backward", "diag_embed",
-                                              "diagonal_scatter", "diag", "diag_1d"}
+                                              "diagonal_scatter", "diag", "diag_1d", "triu",
+                                              "tril", "triu_", "tril_"}
+    # Each triu/tril sample is also a Case of the in-place variant, as OpInfo runs it.
+    by_op = {op: {c.replace(op=op.rstrip("_")) for c in samples.cases if c.op == op}
+             for op in ("triu", "triu_", "tril", "tril_")}
+    assert by_op["triu"] == by_op["triu_"] and by_op["tril"] == by_op["tril_"]
     assert len(samples.cases) == len(set(samples.cases)) > 1000
 
 
