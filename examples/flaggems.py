@@ -7,6 +7,8 @@ each FlagGems' function called directly, as FlagGems' aten registration calls it
 ``diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)``, ``diag(x,
 diagonal=0)`` (a 1-D input's square matrix, or a 2-D input's diagonal: diagfuzz's ``diag``
 and ``diag_1d`` streams both call it) and ``diag_embed(x, offset=0, dim1=-2, dim2=-1)``.
+Beside the family, the diagonal-offset ops it registers into aten: ``triu(x, diagonal=0)``
+and ``triu_`` (``triu.py``) and ``tril(x, diagonal=0)`` (``tril.py``); not ``tril_``.
 ``dtypes`` names, per op, the dtypes FlagGems' own tests run it with; diagfuzz counts
 Cases of other dtypes as unsupported. No ``.out`` forms (FlagGems registers none of these
 ops' ``.out`` overloads): the oracle counts ``.out`` Cases unsupported.
@@ -72,6 +74,9 @@ except Exception as exc:  # FlagGems' import itself fails: no GPU, Triton's inte
 from flag_gems.ops.diag import diag as _diag  # noqa: E402
 from flag_gems.ops.diag_embed import diag_embed as _diag_embed  # noqa: E402
 from flag_gems.ops.diagonal import diagonal_backward as _diagonal_backward  # noqa: E402
+from flag_gems.ops.tril import tril as _tril  # noqa: E402
+from flag_gems.ops.triu import triu as _triu  # noqa: E402
+from flag_gems.ops.triu import triu_ as _triu_  # noqa: E402
 
 #: The FlagGems version imported (the dtypes below are 5.0.2's).
 flag_gems_version: str = flag_gems.__version__
@@ -88,9 +93,15 @@ backward_dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
 #: int32) + BOOL_TYPES (test_accuracy_diag, test_accuracy_diag_embed).
 diag_dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32", "int16", "int32", "bool")
 
+#: The dtypes FlagGems tests triu and tril with: FLOAT_DTYPES (test_accuracy_triu,
+#: test_accuracy_tril in its tests: gems_assert_equal, which calls -0.0 equal to +0.0).
+triangle_dtypes: tuple[str, ...] = backward_dtypes
+
 #: What diagfuzz fuzzes, per op (``diag`` is the method of the diag and diag_1d streams).
 dtypes: dict[str, tuple[str, ...]] = {"diagonal_backward": backward_dtypes,
-                                      "diag": diag_dtypes, "diag_embed": diag_dtypes}
+                                      "diag": diag_dtypes, "diag_embed": diag_dtypes,
+                                      "triu": triangle_dtypes, "tril": triangle_dtypes,
+                                      "triu_": triangle_dtypes}
 
 
 def diagonal_backward(grad_output: torch.Tensor, input_sizes: Sequence[int], offset: int,
@@ -108,6 +119,21 @@ def diag_embed(x: torch.Tensor, offset: int = 0, dim1: int = -2,
                dim2: int = -1) -> torch.Tensor:
     """FlagGems' diag_embed: ``x``'s last dim placed on a diagonal of two new dims."""
     return _diag_embed(x, offset, dim1, dim2)
+
+
+def triu(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """FlagGems' triu: the upper triangle of each matrix, zeros below."""
+    return _triu(x, diagonal)
+
+
+def triu_(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """FlagGems' triu_: triu written into ``x``, which it returns."""
+    return _triu_(x, diagonal)
+
+
+def tril(x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+    """FlagGems' tril: the lower triangle of each matrix, zeros above."""
+    return _tril(x, diagonal)
 
 
 #: The implementation ``--impl=examples.flaggems:impl`` names: this module.
