@@ -4,10 +4,11 @@
 ``aten::diagonal_copy`` does); ``diagonal_backward`` is ``torch.zeros`` plus a ``copy_`` into
 its ``torch.diagonal`` view (what ``aten::diagonal_backward`` does). ``diag_embed``,
 ``diagonal_scatter``, ``diag``, ``triu`` and ``tril`` are torch's public functions of those
-names, called as a user calls them (``triu_``/``tril_`` the in-place tensor methods). The ``.out`` forms do what aten's generated ``out=`` kernels do: an
-``out`` of another dtype or device is a RuntimeError, otherwise ``out`` is resized to the
-result's shape and the result copied in. No Triton anywhere: it runs on any device torch
-runs on.
+names, called as a user calls them (``triu_``/``tril_`` the in-place tensor methods). The
+``.out`` forms do what aten's generated ``out=`` kernels do: an ``out`` of another dtype or
+device is a RuntimeError, otherwise ``out`` is resized to the result's shape and the result
+copied in (``triu``'s and ``tril``'s are torch's own ``out=``). No Triton anywhere: it runs
+on any device torch runs on.
 
 Fuzz it, and gate it, from the repository root::
 
