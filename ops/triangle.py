@@ -181,7 +181,9 @@ def _out(input: torch.Tensor, diagonal: int, out: torch.Tensor, upper: bool,
     """aten's structured ``out=``: out's dtype checked before it is resized
     (``write_out``); a contiguous ``out`` is written by the one launch, unless it shares
     the input's storage (then the functional result is copied in, as aten computes
-    before it writes)."""
+    before it writes). ``out`` the input itself is aten's in-place update."""
+    if out is input:
+        return _in_place(input, diagonal, upper, counter)
     source, k = _prepare(input, diagonal, upper, dtypes=False)
 
     def fill(o: torch.Tensor) -> None:
