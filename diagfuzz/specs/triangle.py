@@ -30,6 +30,13 @@ from diagfuzz.core.words import as_words
 from diagfuzz.specs import common
 
 _aten = torch.ops.aten
+#: The dtypes aten's triu and tril kernels take (CPU and CUDA: all types and complex, and
+#: ComplexHalf, Half, BFloat16, Bool). Of a Case of another (float8), aten raises
+#: NotImplementedError, which the implementation must raise too (error parity); warm-up
+#: Cases are of these only.
+ATEN_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "float16",
+                         "bfloat16", "float32", "float64", "complex32", "complex64",
+                         "complex128"})
 #: The invalid classes of both ops: an input of rank 0 or 1 (aten: RuntimeError), a bad
 #: ``out`` and the binding-level classes.
 INVALID = ("rank0", "rank1", "out_dtype", "out_device", "non_integer", "int_overflow",
@@ -149,10 +156,10 @@ class Triangle:
         ]
 
     def warm_up_cases(self) -> list[Case]:
-        """Per dtype this torch has: a contiguous Case with a special, a strided one of
-        bits, at diagonal 1."""
+        """Per dtype this torch has that aten's kernel takes (``ATEN_DTYPES``): a contiguous
+        Case with a special, a strided one of bits, at diagonal 1."""
         return [Case(self.name, common.WARM_SIZES, 1, -2, -1, dtype, layout, values)
-                for dtype in common.warm_dtypes()
+                for dtype in common.warm_dtypes() if dtype in ATEN_DTYPES
                 for layout, values in common.warm_layouts(common.WARM_SIZES)]
 
 
