@@ -1,4 +1,5 @@
-"""Hand-written tables for diag_embed, diagonal_scatter and diag, and their tensors.
+"""Hand-written tables for diag_embed, diagonal_scatter, diag, triu and tril, and their
+tensors.
 
 Tensors come from ``diagfuzz.case.materialise`` (seeded storages, special bit patterns), in
 the layouts of ``tests/kernel_table.py`` plus channels-last and a storage larger than the
@@ -169,9 +170,57 @@ def diag_rows() -> list[Row]:
     return rows
 
 
+#: triu and tril: (input shape, diagonal): ranks 2-5, square, wide and tall matrices,
+#: diagonals 0, ±1, inside, at and beyond the edges, the int64 limits, empty matrices and
+#: batches, size-1 dims.
+TRIANGLE_GEOMETRIES = [
+    ((4, 4), 0),
+    ((3, 5), 1),
+    ((5, 3), -1),
+    ((3, 5), -2),
+    ((3, 5), 4),
+    ((3, 5), 5),
+    ((5, 3), -5),
+    ((3, 5), 17),
+    ((3, 5), INT64_MAX),
+    ((3, 5), INT64_MIN),
+    ((0, 4), 0),
+    ((4, 0), 1),
+    ((1, 1), 0),
+    ((2, 3, 4), 0),
+    ((2, 3, 4), -1),
+    ((2, 0, 3), 1),
+    ((3, 1, 4), 2),
+    ((2, 3, 4, 5), 1),
+    ((2, 2, 3, 2, 3), -1),
+]
+TRIANGLES = ("triu", "tril")
+
+
+def triangle_rows() -> list[Row]:
+    """Every geometry of both ops in turning layout kinds (float32 random bits), then every
+    dtype aten's triu takes, contiguous and expanded."""
+    from diagfuzz.ops.triangle import SUPPORTED
+
+    kinds = itertools.cycle(KINDS)
+    rows = [Row(op, shape, offset, (), kind=next(kinds), seed=i)
+            for i, ((shape, offset), op) in enumerate(
+                itertools.product(TRIANGLE_GEOMETRIES, TRIANGLES))
+            for _ in range(3)]
+    rows += [Row(op, (2, 3, 4), offset, (), dtype=dtype, kind=kind, seed=len(rows))
+             for dtype in available_dtypes() if getattr(torch, dtype) in SUPPORTED
+             for op, offset in zip(TRIANGLES, (1, -1), strict=True)
+             for kind in ("storage", "expanded")]
+    return rows
+
+
 def inputs(row: Row) -> tuple[torch.Tensor, ...]:
-    """The row's tensors: input (with special bit patterns), and src for diagonal_scatter."""
-    x = tensor(row.shape, row.kind, row.dtype, row.seed, specials_for(row.dtype))
+    """The row's tensors: input (with special bit patterns; triu's and tril's also at the
+    end of the storage, where the triangle they drop lies), and src for diagonal_scatter."""
+    specials = specials_for(row.dtype)
+    if row.op in TRIANGLES:
+        specials += tuple((-1 - i, bits) for i, bits in specials)
+    x = tensor(row.shape, row.kind, row.dtype, row.seed, specials)
     if row.op != "diagonal_scatter":
         return (x,)
     shape = torch.empty(row.shape, device="meta").diagonal(row.offset, *row.dims).shape

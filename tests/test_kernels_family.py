@@ -1,5 +1,6 @@
-"""diag_embed, diagonal_scatter and diag: the kernels equal aten bitwise over hand-written
-tables (tests/family_table.py), with their .out overloads, errors and launch counts.
+"""diag_embed, diagonal_scatter, diag, triu and tril: the kernels equal aten bitwise over
+hand-written tables (tests/family_table.py), with their .out overloads (triu's and tril's
+in-place forms too), errors and launch counts.
 
 aten runs with the registration off; ours is called directly (the registration's own tests
 are in test_registration_family.py). diagonal_scatter results are compared storage and all:
@@ -8,14 +9,17 @@ aten clones the input's whole storage, and so must we.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import pytest
 import torch
 
 import diagfuzz.ops as ops
+from diagfuzz.core.case import available_dtypes
 from tests.bitwise import bitwise_difference
 from tests.family_table import (
+    TRIANGLES,
     Row,
     diag_rows,
     embed_rows,
@@ -23,6 +27,7 @@ from tests.family_table import (
     scatter_rows,
     storage_difference,
     tensor,
+    triangle_rows,
 )
 from tests.kernel_table import INT64_MAX, INT64_MIN
 
@@ -31,11 +36,15 @@ ATEN = {
     "diagonal_scatter": lambda x, src, row: torch.ops.aten.diagonal_scatter(
         x, src, row.offset, *row.dims),
     "diag": lambda x, row: torch.diag(x, row.offset),
+    "triu": lambda x, row: torch.ops.aten.triu(x, row.offset),
+    "tril": lambda x, row: torch.ops.aten.tril(x, row.offset),
 }
 OURS = {
     "diag_embed": lambda x, row: ops.diag_embed(x, row.offset, *row.dims),
     "diagonal_scatter": lambda x, src, row: ops.diagonal_scatter(x, src, row.offset,
                                                                  *row.dims),
+    "triu": lambda x, row: ops.triu(x, row.offset),
+    "tril": lambda x, row: ops.tril(x, row.offset),
 }
 
 
@@ -46,7 +55,8 @@ def _difference(actual: torch.Tensor, expected: torch.Tensor, row: Row) -> str:
     return diff
 
 
-@pytest.mark.parametrize("row", embed_rows() + scatter_rows(), ids=Row.describe)
+@pytest.mark.parametrize("row", embed_rows() + scatter_rows() + triangle_rows(),
+                         ids=Row.describe)
 def test_kernel_matches_aten_bitwise(row: Row) -> None:
     tensors = inputs(row)
     with ops.use_triton(False):
@@ -237,6 +247,10 @@ INVALID = [
     ("diag of a 0-d tensor", "diag", [()], (0,), RuntimeError),
     ("diag of a 3-d tensor", "diag", [(2, 2, 2)], (0,), RuntimeError),
     ("diag offset INT64_MAX of a 1-d tensor", "diag", [(3,)], (INT64_MAX,), RuntimeError),
+    ("triu of a 1-d tensor", "triu", [(3,)], (0,), RuntimeError),
+    ("triu of a 0-d tensor", "triu", [()], (INT64_MAX,), RuntimeError),
+    ("tril of a 1-d tensor", "tril", [(0,)], (-1,), RuntimeError),
+    ("tril of a 0-d tensor", "tril", [()], (0,), RuntimeError),
 ]
 
 
@@ -249,7 +263,7 @@ def test_invalid_arguments_raise_what_aten_raises(what, op, shapes, args, error)
     call = getattr(torch, op)
     with ops.use_triton(False), pytest.raises(error) as aten_error:
         call(*tensors, *args)
-    counted = ("diag_embed", "diagonal_scatter", "diagonal_copy")
+    counted = ("diag_embed", "diagonal_scatter", "diagonal_copy", "triu", "tril")
     before = [ops.launches(name) for name in counted]
     callers = [call] if op == "diag" else [call, getattr(ops, op)]
     for caller in callers:
@@ -315,3 +329,123 @@ def test_bench_family_smoke_runs_and_checks_against_aten(tmp_path) -> None:
     report = json.loads((tmp_path / "family.json").read_text())
     assert report["meta"]["bitwise_mismatches"] == []
     assert {row["op"] for row in report["rows"]} == {"scatter", "diag"}
+
+
+# --- triu and tril: .out, in place, dtypes ------------------------------------------------
+
+def _twin(x: torch.Tensor) -> torch.Tensor:
+    """``x`` over a copy of its whole storage, viewed alike (sizes, strides, offset)."""
+    return torch.empty(0, dtype=x.dtype, device=x.device).set_(
+        x.untyped_storage().clone(), x.storage_offset(), x.shape, x.stride())
+
+
+@pytest.mark.parametrize("row", triangle_rows()[::7], ids=Row.describe)
+def test_triangle_out_overloads_match_aten_bitwise(row: Row) -> None:
+    """Into an empty ``out`` (resized: the one-launch path), into one of the right shape
+    laid out transposed (the functional result copied in) and into the input itself
+    (aten's in-place update, storage and all).
+
+    aten's CPU kernel writes a non-contiguous ``out`` of rank 4 and more as if its batch
+    dims were one run of ``stride(-3)`` (elements land elsewhere, some past the storage),
+    so the transposed ``out`` is compared with aten's functional result."""
+    (x,) = inputs(row)
+    overload, ours = getattr(torch.ops.aten, row.op).out, getattr(ops, f"{row.op}_out")
+    with ops.use_triton(False):
+        expected = getattr(torch.ops.aten, row.op)(x, row.offset)
+        aten_out = overload(x, row.offset, out=torch.empty(0, dtype=x.dtype,
+                                                           device=ops.DEVICE))
+    out = torch.empty(0, dtype=x.dtype, device=ops.DEVICE)
+    assert ours(x, row.offset, out=out) is out
+    assert bitwise_difference(out, aten_out) == "", row.describe()
+    transposed = torch.empty(tuple(reversed(x.shape)), dtype=x.dtype,
+                             device=ops.DEVICE).permute(*reversed(range(x.dim())))
+    assert ours(x, row.offset, out=transposed) is transposed
+    with ops.use_triton(False):
+        contiguous = expected.new_empty(expected.shape).copy_(transposed)
+    assert bitwise_difference(contiguous, expected) == "", row.describe()
+    same, twin = _twin(x), _twin(x)
+    with ops.use_triton(False):
+        overload(twin, row.offset, out=twin)
+    assert ours(same, row.offset, out=same) is same
+    assert storage_difference(same, twin) == "", row.describe()
+
+
+@pytest.mark.parametrize("row", triangle_rows()[::2], ids=Row.describe)
+def test_in_place_forms_write_atens_bits_into_the_input(row: Row) -> None:
+    """``triu_``/``tril_`` return the very tensor they are given, at its own address, and
+    its whole storage then holds the bytes aten's in-place op leaves (an expanded input's
+    shared elements included); one launch where there is anything to zero."""
+    (x,) = inputs(row)
+    expected = _twin(x)
+    with ops.use_triton(False):
+        getattr(expected, f"{row.op}_")(row.offset)
+    address, counter = x.data_ptr(), f"{row.op}_"
+    before = ops.launches(counter)
+    assert getattr(ops, counter)(x, row.offset) is x
+    assert x.data_ptr() == address
+    assert storage_difference(x, expected) == "", row.describe()
+    assert ops.launches(counter) - before == int(x.numel() > 0)
+
+
+def test_in_place_forms_of_conj_neg_and_self_overlapping_inputs_are_atens() -> None:
+    """Conj and neg bits: the values aten's fallback leaves (zeros read back as +0). An
+    input whose inner batch dim is expanded: aten computes elsewhere and its copy_ back
+    refuses the overlap, and so do we; an expanded outer one aten zeroes in place."""
+    z = tensor((3, 4), "sliced", "complex64", seed=3)
+    for make in (lambda: _twin(z).conj(), lambda: _twin(z).conj().imag):
+        for op in TRIANGLES:
+            expected, actual = make(), make()
+            with ops.use_triton(False):
+                getattr(expected, f"{op}_")(1)
+            assert getattr(ops, f"{op}_")(actual, 1) is actual
+            assert bitwise_difference(actual.resolve_conj().resolve_neg(),
+                                      expected.resolve_conj().resolve_neg()) == ""
+    base = tensor((2, 1, 3, 4), seed=5)
+    for op in TRIANGLES:
+        with ops.use_triton(False), pytest.raises(RuntimeError) as aten_error:
+            getattr(_twin(base).expand(2, 2, 3, 4), f"{op}_")()
+        with pytest.raises(RuntimeError) as ours:
+            getattr(ops, f"{op}_")(_twin(base).expand(2, 2, 3, 4))
+        assert str(ours.value) == str(aten_error.value)
+        outer = tensor((1, 2, 3, 4), seed=6)
+        expected, actual = _twin(outer).expand(3, 2, 3, 4), _twin(outer).expand(3, 2, 3, 4)
+        with ops.use_triton(False):
+            getattr(expected, f"{op}_")(-1)
+        getattr(ops, f"{op}_")(actual, -1)
+        assert storage_difference(actual, expected) == ""
+
+
+def test_triangle_dtypes_atens_kernels_lack_raise_its_error_unless_empty() -> None:
+    """float8: aten's NotImplementedError, from the functional, .out and in-place forms
+    and through the registration; an empty input returns before aten's dtype dispatch."""
+    from diagfuzz.ops.triangle import SUPPORTED
+
+    lacking = [getattr(torch, d) for d in available_dtypes()
+               if getattr(torch, d) not in SUPPORTED]
+    for dtype, op in itertools.product(lacking, TRIANGLES):
+        x = torch.zeros(2, 3, dtype=dtype, device=ops.DEVICE)
+        with ops.use_triton(False), pytest.raises(NotImplementedError) as aten_error:
+            getattr(torch, op)(x)
+        callers = (getattr(ops, op), getattr(ops, f"{op}_"),
+                   lambda t, op=op: getattr(ops, f"{op}_out")(t, out=torch.empty_like(t)))
+        for caller in callers:
+            with pytest.raises(NotImplementedError) as ours:
+                caller(x)
+            assert str(ours.value) == str(aten_error.value), (dtype, op)
+        with ops.use_triton(), pytest.raises(NotImplementedError):
+            getattr(torch, op)(x)
+        empty = torch.zeros(0, 3, dtype=dtype, device=ops.DEVICE)
+        assert getattr(ops, op)(empty).shape == (0, 3)
+
+
+def test_triangle_out_of_the_wrong_dtype_is_refused_before_any_resize() -> None:
+    """aten's structured out= checks out's dtype first: out keeps its shape."""
+    x = tensor((3, 4))
+    for op, caller in itertools.product(TRIANGLES, ("aten", "ours")):
+        out = torch.empty(2, dtype=torch.int64, device=ops.DEVICE)
+        call = (getattr(torch.ops.aten, op).out if caller == "aten"
+                else getattr(ops, f"{op}_out"))
+        with ops.use_triton(False), pytest.raises(RuntimeError,
+                                                  match="Expected out tensor to have dtype"):
+            call(x, 0, out=out)
+        assert out.shape == (2,), (op, caller)

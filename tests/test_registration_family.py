@@ -1,5 +1,5 @@
-"""diag_embed, diagonal_scatter and diag through aten: registration, dispatch proof,
-autograd (where derivatives.yaml routes it) and torch.compile, bitwise against aten.
+"""diag_embed, diagonal_scatter, diag, triu and tril through aten: registration, dispatch
+proof, autograd (where derivatives.yaml routes it) and torch.compile, bitwise against aten.
 
 derivatives.yaml (torch 2.11 and 2.13):
 
@@ -9,7 +9,8 @@ derivatives.yaml (torch 2.11 and 2.13):
   (our kernel again) and ``src: grad.diagonal(offset, dim1, dim2)`` (a view);
 * ``diag`` has no entry: it is CompositeImplicitAutograd, so autograd records the ops it
   calls, ``diag_embed`` for a 1-D input and ``diagonal_copy`` for a 2-D one, whose backward
-  is ``diagonal_backward`` (our kernel).
+  is ``diagonal_backward`` (our kernel);
+* ``triu`` and ``tril``: ``self: grad.triu(diagonal)`` (``tril``): our kernel again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import diagfuzz.ops as ops
 from tests.bitwise import bitwise_difference
 from tests.family_table import storage_difference
 
-COUNTED = ("diag_embed", "diagonal_scatter", "diagonal_copy", "diagonal_backward")
+COUNTED = ("diag_embed", "diagonal_scatter", "diagonal_copy", "diagonal_backward", "triu",
+           "tril")
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +54,8 @@ def _randn(shape, seed: int = 1) -> torch.Tensor:
 
 def test_the_overloads_exist_and_are_registered() -> None:
     names = [name for name, _ in ops.registration.KERNELS]
-    for name in ("diag_embed", "diag_embed.out", "diagonal_scatter", "diagonal_scatter.out"):
+    for name in ("diag_embed", "diag_embed.out", "diagonal_scatter", "diagonal_scatter.out",
+                 "triu", "triu.out", "tril", "tril.out", "triu_", "tril_"):
         packet, _, overload = name.partition(".")
         getattr(getattr(torch.ops.aten, packet), overload or "default")  # exists here
         assert name in names
@@ -196,18 +199,43 @@ def test_scatter_through_aten_keeps_the_storage_layout() -> None:
     assert storage_difference(actual, expected) == ""
 
 
+def test_triu_and_tril_through_aten_launch_our_kernels_forward_and_backward() -> None:
+    """The functional and .out overloads launch ours; the gradient, ``grad.triu(k)``
+    (``tril``), launches ours again; every result is aten's, bit for bit."""
+    for op, k in (("triu", 1), ("tril", -2)):
+        x = _leaf((2, 4, 3))
+        g = _randn((2, 4, 3), seed=4)
+        with ops.use_triton(False):
+            expected_y = getattr(torch, op)(x, k)
+            expected_y.backward(g)
+            expected_out = getattr(torch, op)(x.detach().mT, k)
+        expected_grad, x.grad = x.grad, None
+        out = torch.empty(0, device=ops.DEVICE)
+        with ops.use_triton():
+            before = _launches()
+            y = getattr(torch, op)(x, k)
+            y.backward(g)
+            getattr(torch, op)(x.detach().mT, k, out=out)
+            assert _moved(before) == {op: 3}
+        assert bitwise_difference(y, expected_y) == ""
+        assert bitwise_difference(x.grad, expected_grad) == ""
+        assert bitwise_difference(out, expected_out) == ""
+
+
 @pytest.mark.compile
 def test_torch_compile_forward_and_backward_match_eager_bitwise() -> None:
-    """One compiled function of all three ops: its outputs and gradients equal eager's
+    """One compiled function of all five ops: its outputs and gradients equal eager's
     with the registration on (which runs our kernels), bit for bit."""
     def f(x, v, w, g):
         embedded = torch.diag_embed(v, 1, 0, 2)
         scattered = torch.diagonal_scatter(x, w, -1, 1, 0)
         square = torch.diag(v[0])
         taken = torch.diag(x[0], 1)
+        upper, lower = torch.triu(x, 1), torch.tril(w, -1)
         loss = ((embedded * g).sum() + (scattered * scattered).sum()
-                + (square * 3).sum() + (taken * taken).sum())
-        return loss, embedded, scattered, square, taken
+                + (square * 3).sum() + (taken * taken).sum() + (upper * upper).sum()
+                + (lower * 5).sum())
+        return loss, embedded, scattered, square, taken, upper, lower
 
     def leaves(seed):
         return (_leaf((4, 5, 3), seed), _leaf((2, 4), seed + 1), _leaf((3, 4), seed + 2))

@@ -138,14 +138,20 @@ def test_every_ops_cases_materialise_and_run_on_aten(op: str) -> None:
         shapes = [case.layout.shape, *(layout.shape for _, layout, _ in case.others)]
         for operand, shape in zip(spec.operands, shapes, strict=True):
             assert shape == (case.sizes if operand.role == "full" else diag.shape), case
-        if spec.dims is not None:
-            assert (case.dim1, case.dim2) == spec.dims and len(case.sizes) == 2, case
+        if spec.dims is not None:  # diag's (0, 1); triu's (-2, -1) of any rank
+            assert (case.dim1, case.dim2) == spec.dims, case
+        if spec.max_rank is not None:
+            assert len(case.sizes) <= spec.max_rank, case
         if spec.square:
             m = case.sizes[diag.dim1]
             assert case.sizes[diag.dim2] == m and abs(case.offset) <= m, case
         args = call_arguments(case)
         with ops.use_triton(False):
-            out = reference.call_op(reference.ATEN, case, args)
+            try:
+                out = reference.call_op(reference.ATEN, case, args)
+            except NotImplementedError:  # a dtype aten's kernel lacks (triu's float8)
+                assert case.dtype.startswith("float8") and prod(case.sizes), case
+                return
         expected = case.sizes if spec.full == "result" else diag.shape
         assert tuple(out.shape) == expected, case
 

@@ -19,10 +19,11 @@ _SCHEMA = (r"Expected a value of type|failed to match any schema|Overflow"
            r"|Expected a proper Tensor but got None")
 _DIMS = r"Dimension out of range|diagonal dimensions cannot be identical"
 _DIAG_RANK = r"diag\(\): Supports 1D or 2D tensors"
+_TRIANGLE_RANK = r"input tensor must have at least 2 dimensions"
 #: What aten says for each class (CPU, torch 2.11 - 2.13).
 EXPECTED = {
-    "rank0": f"{_DIMS}|{_DIAG_RANK}",
-    "rank1": _DIMS,
+    "rank0": f"{_DIMS}|{_DIAG_RANK}|{_TRIANGLE_RANK}",
+    "rank1": f"{_DIMS}|{_TRIANGLE_RANK}",
     "high_rank": _DIAG_RANK,
     "dim_above_range": "Dimension out of range",
     "dim_below_range": "Dimension out of range",
