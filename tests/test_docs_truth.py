@@ -234,10 +234,17 @@ def test_the_docs_checks_catch_a_planted_stale_option_and_number() -> None:
         "documented but not an option: --no-such-option"]
     assert option_problems(gate.replace("`--quiet`", "`quiet`"), real) == [
         "an option the docs do not name: --quiet"]
-    stale = text.replace("100 × 4 × 7 = 2,800", "100 × 4 × 3 = 1,200")
-    assert any("profile gate" in p for p in profile_problems(stale))
-    planted = block(text, "gate-plan").replace("~2,800 Cases", "~1,200 Cases")
-    assert plan_problems(text, planted)
+    from diagfuzz.harness.profiles import BUDGETS
+    from diagfuzz.harness.sharding import STREAMS
+
+    gate_budget = BUDGETS["gate"]  # the numbers as they read for this many streams (ops)
+    cases = gate_budget.examples * gate_budget.shards * len(STREAMS)
+    said = f"{gate_budget.examples} × {gate_budget.shards} × {len(STREAMS)} = {cases:,}"
+    stale = text.replace(said, "100 × 4 × 3 = 1,200")
+    assert stale != text and any("profile gate" in p for p in profile_problems(stale))
+    plan = block(text, "gate-plan")
+    planted = plan.replace(f"~{cases:,} Cases", "~1,200 Cases")
+    assert planted != plan and plan_problems(text, planted)
     assert readme_budget_problems(README.read_text().replace("`ci` (200)", "`ci` (300)"))
     assert exit_code_problems(README.read_text(), text.replace("| 7 |", "| 5 |"))
     assert exit_code_problems(README.read_text().replace(" 7 stopped", " 5 stopped"), text)
