@@ -9,6 +9,7 @@ changes).
 
 _BOTH = ("diagonal", "diagonal_backward")
 _TRIANGLES = ("triu", "tril")
+_IN_PLACE = ("triu_", "tril_")
 
 MUTANTS: dict[str, tuple[str, ...]] = {
     "ignores_grad_strides": ("diagonal_backward",),
@@ -45,4 +46,6 @@ MUTANTS: dict[str, tuple[str, ...]] = {
     "triangle_swapped": _TRIANGLES,
     "triangle_int32_diagonal": _TRIANGLES,
     "triangle_batch_strides": _TRIANGLES,
+    "inplace_returns_copy": _IN_PLACE,
+    "inplace_contiguous_copy": _IN_PLACE,
 }

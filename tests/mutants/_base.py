@@ -150,6 +150,26 @@ class Correct:
         self.select(out, self.read_matrices(x), keep)
         return self.finish(out)
 
+    def triu_(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+        return self.triangle_in_place("triu_", x, diagonal)
+
+    def tril_(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
+        return self.triangle_in_place("tril_", x, diagonal)
+
+    def written_in_place(self, x: torch.Tensor) -> torch.Tensor:
+        """The tensor an in-place op writes: ``x`` itself."""
+        return x
+
+    def returned_in_place(self, x: torch.Tensor) -> torch.Tensor:
+        """What an in-place op returns: ``x`` itself."""
+        return x
+
+    def triangle_in_place(self, op: str, x: torch.Tensor, diagonal: int) -> torch.Tensor:
+        """triu_ or tril_ (``op``): aten's in-place op on the tensor it writes (its checks,
+        and its order of writes where elements share memory), then what it returns."""
+        getattr(self.written_in_place(x), op)(diagonal)
+        return self.returned_in_place(x)
+
     def diag(self, x: torch.Tensor, diagonal: int = 0) -> torch.Tensor:
         """What aten::diag does: diag_embed of a vector, diagonal_copy of a matrix."""
         self.validate("diag", x, diagonal)
