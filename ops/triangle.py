@@ -17,9 +17,10 @@ where kept, a zero word elsewhere (a masked load with ``other=0``), so no fill p
 
 The in-place forms (``triu_``, ``tril_``) launch the same kernel on the input's own strides
 storing only the zero words (kept elements are already in place), which is what aten's CPU
-kernel does wherever it updates in place, an input that overlaps itself included; where
-aten computes elsewhere and ``copy_``s back, the values are the same, and an input that
-overlaps itself is refused as ``copy_`` refuses it.
+kernel does wherever it updates in place (its CUDA kernel always does), an input that
+overlaps itself included; where aten's CPU kernel computes elsewhere and ``copy_``s back,
+the values are the same, and an input that overlaps itself is refused as ``copy_`` refuses
+it.
 """
 
 from __future__ import annotations
@@ -203,19 +204,21 @@ def _out(input: torch.Tensor, diagonal: int, out: torch.Tensor, upper: bool,
 
 def _in_place(input: torch.Tensor, diagonal: int, upper: bool,
               counter: str) -> torch.Tensor:
-    """Zero words stored into ``input`` by one launch on its own strides, as aten's CPU
-    kernel updates a matrix in place (an input that overlaps itself gets the zeros of
-    every matrix that reaches a position, as there). Where aten's kernel computes into a
-    contiguous tensor and ``copy_``s it back instead, an input overlapping itself is
-    refused with copy_'s RuntimeError, as there; conj/neg bits go through ``copy_`` too
-    (aten's fallback resolves them around the op)."""
+    """Zero words stored into ``input`` by one launch on its own strides, as aten's
+    kernels update a matrix in place (an input that overlaps itself gets the zeros of
+    every matrix that reaches a position, as there). Where aten's CPU kernel computes into
+    a contiguous tensor and ``copy_``s it back instead, an input overlapping itself is
+    refused with copy_'s RuntimeError, as there (aten's CUDA kernel always updates in
+    place); conj/neg bits go through ``copy_`` (aten's fallback resolves them around the
+    op)."""
     source, k = _prepare(input, diagonal, upper)
     if input.numel() == 0:
         return input
     if input.is_conj() or input.is_neg():
         input.copy_(_functional(source, k, upper, counter))
         return input
-    if _has_internal_overlap(input) and not _updates_in_place(input):
+    if (input.device.type == "cpu" and _has_internal_overlap(input)
+            and not _updates_in_place(input)):
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers "
             "to a single memory location. Please clone() the tensor before performing the "
