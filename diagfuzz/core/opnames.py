@@ -24,7 +24,7 @@ from typing import Any
 SPECS_DIR = Path(__file__).resolve().parents[1] / "specs"
 #: Modules of the specs package that are shared pieces, not ops.
 SHARED_MODULES = frozenset({"__init__", "base", "common", "factors", "index_reference",
-                            "triangle"})
+                            "triangle", "triangle_inplace"})
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """The specs of the diagonal family: one module per op, and the registry every stage reads.
 
 Every module of this package that defines ``SPEC`` is an op (``base``, ``common``,
-``factors``, ``index_reference`` and ``triangle`` are the shared pieces): adding an op is
-adding its module (docs/adding-an-op.md). ``spec_of(name)`` gives an op's ``OpSpec``;
-``SPECS`` lists the op names in the order the suite, the reports and the gate list them
-(``OpSpec.order``).
+``factors``, ``index_reference``, ``triangle`` and ``triangle_inplace`` are the shared
+pieces): adding an op is adding its module (docs/adding-an-op.md). ``spec_of(name)`` gives
+an op's ``OpSpec``; ``SPECS`` lists the op names in the order the suite, the reports and
+the gate list them (``OpSpec.order``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from diagfuzz.core.opnames import op_call, op_names
 from diagfuzz.specs.base import Operand, OpSpec, Relation
 
 #: Modules of this package that are shared pieces, not ops.
-_SHARED = frozenset({"base", "common", "factors", "index_reference", "triangle"})
+_SHARED = frozenset({"base", "common", "factors", "index_reference", "triangle",
+                     "triangle_inplace"})
 
 
 def _discover() -> dict[str, OpSpec]:
