@@ -174,11 +174,15 @@ def huge_cases(seed: int, count_per_op: int = DEFAULT_PER_OP, threshold: int | N
     """``count_per_op`` huge Cases of every op of ``ops`` (default: every op of
     ``diagfuzz.specs``), drawn from ``seed``: geometries past ``threshold`` elements
     (default ``diagfuzz.core.huge.threshold()``) of the narrowest dtype ``dtypes(op)``
-    allows (None: any). The same arguments give the same Cases."""
+    allows (None: any). The same arguments give the same Cases. An in-place op
+    (``OpSpec.inplace``) has none: the tier's chunked judgement (``oracles/huge.py``)
+    compares a new result, not a storage written where it lies."""
     t = huge.threshold() if threshold is None else threshold
     found = []
     for op in ops or SPECS:
         spec = spec_of(op)
+        if spec.inplace:
+            continue
         rng = random.Random(f"{seed}:{op}")
         kinds = [k for k in KINDS if k not in ("batch", "long_rows") or spec.max_rank != 2]
         start = rng.randrange(len(kinds))

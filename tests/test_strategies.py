@@ -152,6 +152,11 @@ def test_every_ops_cases_materialise_and_run_on_aten(op: str) -> None:
             except NotImplementedError:  # a dtype aten's kernel lacks (triu's float8)
                 assert case.dtype.startswith("float8") and prod(case.sizes), case
                 return
+            except RuntimeError as exc:  # an in-place write aten refuses: elements that
+                # share memory, which its CPU kernel copies back through copy_
+                assert spec.inplace and "single memory location" in str(exc), case
+                assert 0 in case.layout.strides, case
+                return
         expected = case.sizes if spec.full == "result" else diag.shape
         assert tuple(out.shape) == expected, case
 
