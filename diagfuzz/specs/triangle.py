@@ -163,6 +163,37 @@ class Triangle:
                 for layout, values in common.warm_layouts(common.WARM_SIZES)]
 
 
+def spec_fields(op: Triangle, invalid: tuple[str, ...], inplace: str = "") -> dict[str, Any]:
+    """Every ``OpSpec`` field of ``op`` but the literals its module spells out (``order``,
+    ``name``, ``operands``, ``arguments``, ``fields``: read from the source without imports,
+    ``diagfuzz.core.opnames``): the four triangle specs differ only in those and in these
+    arguments."""
+    from diagfuzz.specs.base import Relation
+
+    base = op.name.rstrip("_")
+    module = "diagfuzz.ops.triangle"
+    return {
+        "dims": (-2, -1),
+        "full": "result",
+        "aten": (op.name, "") if inplace else (base, f"{base}.out"),
+        "inplace": inplace,
+        "invalid": invalid,
+        "kernel": op.name,
+        "entry_points": ((f"{module}:{op.name}", "") if inplace
+                         else (f"{module}:{base}", f"{module}:{base}_out")),
+        "call": op.call,
+        "reference": op.reference,
+        "others": op.others,
+        "aten_kernel": op.aten_kernel,
+        "relations": (Relation("metamorphic:kept==input", op.kept_bits),
+                      Relation("metamorphic:outside-triangle-zero", op.dropped_zero)),
+        "compile_function": op.compile_function,
+        "error_cases": op.error_cases,
+        "compile_cases": op.compile_cases,
+        "warm_up_cases": op.warm_up_cases,
+    }
+
+
 def _evidence(wrong: torch.Tensor, result: torch.Tensor, what: str, expected: torch.Tensor,
               actual: torch.Tensor) -> tuple[str, dict[str, Any]] | None:
     """None where no element is ``wrong`` (words; complex128's pairs), else ("<count>

@@ -9,31 +9,14 @@ input's shape, dims -2 and -1, ``Case.offset`` the op's ``diagonal``), is shared
 
 from __future__ import annotations
 
-from diagfuzz.specs.base import Operand, OpSpec, Relation
-from diagfuzz.specs.triangle import INVALID, Triangle
-
-_OP = Triangle("tril", upper=False)
+from diagfuzz.specs.base import Operand, OpSpec
+from diagfuzz.specs.triangle import INVALID, Triangle, spec_fields
 
 SPEC = OpSpec(
     order=7,
     name="tril",
-    dims=(-2, -1),
-    full="result",
     operands=(Operand("input", "full", specials="anywhere"),),
     arguments=("diagonal",),
     fields={"diagonal": "offset"},
-    aten=("tril", "tril.out"),
-    invalid=INVALID,
-    kernel="tril",
-    entry_points=("diagfuzz.ops.triangle:tril", "diagfuzz.ops.triangle:tril_out"),
-    call=_OP.call,
-    reference=_OP.reference,
-    others=_OP.others,
-    aten_kernel=_OP.aten_kernel,
-    relations=(Relation("metamorphic:kept==input", _OP.kept_bits),
-               Relation("metamorphic:outside-triangle-zero", _OP.dropped_zero)),
-    compile_function=_OP.compile_function,
-    error_cases=_OP.error_cases,
-    compile_cases=_OP.compile_cases,
-    warm_up_cases=_OP.warm_up_cases,
+    **spec_fields(Triangle("tril", upper=False), INVALID),
 )
