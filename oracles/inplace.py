@@ -11,7 +11,8 @@ An input whose elements share memory (an expanded dim) has no order-free result:
 accepts ``torch.ones(3, 1).expand(3, 3).triu_()`` and the bits left where a zeroed and a
 kept element meet depend on the order of writes (the CPU's loop, a GPU's blocks). For such
 a view, ``overlap_violations`` asks only what every order gives: each memory location
-holds its bits from before, or the bits the op gives one of the elements that live there.
+holds the bits the op gives one of the elements that live there (an element it keeps is
+given its own bits).
 """
 
 from __future__ import annotations
@@ -57,16 +58,16 @@ def overlaps(t: torch.Tensor) -> bool:
     return int(where.unique().numel()) != int(where.numel())
 
 
-def overlap_violations(view: torch.Tensor, before: torch.Tensor, after: torch.Tensor,
+def overlap_violations(view: torch.Tensor, after: torch.Tensor,
                        values: torch.Tensor) -> list[int]:
-    """Storage indices of ``view``'s memory (host tensors; ``before`` and ``after`` the
-    storage's bytes) holding neither their bits from ``before`` nor the bits the op gives
-    (``values``, shaped like ``view``) one of the elements that live there."""
+    """Storage indices of ``view``'s memory (host tensors; ``after`` the storage's bytes)
+    not holding the bits the op gives (``values``, shaped like ``view``) one of the
+    elements that live there. An element the op leaves as it was is given its own bits,
+    so a location may keep them only where such an element lives."""
     where = locations(view)
-    was = bits(_elements(before, view.dtype))[where]
     now = bits(_elements(after, view.dtype))[where]
     given = bits(values.contiguous().reshape(-1))
-    fine = ((now == was).all(dim=1) | (now == given).all(dim=1)).to(torch.int64)
+    fine = (now == given).all(dim=1).to(torch.int64)
     count = int(where.max()) + 1 if where.numel() else 0
     ok = torch.zeros(count, dtype=torch.int64).scatter_reduce(0, where, fine, "amax")
     touched = torch.zeros(count, dtype=torch.bool)

@@ -67,6 +67,17 @@ def _on_a_contiguous_copy(x: torch.Tensor, k: int = 0) -> torch.Tensor:
     return x
 
 
+def _replaces_the_storage(x: torch.Tensor, k: int = 0) -> torch.Tensor:
+    return x.set_(torch.triu(x, k)) if x.is_contiguous() else x.triu_(k)
+
+
+def _writes_nothing_where_shared(x: torch.Tensor, k: int = 0) -> torch.Tensor:
+    if 0 in x.stride():
+        torch.autograd.graph.increment_version(x)
+        return x
+    return x.triu_(k)
+
+
 BROKEN = {
     "returns a new tensor": (_impl(triu_=lambda x, k=0: torch.triu(x, k)), "inplace:returned"),
     "writes behind autograd's back": (_impl(triu_=lambda x, k=0: (x.data.triu_(k), x)[1]),
@@ -74,6 +85,9 @@ BROKEN = {
     "writes before its view": (_impl(triu_=_writes_before_view), "inplace:outside-view"),
     "fills memory elements share": (_impl(triu_=_fills_shared), "inplace:overlap"),
     "masks by multiplication": (_impl(triu_=_masks_by_multiplication), "bitwise:aten"),
+    "replaces the storage": (_impl(triu_=_replaces_the_storage), "inplace:storage"),
+    "writes nothing where memory is shared": (_impl(triu_=_writes_nothing_where_shared),
+                                              "inplace:overlap"),
     "zeroes a contiguous copy": (_impl(triu_=_on_a_contiguous_copy), "bitwise:aten"),
 }
 

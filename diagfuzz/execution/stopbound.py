@@ -137,8 +137,8 @@ class StopBound:
     def written(self, code: int, summary: str = "") -> None:
         """The cooperative path wrote its outputs: an expiry only ends the process, after
         printing ``summary`` (what the cooperative path would have printed last)."""
+        self.summary = summary  # before the code: an expiry that sees the code sees it
         self.code = int(code)
-        self.summary = summary
 
     def disarm(self) -> None:
         """The process goes on (an in-process caller): the expiry never fires."""

@@ -419,6 +419,7 @@ class Reporter:
             write(f"report: {self.written}")
         if self.write_error:
             write(f"diagfuzz: {self.write_error}")
+        self.bound.summary = ""  # printed: an expiry later in teardown need not say it again
         mark("summary_written")
 
 
