@@ -404,6 +404,11 @@ def out_form(case: Case, shape: tuple[int, ...]) -> str:
     return form
 
 
+def _swapped(shape: tuple[int, ...] | torch.Size) -> tuple[int, ...]:
+    """``shape`` with its last two dims swapped (a transposed ``out``'s storage order)."""
+    return (*shape[:-2], shape[-1], shape[-2])
+
+
 def _out_tensor(case: Case, shape: torch.Size, device: torch.device) -> torch.Tensor:
     """The ``out`` of ``out_form`` (allocated inside the sentinel allocations)."""
     dtype = dtype_of(case.out_dtype or case.dtype)
@@ -414,8 +419,7 @@ def _out_tensor(case: Case, shape: torch.Size, device: torch.device) -> torch.Te
     if form == "misshapen":
         return torch.empty(math.prod(shape) + 1, dtype=dtype, device=where)
     if form == "transposed":
-        swapped = (*shape[:-2], shape[-1], shape[-2])
-        return torch.empty(swapped, dtype=dtype, device=where).transpose(-1, -2)
+        return torch.empty(_swapped(shape), dtype=dtype, device=where).transpose(-1, -2)
     return torch.empty(shape, dtype=dtype, device=where)
 
 
@@ -424,9 +428,8 @@ def _out_laid_out(case: Case, expected: torch.Tensor) -> torch.Tensor:
     the result's shape, contiguous when resized."""
     if out_form(case, tuple(expected.shape)) != "transposed":
         return expected.clone(memory_format=torch.contiguous_format)
-    shape = expected.shape
-    swapped = (*shape[:-2], shape[-1], shape[-2])
-    laid = torch.empty(swapped, dtype=expected.dtype, device=expected.device)
+    laid = torch.empty(_swapped(expected.shape), dtype=expected.dtype,
+                       device=expected.device)
     return laid.transpose(-1, -2).copy_(expected)
 
 
@@ -499,14 +502,22 @@ def _changed_words(now: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) 
     return changed.unique().tolist()
 
 
+def _guards_broken(case: Case, run: DeviceRun) -> Verdict | None:
+    """The implementation wrote outside a buffer it allocated (guard bytes changed)."""
+    violations = run.alloc.guard_violations(run.guards)
+    if not violations:
+        return None
+    return _fail("mismatch", "out-of-bounds",
+                 f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
+                 "changed)", case, {"buffers": violations})
+
+
 def _judge(case: Case, tensors: dict[str, torch.Tensor], snapshots: dict[str, torch.Tensor],
            expected: torch.Tensor, source: str, run: DeviceRun) -> Verdict | None:
     """The implementation's run, judged on host copies (see the module docstring)."""
-    violations = run.alloc.guard_violations(run.guards)
-    if violations:
-        return _fail("mismatch", "out-of-bounds",
-                     f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
-                     "changed)", case, {"buffers": violations})
+    found = _guards_broken(case, run)
+    if found:
+        return found
     for name, snapshot in snapshots.items():
         if not torch.equal(run.inputs_host[name], snapshot):
             changed = _changed_words(run.inputs_host[name], snapshot, tensors[name].dtype)
@@ -551,11 +562,9 @@ def _judge_inplace(plan: ValidPlan, run: DeviceRun) -> Verdict | None:
     whose version counter moved (the module docstring of ``oracles/inplace.py``)."""
     case, expected, source = plan.case, plan.expected, plan.source
     name = spec_of(case.op).inplace
-    violations = run.alloc.guard_violations(run.guards)
-    if violations:
-        return _fail("mismatch", "out-of-bounds",
-                     f"{len(violations)} buffer(s) written outside their bounds (guard bytes "
-                     "changed)", case, {"buffers": violations})
+    found = _guards_broken(case, run)
+    if found:
+        return found
     given = run.args[name]
     if run.result is not given:
         what = ("a new tensor sharing its storage"
