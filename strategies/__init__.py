@@ -53,7 +53,12 @@ from diagfuzz.strategies._families import (
     same_length_offsets,
 )
 from diagfuzz.strategies._huge import huge_cases
-from diagfuzz.strategies._invalid import INVALID_CLASSES, broadcastable, invalid_cases
+from diagfuzz.strategies._invalid import (
+    INVALID_CLASSES,
+    broadcastable,
+    broken_pairs,
+    invalid_cases,
+)
 from diagfuzz.strategies._layouts import LAYOUT_KINDS, layouts
 from diagfuzz.strategies._values import VALUE_MODES, classify_bits, special_values, values
 
@@ -73,6 +78,7 @@ __all__ = [
     "VALUE_MODES",
     "boundary_class",
     "broadcastable",
+    "broken_pairs",
     "case_classes",
     "case_families",
     "cases",

@@ -95,6 +95,27 @@ def invalid_cases(op: str | Sequence[str] | None = None, *,
     Shrinks towards the earlier classes (a rank-0 input has the fewest choices of all), and
     within a class as ``diagonal_cases`` does.
     """
+    return _invalid(*_prepared(op, classes, ranks, dtypes, max_elements, layout_kinds,
+                               devices))
+
+
+def broken_pairs(op: str | Sequence[str] | None = None, *,
+                 max_elements: int = DEFAULT_MAX_ELEMENTS
+                 ) -> st.SearchStrategy[tuple[Case, Case | None]]:
+    """An invalid Case (``invalid_cases``) and the valid Case it broke, None for a class
+    that builds its own sizes: a call sequence can make the valid call right after the
+    refused one, its arguments but one the same (state an error path leaves behind)."""
+    return _pairs(*_prepared(op, None, DEFAULT_RANKS, None, max_elements, None, ("meta",)))
+
+
+def _prepared(op: str | Sequence[str] | None, classes: Collection[str] | None,
+              ranks: int | Sequence[int], dtypes: Sequence[str | torch.dtype] | None,
+              max_elements: int, layout_kinds: Collection[str] | None,
+              devices: Sequence[str]) -> tuple[
+                  tuple[str, ...], tuple[str, ...], Narrowing,
+                  dict[str, st.SearchStrategy[Case]], tuple[str, ...]]:
+    """``invalid_cases``' arguments checked: its ops, classes, narrowing, the valid Cases
+    each op's classes break, and the devices of the out_device class."""
     ops = invalid_ops(op)
     applicable = tuple(c for c, for_ops in INVALID_CLASSES.items()
                        if any(o in for_ops for o in ops))
@@ -112,7 +133,7 @@ def invalid_cases(op: str | Sequence[str] | None = None, *,
     # Broken Cases start from a smaller valid one: a wrong grad_output may be larger.
     base = replace(n, max_elements=max(1, n.max_elements // 4))
     valid = {o: case_strategy(o, base) for o in ops}
-    return _invalid(ops, chosen, n, valid, tuple(str(d) for d in devices))
+    return ops, chosen, n, valid, tuple(str(d) for d in devices)
 
 
 #: Classes that build their own sizes instead of breaking a valid Case.
@@ -123,6 +144,13 @@ LOW_RANK = ("rank0", "rank1")
 def _invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
              valid: dict[str, st.SearchStrategy[Case]], devices: tuple[str, ...]) -> Case:
     return draw_invalid(fast(draw), ops, classes, n, valid, devices)[0]
+
+
+@st.composite
+def _pairs(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...], n: Narrowing,
+           valid: dict[str, st.SearchStrategy[Case]],
+           devices: tuple[str, ...]) -> tuple[Case, Case | None]:
+    return draw_invalid(fast(draw), ops, classes, n, valid, devices)
 
 
 def draw_invalid(draw: st.DrawFn, ops: tuple[str, ...], classes: tuple[str, ...],

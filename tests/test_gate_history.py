@@ -60,10 +60,11 @@ def test_a_polluted_op_is_one_deterministic_finding_with_its_polluter(tmp_path: 
 
 
 def test_the_sequence_search_reaches_a_cache_keyed_on_addresses(tmp_path: Path) -> None:
-    # No other stage: a Case's input must be staged in a freed block of its size with other
-    # values before it, which the search's ``new_values`` rule draws on purpose.
+    # No other stage: a Case's input must take a freed input's address, with other values,
+    # which the sweep's new-values round makes on purpose (the allocator's reuse, not a
+    # free list of the impl's own: deterministic on the CPU too).
     args = [sys.executable, "-m", "diagfuzz", "gate", "--impl",
-            "tests.faulty.history:address_reuse", "--no-save", "--no-suite", "--no-covering",
+            "tests.faulty.history:input_address", "--no-save", "--no-suite", "--no-covering",
             "--no-opinfo", "--no-compile", "--report", "report.json"]
     proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, check=False,
                           env=environment(), timeout=600)

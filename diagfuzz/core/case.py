@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from diagfuzz.core import huge
+from diagfuzz.core import huge, recycling
 from diagfuzz.core.names import DTYPE_NAMES as DTYPE_NAMES  # re-exported
 from diagfuzz.core.opnames import op_call
 from diagfuzz.core.words import as_words
@@ -369,11 +369,12 @@ def _apply_specials(storage: torch.Tensor, specials: tuple[tuple[int, int], ...]
 
 def build_tensor(dtype: str, layout: Layout, values: Values,
                  device: str | torch.device = "cpu") -> torch.Tensor:
-    """One tensor, rebuilt bit for bit: a storage made on the CPU (seeded, then specials),
-    moved to ``device``, viewed with ``layout``'s shape, strides and storage offset."""
+    """One tensor, rebuilt bit for bit: a storage made on the CPU (seeded, then specials;
+    at the address of a freed one of its size, ``recycling``), moved to ``device``, viewed
+    with ``layout``'s shape, strides and storage offset."""
     storage = _random_storage(dtype, values, max(layout.storage_size, 1))
     _apply_specials(storage, values.specials)
-    storage = upload(storage, device)
+    storage = upload(recycling.take(storage), device)
     return storage.as_strided(layout.shape, layout.strides, layout.storage_offset)
 
 

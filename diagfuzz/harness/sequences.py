@@ -11,13 +11,14 @@ examples in a row share one: ``GPU_REUSE``), so a failure's past is its sequence
 
 - ``call``: a new Case of any op judged (kept for the rules below);
 - ``again``: a Case judged a second time (a non-idempotent outcome);
-- ``restrided``: a Case's sizes with another layout: other strides, a storage offset
-  (a cache keyed on sizes alone);
+- ``restrided``: a Case's sizes with another layout: other strides or another storage
+  offset, never the same addressing (a cache keyed on sizes alone);
 - ``new_values``: a Case's sizes and layout with other values, three times in a row: its
   tensors are freed and the new ones take their addresses (a cache keyed on addresses,
   through the GPU's caching allocator too);
-- ``invalid_call``: an invalid call (it must raise as aten does), then whatever comes next
-  (state an error path leaves half-updated);
+- ``invalid_call``: an invalid call (it must raise as aten does), then the valid call it
+  broke, then whatever comes next (state an error path leaves half-updated: the refused
+  call's arguments are the next call's but one);
 - ``many``: one key called up to 64 times (a switch at the n-th call).
 
 A failing call stops its example, and Hypothesis shrinks the sequence (each attempt in a
@@ -32,12 +33,12 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import Case
+from diagfuzz.core.case import Case, Layout, contiguous_strides
 from diagfuzz.core.signature import signature_of
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
@@ -182,13 +183,13 @@ def machine(search: Search, ops: Sequence[str],
     """The state machine drawing sequences of the Cases of ``ops`` (``dtypes``: each op's
     declared dtypes, None for all)."""
     from hypothesis import strategies as st
-    from hypothesis.stateful import Bundle, RuleBasedStateMachine, rule
+    from hypothesis.stateful import Bundle, RuleBasedStateMachine, multiple, rule
 
     from diagfuzz import strategies
 
     valid = st.one_of([strategies.cases(op, dtypes=dtypes.get(op), max_elements=MAX_ELEMENTS)
                        for op in ops])
-    invalid = strategies.invalid_cases(list(ops), max_elements=MAX_ELEMENTS)
+    refused = strategies.broken_pairs(list(ops), max_elements=MAX_ELEMENTS)
 
     class Sequences(RuleBasedStateMachine):
         calls = Bundle("calls")
@@ -226,10 +227,7 @@ def machine(search: Search, ops: Sequence[str],
 
         @rule(case=calls, data=st.data())
         def restrided(self, case: Case, data: st.DataObject) -> None:
-            shape = case.layout.shape
-            room = max(MAX_ELEMENTS, 4 * max(1, case.layout.storage_size))
-            layout = data.draw(strategies.layouts(shape, max_elements=room), label="layout")
-            self.judge(replace(case, layout=layout))
+            self.judge(replace(case, layout=other_layout(case.layout, data)))
 
         @rule(case=calls, seed=st.integers(0, 2**31 - 1))
         def new_values(self, case: Case, seed: int) -> None:
@@ -238,9 +236,14 @@ def machine(search: Search, ops: Sequence[str],
             for i in range(REALLOCATIONS):
                 self.judge(replace(case, values=replace(case.values, seed=seed + i)))
 
-        @rule(case=invalid)
-        def invalid_call(self, case: Case) -> None:
-            self.judge(case)
+        @rule(target=calls, pair=refused)
+        def invalid_call(self, pair: tuple[Case, Case | None]) -> Any:
+            broken, case = pair
+            self.judge(broken)
+            if case is None:
+                return multiple()
+            self.judge(case)  # the refused call's arguments, the broken one mended
+            return case
 
         @rule(case=calls, n=st.integers(2, MANY))
         def many(self, case: Case, n: int) -> None:
@@ -255,11 +258,141 @@ def machine(search: Search, ops: Sequence[str],
     return Sequences
 
 
+def other_layout(layout: Layout, data: Any) -> Layout:
+    """A layout of ``layout``'s shape that addresses its elements differently (other
+    strides or another storage offset), drawn with ``data``: the contiguous one for a
+    strided layout half the time, else a drawn one, else ``layout`` one element on."""
+    from hypothesis import strategies as st
+
+    from diagfuzz import strategies
+
+    shape = layout.shape
+    plain = Layout.contiguous(shape)
+    if _addressing(layout) != _addressing(plain) and data.draw(st.booleans(),
+                                                                label="contiguous"):
+        return plain
+    room = max(MAX_ELEMENTS, 4 * max(1, layout.storage_size))
+    kinds = [k for k in strategies.LAYOUT_KINDS if k != "contiguous"]
+    drawn = data.draw(strategies.layouts(shape, kinds=kinds, max_elements=room),
+                      label="layout")
+    if _addressing(drawn) != _addressing(layout):
+        return drawn
+    return replace(layout, storage_offset=layout.storage_offset + 1,
+                   kinds=tuple(dict.fromkeys((*layout.kinds, "offset"))))
+
+
+def _addressing(layout: Layout) -> tuple[tuple[int, ...], int]:
+    """Where a layout's elements live (its strides, its storage offset)."""
+    return layout.strides, layout.storage_offset
+
+
+#: Seeds of the sweep's new values (far from the warm-up Cases' 1 and 2).
+_SWEEP_SEEDS = 1000
+
+
+def sweep_calls(ops: Sequence[str], dtypes: dict[str, tuple[str, ...] | None]
+                ) -> Iterator[tuple[str, Case]]:
+    """The pattern sweep's calls, (op, Case), breadth first: every op's first warm-up Case
+    (3 x 4, offset 1, float32 or the first dtype the impl declares) cold, then the same call
+    again, then a call refused at another offset and that offset's valid call, then with
+    new values three times (the freed inputs' addresses), then the same sizes strided
+    (every other element, one element on) and plain again, then new values ``MANY`` times
+    (a switch at the n-th call).
+    One executor makes them all, so each op also meets every other op's state."""
+    from diagfuzz.core.geometry import diagonal_of
+    from diagfuzz.specs import spec_of
+
+    chosen: dict[str, tuple[Case, Case]] = {}
+    for op in ops:
+        allowed = dtypes.get(op)
+        warm = spec_of(op).warm_up_cases()
+        names = [c.dtype for c in warm]
+        dtype = next((d for d in ("float32", *(allowed or names))
+                      if d in names and (allowed is None or d in allowed)), None)
+        plain = next((c for c in warm if c.dtype == dtype), None)
+        if plain is not None:
+            shape = plain.layout.shape
+            strided = Layout(shape, tuple(2 * s for s in contiguous_strides(shape)), 1,
+                             ("sliced", "offset"))
+            chosen[op] = (plain, replace(plain, layout=strided))
+
+    def seeded(case: Case, seed: int) -> Case:
+        return replace(case, values=replace(case.values, seed=seed))
+
+    def refused_then_valid(plain: Case, strided: Case) -> list[Case]:
+        """At another offset whose diagonal is as long (so every operand keeps its shape),
+        a call refused for its equal dims, then the valid one: what the refused call left
+        is met at once."""
+        if "same_dims" not in spec_of(plain.op).invalid:
+            return []
+        for offset in (0, -plain.offset):
+            try:
+                same = (diagonal_of(plain.sizes, offset, plain.dim1, plain.dim2).length
+                        == diagonal_of(plain.sizes, plain.offset, plain.dim1,
+                                       plain.dim2).length)
+            except (IndexError, RuntimeError):
+                return []
+            if same and offset != plain.offset:
+                other = replace(plain, offset=offset)
+                return [replace(other, invalid="same_dims", dim1=0, dim2=0), other]
+        return []
+
+    rounds: list[Callable[[Case, Case], list[Case]]] = [
+        lambda plain, strided: [plain],
+        lambda plain, strided: [plain],
+        refused_then_valid,
+        lambda plain, strided: [seeded(plain, _SWEEP_SEEDS + i) for i in range(REALLOCATIONS)],
+        lambda plain, strided: [strided, plain],
+        lambda plain, strided: [seeded(plain, 2 * _SWEEP_SEEDS + i) for i in range(MANY)],
+    ]
+    for make in rounds:
+        for op, (plain, strided) in chosen.items():
+            for case in make(plain, strided):
+                yield op, case
+
+
+def sweep(search: Search, ops: Sequence[str],
+          dtypes: dict[str, tuple[str, ...] | None]) -> None:
+    """The pattern sweep (``sweep_calls``) in one fresh executor, within the search's time:
+    each pattern once on each op, before any drawn sequence. Its failures are recorded as
+    the drawn sequences' are (their past is the executor's, shrunk by classification); an
+    op that failed makes no more calls, and a crash or a hang takes a fresh executor."""
+    failed: set[str] = set()
+    runner: ProcessRunner | None = None
+    try:
+        for op, case in sweep_calls(ops, dtypes):
+            if op in failed:
+                continue
+            if search.out_of_time():
+                return
+            if runner is None:
+                runner = search.fresh.take()
+                search.examples += 1
+            try:
+                ticket = runner.submit(case, single=True)
+                verdict = dict(runner.wait(0))[ticket]
+            except ExecutorError as exc:
+                search.error = exc
+                raise
+            search.record(verdict)
+            if not verdict.ok:
+                failed.add(op)
+                if verdict.kind in ("crash", "hang"):
+                    search.fresh.done(runner)
+                    runner = None
+    finally:
+        if runner is not None:
+            search.fresh.done(runner)
+
+
 def search_sequences(search: Search, ops: Sequence[str],
                      dtypes: dict[str, tuple[str, ...] | None],
                      examples: int = EXAMPLES, steps: int = STEPS) -> None:
-    """Draw (and shrink) up to ``examples`` sequences of up to ``steps`` steps each,
-    derandomized: a run draws the sequences the last one drew."""
+    """The pattern sweep, then up to ``examples`` sequences of up to ``steps`` steps each
+    drawn (and shrunk), derandomized: a run draws the sequences the last one drew."""
+    sweep(search, ops, dtypes)
+    if search.error is not None:
+        raise search.error
     from hypothesis import HealthCheck, Verbosity, settings
     from hypothesis.stateful import run_state_machine_as_test
 

@@ -16,6 +16,14 @@ The state kernel libraries keep between calls, each planted on aten's ``diagonal
   gets the earlier one's stale result.
 - ``nth_call``: an autotuner that switches to a wrong config on the 12th ``diagonal`` call
   of a dtype in the process.
+- ``input_address``: a result cache keyed on the input's own ``data_ptr()`` (and its
+  layout): a new input at a freed one's address, with other values, gets the freed one's
+  result. Whether the address comes back is the allocator's doing, not this library's.
+- ``sized_plan``: an index map cached per (sizes, offset, dims, dtype) but not strides or
+  storage offset: the same sizes in another layout gather the first layout's elements.
+- ``error_record``: the offset a call is for recorded before the dims are checked, the
+  diagonal's start derived after: a refused call leaves the record ahead of the start,
+  and the next valid call at that offset reads the previous offset's diagonal.
 """
 
 from __future__ import annotations
@@ -109,8 +117,66 @@ class NthCall(_Diagonal):
         return self.calls[x.dtype] >= 12
 
 
+class InputAddress(Faulty):
+    """Results cached by where the input lives and how it is laid out, not by its values."""
+
+    cache: ClassVar[dict[tuple[Any, ...], torch.Tensor]] = {}
+
+    def fault(self, result, offset):
+        return result
+
+    def diagonal(self, x, offset=0, dim1=0, dim2=1):
+        key = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, offset, dim1, dim2)
+        if key not in self.cache:
+            self.cache[key] = aten.diagonal(x, offset, dim1, dim2).clone()
+        return self.cache[key].clone()
+
+
+class SizedPlan(Faulty):
+    """A gather plan (the diagonal view's strides and storage offset) per sizes."""
+
+    plans: ClassVar[dict[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+    def fault(self, result, offset):
+        return result
+
+    def diagonal(self, x, offset=0, dim1=0, dim2=1):
+        key = (tuple(x.shape), x.dtype, offset, dim1, dim2)
+        view = torch.diagonal(x, offset, dim1, dim2)
+        plan = self.plans.setdefault(key, (view.shape, view.stride(), view.storage_offset()))
+        if plan[2] + sum((n - 1) * st for n, st in zip(plan[0], plan[1], strict=True)) \
+                >= x.untyped_storage().nbytes() // x.element_size():
+            plan = self.plans[key] = (view.shape, view.stride(), view.storage_offset())
+        return torch.as_strided(x, *plan).clone(memory_format=torch.contiguous_format)
+
+
+class ErrorRecord(Faulty):
+    """The diagonal's start, derived per offset; the record of which offset it is for is
+    written before the dims are checked."""
+
+    record: ClassVar[dict[str, int]] = {"offset": 0, "start": 0}
+
+    def fault(self, result, offset):
+        return result
+
+    def diagonal(self, x, offset=0, dim1=0, dim2=1):
+        if offset != self.record["offset"]:
+            self.record["offset"] = offset
+            torch.diagonal(x, offset, dim1, dim2)  # aten's checks: may raise here
+            self.record["start"] = offset
+        view = torch.diagonal(x, self.record["start"], dim1, dim2)
+        want = torch.diagonal(x, offset, dim1, dim2).shape
+        out = torch.zeros(want, dtype=x.dtype, device=x.device)
+        n = min(view.shape[-1], want[-1])
+        out[..., :n] = view[..., :n]
+        return out
+
+
 polluted = Polluted()
 second_call = SecondCall()
 cold_first = ColdFirst()
 address_reuse = AddressReuse()
 nth_call = NthCall()
+input_address = InputAddress()
+sized_plan = SizedPlan()
+error_record = ErrorRecord()
