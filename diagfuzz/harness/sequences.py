@@ -291,14 +291,15 @@ _SWEEP_SEEDS = 1000
 
 
 def sweep_calls(ops: Sequence[str], dtypes: dict[str, tuple[str, ...] | None]
-                ) -> Iterator[tuple[str, Case]]:
-    """The pattern sweep's calls, (op, Case), breadth first: every op's first warm-up Case
-    (3 x 4, offset 1, float32 or the first dtype the impl declares) cold, then the same call
-    again, then a call refused at another offset and that offset's valid call, then with
-    new values three times (the freed inputs' addresses), then the same sizes strided
-    (every other element, one element on) and plain again, then new values ``MANY`` times
-    (a switch at the n-th call).
-    One executor makes them all, so each op also meets every other op's state."""
+                ) -> Iterator[tuple[str, Case, bool]]:
+    """The pattern sweep's calls, (op, Case, essential), breadth first: every op's first
+    warm-up Case (3 x 4, offset 1, float32 or the first dtype the impl declares) cold, then
+    the same call again, then a call refused at another offset and that offset's valid
+    call, then with new values three times (the freed inputs' addresses), then the same
+    sizes strided (every other element, one element on) and plain again, then new values
+    ``MANY`` times (a switch at the n-th call). All but the last round are essential: about
+    9 calls an op. One executor makes them all, so each op also meets every other op's
+    state."""
     from diagfuzz.core.geometry import diagonal_of
     from diagfuzz.specs import spec_of
 
@@ -345,25 +346,28 @@ def sweep_calls(ops: Sequence[str], dtypes: dict[str, tuple[str, ...] | None]
         lambda plain, strided: [strided, plain],
         lambda plain, strided: [seeded(plain, 2 * _SWEEP_SEEDS + i) for i in range(MANY)],
     ]
-    for make in rounds:
+    for n, make in enumerate(rounds):
         for op, (plain, strided) in chosen.items():
             for case in make(plain, strided):
-                yield op, case
+                yield op, case, n < len(rounds) - 1
 
 
 def sweep(search: Search, ops: Sequence[str],
           dtypes: dict[str, tuple[str, ...] | None]) -> None:
-    """The pattern sweep (``sweep_calls``) in one fresh executor, within the search's time:
-    each pattern once on each op, before any drawn sequence. Its failures are recorded as
-    the drawn sequences' are (their past is the executor's, shrunk by classification); an
-    op that failed makes no more calls, and a crash or a hang takes a fresh executor."""
+    """The pattern sweep (``sweep_calls``) in one fresh executor: each pattern once on each
+    op, before any drawn sequence. Its essential calls are made unless the gate stops (a
+    few seconds even under Triton's interpreter, where a 2-CPU machine's share of the
+    search's time would end them); the n-th-call round within the search's time. Its
+    failures are recorded as the drawn sequences' are (their past is the executor's, shrunk
+    by classification); an op that failed makes no more calls, and a crash or a hang takes
+    a fresh executor."""
     failed: set[str] = set()
     runner: ProcessRunner | None = None
     try:
-        for op, case in sweep_calls(ops, dtypes):
+        for op, case, essential in sweep_calls(ops, dtypes):
             if op in failed:
                 continue
-            if search.out_of_time():
+            if search.stop() if essential else search.out_of_time():
                 return
             if runner is None:
                 runner = search.fresh.take()
