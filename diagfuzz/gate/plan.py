@@ -124,7 +124,9 @@ def plan_lines(opts: Options) -> list[str]:
     parity = fixed(opts, error_parity_cases(), provided)
     lines.append(f"  error parity         {len(parity):,} Cases ({_per_op(parity)})")
     if opts.sequences:
-        lines.append(f"  sequence search      up to {SEQUENCE_EXAMPLES} call sequences of "
+        lines.append("  sequence search      a pattern sweep (each state pattern once on every "
+                     "op, in one fresh executor), then")
+        lines.append(f"                       up to {SEQUENCE_EXAMPLES} call sequences of "
                      f"{SEQUENCE_STEPS} steps, each in a fresh executor, while the other "
                      f"stages run ({SEQUENCE_SECONDS:g} s at most;")
         lines.append(f"                       a share of it under {SEQUENCE_FULL_CPUS} CPUs, "
