@@ -48,6 +48,15 @@ def test_a_storage_of_another_size_or_past_the_limit_is_left_to_the_allocator() 
     assert recycling.take(big) is big
 
 
+def test_the_storages_kept_stay_within_their_bytes() -> None:
+    recycling.forget()
+    held = [recycling.take(torch.zeros(recycling.MAX_BYTES - n, dtype=torch.uint8))
+            for n in range(8)]  # 8 sizes of about 16 MiB, each still held
+    assert recycling._bytes() <= recycling.TOTAL_BYTES
+    del held
+    recycling.forget()
+
+
 def test_the_sweep_calls_every_op_in_each_pattern_breadth_first() -> None:
     calls = list(sweep_calls(OPS, {op: None for op in OPS}))
     firsts = [op for op, _, _ in calls[:len(OPS)]]

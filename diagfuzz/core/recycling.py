@@ -18,9 +18,11 @@ import torch
 
 #: Largest storage handed on: fuzz Cases are far below it, the huge tier far above.
 MAX_BYTES = 1 << 24
-#: Byte sizes kept at most (least recently used dropped), and storages per size.
+#: Byte sizes kept at most (least recently used dropped), storages per size, and bytes
+#: kept in all (past it, the least recently used sizes are dropped).
 SIZES = 64
 PER_SIZE = 4
+TOTAL_BYTES = 1 << 26
 
 _count = getattr(torch._C, "_storage_Use_Count", None)
 #: nbytes -> storages built earlier (their Python objects hold one reference each)
@@ -49,9 +51,14 @@ def take(fresh: torch.Tensor) -> torch.Tensor:
             return target.copy_(fresh)
     if len(kept) < PER_SIZE:
         kept.append(fresh.untyped_storage())
-    while len(_kept) > SIZES:
+    while len(_kept) > SIZES or (len(_kept) > 1 and _bytes() > TOTAL_BYTES):
         _kept.popitem(last=False)
     return fresh
+
+
+def _bytes() -> int:
+    """Bytes of every kept storage."""
+    return sum(size * len(kept) for size, kept in _kept.items())
 
 
 def forget() -> None:
