@@ -293,7 +293,8 @@ _SWEEP_SEEDS = 1000
 def sweep_calls(ops: Sequence[str], dtypes: dict[str, tuple[str, ...] | None]
                 ) -> Iterator[tuple[str, Case, bool]]:
     """The pattern sweep's calls, (op, Case, essential), breadth first: every op's first
-    warm-up Case (3 x 4, offset 1, float32 or the first dtype the impl declares) cold, then
+    warm-up Case (a 3 x 4 matrix or a diagonal of 3, offset 1; float32 or the first dtype
+    the impl declares) cold, then
     the same call again, then a call refused at another offset and that offset's valid
     call, then with new values three times (the freed inputs' addresses), then the same
     sizes strided (every other element, one element on) and plain again, then new values
