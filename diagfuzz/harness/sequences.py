@@ -314,9 +314,9 @@ def sweep_calls(ops: Sequence[str], dtypes: dict[str, tuple[str, ...] | None]
         plain = next((c for c in warm if c.dtype == dtype), None)
         if plain is not None:
             shape = plain.layout.shape
-            strided = Layout(shape, tuple(2 * s for s in contiguous_strides(shape)), 1,
-                             ("sliced", "offset"))
-            chosen[op] = (plain, replace(plain, layout=strided))
+            every_other = Layout(shape, tuple(2 * s for s in contiguous_strides(shape)), 1,
+                                 ("sliced", "offset"))
+            chosen[op] = (plain, replace(plain, layout=every_other))
 
     def seeded(case: Case, seed: int) -> Case:
         return replace(case, values=replace(case.values, seed=seed))
