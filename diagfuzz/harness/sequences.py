@@ -439,7 +439,15 @@ def run_in_suite(shard: Shard) -> None:
 
     fresh = Fresh(make, reuse=reuse_for(device))
     left = None if plan.deadline is None else plan.deadline - time.time()
-    search = Search(fresh, seconds=SUITE_SECONDS if left is None else min(SUITE_SECONDS, left))
+
+    def stopped() -> bool:
+        """The run's cap reached, or the controller asked the workers to stop: the sweep's
+        essential calls end too."""
+        return (plan.deadline is not None and time.time() >= plan.deadline) \
+            or plan.stop_requested()
+
+    search = Search(fresh, seconds=SUITE_SECONDS if left is None else min(SUITE_SECONDS, left),
+                    stop=stopped)
     dtypes = plan.dtypes or {}
     try:
         search_sequences(search, list(plan.ops),
