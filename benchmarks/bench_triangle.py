@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_diagonal as bd
 
 from diagfuzz import ops
+from diagfuzz.ops import triangle
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "int64": torch.int64, "bool": torch.bool}
@@ -79,6 +80,13 @@ def calls(op: str, x: torch.Tensor, k: int, gems: object) -> dict[str, Callable[
     else:
         fns = {"aten": lambda: torch.ops.aten.__getattr__(name)(x, k),
                "ours": lambda: getattr(ops, name)(x, k)}
+    flat = _flat_plan(x, k, upper, op.endswith("_"))
+    if flat is not None:  # the flat kernel on the same call, for the tiled one's rows
+        if op.endswith("_"):
+            fns["ours_flat"] = lambda: triangle._launch(flat, (x, x))
+        else:
+            fns["ours_flat"] = lambda: triangle._launch(
+                flat, (torch.empty(x.shape, dtype=x.dtype, device=x.device), x))
     fn = None if gems is None or op.endswith(".out") else getattr(gems, op, None)
     if fn is not None:
         try:  # FlagGems' dtypes are fewer than aten's: a column only where it runs
@@ -88,6 +96,18 @@ def calls(op: str, x: torch.Tensor, k: int, gems: object) -> dict[str, Callable[
     if fn is not None:
         fns["flaggems"] = lambda: fn(x, k)
     return fns
+
+
+def _flat_plan(x: torch.Tensor, k: int, upper: bool, in_place: bool) -> object:
+    """The flat kernel's plan for a call the tiled kernel serves (None otherwise)."""
+    if triangle._plan_tiles(x, k, upper, in_place) is None:
+        return None
+    saved = triangle.TILE_MIN_ROWS
+    triangle.TILE_MIN_ROWS = 1 << 62
+    try:
+        return triangle._plan(x, max(-x.shape[-2], min(x.shape[-1], k)), upper, in_place)
+    finally:
+        triangle.TILE_MIN_ROWS = saved
 
 
 def checked(op: str, sizes: tuple[int, ...], dtype: torch.dtype, k: int, layout: str) -> bool:
@@ -139,6 +159,7 @@ def main() -> int:
                "aten/ours": round(times["aten"] / times["ours"], 3)}
         rows.append(row)
         gem = f" flaggems {times['flaggems']:9.1f}" if "flaggems" in times else ""
+        gem += f" flat {times['ours_flat']:9.1f}" if "ours_flat" in times else ""
         print(f"{op:9} {sizes!s:18} {dtype_name:9} k={k:<5} {layout:10} {mb:7.1f} MB "
               f"bitwise {'ok' if ok else 'WRONG'}  aten {times['aten']:9.1f} us  ours "
               f"{times['ours']:9.1f} us{gem}  aten/ours {row['aten/ours']:.3f}", flush=True)

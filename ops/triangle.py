@@ -40,6 +40,7 @@ from diagfuzz.ops._tiling import (
     LaunchPlan,
     RowDim,
     coalesce,
+    needs_int64,
     plan_cache,
     plan_gather,
     remember,
@@ -299,6 +300,96 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
+@shape_jit(aligned=1)
+def _triangle_tiles_kernel(
+    out_ptr, in_ptr, rows, width, k, tiles_m, tiles_n,
+    size0, size1, size2, size3, size4, size5, size6, size7,
+    stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7,
+    n_dims, row_stride, col_stride,
+    WORDS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    UNIT_COLS: tl.constexpr, INDEX_64: tl.constexpr, UPPER: tl.constexpr,
+    IN_PLACE: tl.constexpr,
+):
+    # One program per BLOCK_M x BLOCK_N tile of words of one matrix: its batch offset once
+    # per program, then rows and columns as a 2-D block (contiguous words along a row when
+    # UNIT_COLS, so loads and stores vectorise).
+    sizes = (size0, size1, size2, size3, size4, size5, size6, size7)
+    strides = (stride0, stride1, stride2, stride3, stride4, stride5, stride6, stride7)
+    pid = tl.program_id(0)
+    if INDEX_64:
+        pid = pid.to(tl.int64)
+    tn = pid % tiles_n
+    rest = pid // tiles_n
+    tm = rest % tiles_m
+    matrix = rest // tiles_m
+    in_base = matrix * 0
+    rem = matrix
+    for j in tl.static_range(8):  # MAX_ROW_DIMS
+        if n_dims > j:
+            quotient = rem // sizes[j]
+            in_base += (rem - quotient * sizes[j]) * strides[j]
+            rem = quotient
+    r = tm * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    c = tn * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    if INDEX_64:
+        r = r.to(tl.int64)
+        c = c.to(tl.int64)
+    inside = (r < rows) & (c < width)
+    element = c // WORDS  # the column
+    keep = element - r >= k if UPPER else element - r <= k
+    if UNIT_COLS:
+        at = in_ptr + in_base + r * row_stride + c
+    else:
+        at = in_ptr + in_base + r * row_stride + element * col_stride + c % WORDS
+    if IN_PLACE:
+        tl.store(at, tl.zeros([BLOCK_M, BLOCK_N], dtype=in_ptr.dtype.element_ty),
+                 mask=inside & ~keep)
+    else:
+        value = tl.load(at, mask=inside & keep, other=0)
+        tl.store(out_ptr + (matrix * rows + r) * width + c, value, mask=inside)
+
+
+#: Rows of words a matrix needs, at least, for the tiled kernel (below it, the flat kernel
+#: packs many small matrices into one program); and a tile's bytes along a row, and rows.
+TILE_MIN_WIDTH_BYTES = 256
+TILE_MIN_ROWS = 8
+TILE_ROW_BYTES = 512
+TILE_ROWS = 16
+
+
+def _plan_tiles(source: torch.Tensor, k: int, upper: bool,
+                in_place: bool) -> LaunchPlan | None:
+    """The tiled launch, for matrices of at least ``TILE_MIN_ROWS`` rows of
+    ``TILE_MIN_WIDTH_BYTES``; None where the flat kernel serves (``_plan``)."""
+    shape = tuple(source.shape)
+    rows, cols = shape[-2], shape[-1]
+    words = words_per_element(source.dtype)
+    word_bytes = source.element_size() // words
+    width = cols * words
+    if rows < TILE_MIN_ROWS or width * word_bytes < TILE_MIN_WIDTH_BYTES:
+        return None
+    strides = [s * words for s in source.stride()]
+    batch = coalesce([RowDim(n, strides[d]) for d, n in enumerate(shape[:-2])])
+    matrices = math.prod(shape[:-2])
+    block_n = max(16, TILE_ROW_BYTES // word_bytes)
+    tiles_m, tiles_n = -(-rows // TILE_ROWS), -(-width // block_n)
+    n_programs = matrices * tiles_m * tiles_n
+    extent = sum(s * (n - 1) for s, n in zip(strides, shape, strict=True)) + words
+    return _TILE_ARGS.plan(
+        shape, n_programs,
+        {"rows": rows, "width": width, "k": max(-rows, min(cols, k)), "tiles_m": tiles_m,
+         "tiles_n": tiles_n, **row_args(batch), "row_stride": strides[-2],
+         "col_stride": strides[-1]},
+        {"WORDS": words, "BLOCK_M": TILE_ROWS, "BLOCK_N": block_n,
+         "UNIT_COLS": strides[-1] == words,
+         "INDEX_64": needs_int64(n_programs, matrices * tiles_m * TILE_ROWS * width
+                                 + tiles_n * block_n, extent + rows * abs(strides[-2])
+                                 + width * abs(strides[-1])),
+         "UPPER": upper, "IN_PLACE": in_place},
+        4,
+    )
+
+
 def _plan(source: torch.Tensor, k: int, upper: bool, in_place: bool) -> LaunchPlan | None:
     """The launch over every word of ``source``'s shape (the result's rows of ``width``
     words, or ``source``'s own for ``in_place``); None when there is nothing to write."""
@@ -306,6 +397,9 @@ def _plan(source: torch.Tensor, k: int, upper: bool, in_place: bool) -> LaunchPl
     numel = math.prod(shape)
     if numel == 0:
         return None
+    tiles = _plan_tiles(source, k, upper, in_place)
+    if tiles is not None:
+        return tiles
     rows, cols = shape[-2], shape[-1]
     words = words_per_element(source.dtype)
     strides = [s * words for s in source.stride()]
@@ -331,4 +425,11 @@ def _plan(source: torch.Tensor, k: int, upper: bool, in_place: bool) -> LaunchPl
 
 
 _ARGS = KernelArgs.of(_triangle_kernel)
-_launch = Launcher(_triangle_kernel)
+_TILE_ARGS = KernelArgs.of(_triangle_tiles_kernel)
+_flat_launch = Launcher(_triangle_kernel)
+_tiles_launch = Launcher(_triangle_tiles_kernel)
+
+
+def _launch(plan: LaunchPlan, tensors: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """The plan's kernel (tiled or flat, by the plan's own arguments) on ``tensors``."""
+    (_tiles_launch if "tiles_n" in plan.int_names else _flat_launch)(plan, tensors)
