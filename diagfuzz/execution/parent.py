@@ -60,6 +60,7 @@ from diagfuzz.execution.timeouts import (
     KNOWN_HANG_NOTE,
     Calibration,
     KnownFaults,
+    confirm_allowance,
     learnt_for,
 )
 from diagfuzz.execution.timing import TIMING_ENV
@@ -617,6 +618,10 @@ class ProcessRunner:
                     self._observe([head], 0.0 if verdict.kind == "hang" else reply.stretch)
                     if verdict.kind == "hang":
                         verdict = _with_details(verdict, timeout_cap=head.timeout)
+                    if verdict.details.get("stopped_in_executor"):
+                        # Stopped wherever it was (an import, a lock held): nothing after it
+                        # is judged in that process; the queue goes to a fresh one.
+                        self._kill()
         self._queue.popleft()
         verdict = self._with_history(head, verdict)
         if not verdict.ok and head.batch_attempt:
@@ -630,9 +635,10 @@ class ProcessRunner:
         elif head.first_attempt is not None:
             verdict = _with_details(verdict,
                                     first_attempt=json.loads(head.first_attempt.to_json()))
-        elif (verdict.kind in FAULT_KINDS and verdict.details.get("executor_cases", 0)
+        elif (verdict.kind in FAULT_KINDS and _unconfirmed(verdict, head.timeout)
               and not self.known.has(head.case.op, verdict.kind)):
-            # The executor was replaced: confirm in a fresh one, ahead of the queue.
+            # Confirm alone in a fresh executor, ahead of the queue (a hang with a longer
+            # allowance: a loaded machine's stall is not a hang).
             self._queue.appendleft(replace(head, first_attempt=verdict, single=True))
             self._next_head()
             return []
@@ -654,7 +660,7 @@ class ProcessRunner:
 
     def _with_stall(self, request: _Request) -> _Request:
         """``request``, alone and with the allowance after which the executor stops it
-        itself, where its op has a known hang (the executor then lives on)."""
+        itself, where its op has a known hang (the runner then replaces the executor)."""
         case = request.case
         if request.stall or not self.known.has(case.op, "hang"):
             return request
@@ -684,8 +690,13 @@ class ProcessRunner:
         return min(cap, last + allowance), allowance
 
     def _allowance(self, request: _Request) -> float:
-        """Seconds ``request`` may stall in the current executor (``timeouts``)."""
+        """Seconds ``request`` may stall in the current executor (``timeouts``); a hang's
+        confirmation gets ``confirm_allowance`` of the allowance it stalled past."""
         case = request.case
+        first = request.first_attempt
+        if first is not None and first.kind == "hang":
+            return confirm_allowance(float(first.details.get("timeout", request.timeout)),
+                                     request.timeout)
         return self.calibration.allowance(
             request.oracle, case, request.timeout,
             first=(request.oracle, case.op, case.dtype) not in self._seen,
@@ -856,6 +867,14 @@ class ProcessRunner:
         if not isinstance(reply, msg.Healthy):
             return f"health check answered {reply!r}"
         return ""
+
+
+def _unconfirmed(verdict: Verdict, cap: float) -> bool:
+    """Whether a hang or crash needs judging again alone in a fresh executor: one that
+    came after other Cases in its executor, or a hang past an allowance shorter than the
+    caller's timeout (a loaded machine stalls a first call too)."""
+    return bool(verdict.details.get("executor_cases", 0)) or (
+        verdict.kind == "hang" and float(verdict.details.get("timeout", cap)) < cap)
 
 
 def _with_details(verdict: Verdict, **more: Any) -> Verdict:

@@ -12,12 +12,14 @@ before any Case was answered, the caller's timeout. While Triton compiles, only 
 caller's timeout applies (the runner reads that from the beacon).
 
 A stall past a calibrated allowance is confirmed, once per cause: the runner judges the Case
-again alone in a fresh executor, where it is a first call. Once an op has a confirmed hang
+again alone in a fresh executor, allowed ``confirm_allowance`` of what it stalled past (a
+loaded machine slows a call, it does not make a hang). Once an op has a confirmed hang
 (or crash), ``KnownFaults`` says so to every runner of the run (``learnt_for``: one file
 per run, which a gate names to its suite's processes in ``KNOWN_FAULTS_ENV``): its Cases
 are judged alone, a stall past ``KNOWN_MULTIPLIER`` times the slowest stretch (at least
 ``KNOWN_FLOOR``) is that hang again, stopped by the executor itself where it can be
-(``beacon.StallWatch``), and no Case of it is confirmed again.
+(``beacon.StallWatch``; the runner then replaces that executor, since the stop may have
+landed anywhere: inside an import, a lock held), and no Case of it is confirmed again.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ KNOWN_MULTIPLIER = 3.0
 #: The least allowance of an executor's first call of an op and dtype (of an op with a
 #: confirmed hang: ``KNOWN_FLOOR``).
 FIRST_FLOOR = 2.0
+#: A hang past a calibrated allowance is judged again alone in a fresh executor with this
+#: many times that allowance, at least ``CONFIRM_FLOOR`` seconds (at most the caller's
+#: timeout): a machine loaded enough to stall a call past its allowance once must not
+#: turn it into a hang. A true hang pays this once per op and run.
+CONFIRM_MULTIPLIER = 5.0
+CONFIRM_FLOOR = 10.0
 #: The allowance of an op with a confirmed hang while no Case of the run was answered (when
 #: the first Cases all hang, nothing is measured): the hang waited the whole timeout once.
 KNOWN_UNMEASURED = 10.0
@@ -56,6 +64,12 @@ FAULT_KINDS = ("hang", "crash")
 #: What a known hang's later Case says of itself (its verdict's ``known_hang``).
 KNOWN_HANG_NOTE = ("a hang of this op is confirmed: judged alone with the calibrated "
                    "allowance, not confirmed again")
+
+
+def confirm_allowance(allowance: float, cap: float) -> float:
+    """Seconds a hang's confirmation may stall, after a first attempt that stalled past
+    ``allowance`` (``CONFIRM_MULTIPLIER``, ``CONFIRM_FLOOR``, at most ``cap``)."""
+    return min(cap, max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * allowance))
 
 
 def size_class(case: Case) -> int:
@@ -238,7 +252,9 @@ def rule(cap: float) -> str:
     return (f"at most {cap:g} s (--timeout); below it calibrated: {MULTIPLIER:g}x the slowest "
             f"stretch without progress seen for the op and size, at least {FLOOR:g} s (a "
             f"first call of an op and dtype: {FIRST_FLOOR:g} s; an op with a confirmed hang: "
-            f"{KNOWN_MULTIPLIER:g}x, at least {KNOWN_FLOOR:g} s)")
+            f"{KNOWN_MULTIPLIER:g}x, at least {KNOWN_FLOOR:g} s); a hang is confirmed alone "
+            f"in a fresh executor with {CONFIRM_MULTIPLIER:g}x its allowance, at least "
+            f"{CONFIRM_FLOOR:g} s")
 
 
 def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any]:

@@ -94,6 +94,13 @@ class Reporter:
         self.stopped = ""
         self.cases_seen = 0  # Cases the workers explored, finished shards or not
         self._watchdog: threading.Timer | None = None
+        #: Whether the hard stop may interrupt the main thread now: only between the
+        #: session's start hooks and its finish (an interrupt inside pytest's own
+        #: sessionstart ends pytest with no report; one inside the finish breaks the
+        #: report). A hard stop due before is held until collection starts.
+        self._interruptible = False
+        self._hard_stop_due = False
+        self._hard_stop_lock = threading.Lock()
         #: A signal arms it: past its bound the run writes what it holds and exits.
         self.bound = StopBound(self._write_held)
         self._write_lock = threading.Lock()
@@ -176,6 +183,8 @@ class Reporter:
             signal.signal(signal.SIGTERM, on_sigterm)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             def on_sigint(signum: int, frame: Any) -> None:
+                if self._hard_stop_due and not self._interruptible:
+                    return  # the hard stop's interrupt, arriving once the finish began
                 self.bound.arm()
                 self._tell_workers()
                 _import_findings_now()
@@ -190,10 +199,22 @@ class Reporter:
                     self.stopped = "--diagfuzz-max-seconds"
                     self._tell_workers()
                     _import_findings_now()
-                    _thread.interrupt_main()
+                    with self._hard_stop_lock:
+                        self._hard_stop_due = True
+                        if self._interruptible:
+                            _thread.interrupt_main()
             self._watchdog = threading.Timer(max(0.0, left), hard_stop)
             self._watchdog.daemon = True
             self._watchdog.start()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self) -> None:
+        """From here to the finish the hard stop interrupts the main thread; one already
+        due (a start-up that took the cap's time) interrupts now, so the run ends as cut."""
+        with self._hard_stop_lock:
+            self._interruptible = True
+            if self._hard_stop_due:
+                raise KeyboardInterrupt("diagfuzz: --diagfuzz-max-seconds")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from diagfuzz.harness.report import Tally
@@ -242,6 +263,8 @@ class Reporter:
         from diagfuzz.harness.report import report_data
 
         mark("session_finish")
+        with self._hard_stop_lock:
+            self._interruptible = False
         if self._watchdog is not None:
             self._watchdog.cancel()
         if self._printer is not None:
