@@ -28,6 +28,8 @@ from diagfuzz.execution.timeouts import (
     learnt_for,
 )
 
+from tests.faulty.slow_start import SECONDS as SLOW_START_SECONDS
+
 CAP = 60.0  # the default --timeout: what every hang would cost without calibration
 
 
@@ -109,10 +111,10 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     assert "known_hang" not in hung[0].details
     later = hung[1:]
     assert all("known_hang" in v.details and "first_attempt" not in v.details for v in later)
-    # Stopped inside the executor (a stall in Python takes the watch's signal): the executor
-    # lives on, so the later hangs cost no executor start.
+    # Stopped inside the executor (a stall in Python takes the watch's signal), which is
+    # then replaced: the stop may have landed anywhere, so no later Case runs there.
     assert all(v.details.get("stopped_in_executor") for v in later)
-    assert runner_starts_of(tmp_path) <= 4
+    assert runner_starts_of(tmp_path) == 2 + len(later)
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
     assert (tmp_path / "known").read_text() == "diagonal hang\n"
@@ -130,6 +132,25 @@ def test_a_rare_shape_hang_is_found_and_the_rest_pass(tmp_path: Path) -> None:
     kinds = [v.kind for v in verdicts]
     assert kinds.count("hang") == 1 and kinds[17] == "hang", kinds
     assert verdicts[17].details["timeout"] < CAP
+
+
+def test_a_stall_a_fresh_executor_outlasts_is_no_hang(tmp_path: Path) -> None:
+    """A float64 first call stalls 3 s in every process, past its calibrated first-call
+    allowance (the float32 first calls were quick): judged again alone in a fresh executor,
+    where it stalls as long, with a confirmation's longer allowance it passes."""
+    warm = [diagonal((n + 1, n)) for n in range(2, 9)] * 3
+    cases = [*warm, diagonal((4, 3), "float64"), *warm[:4]]
+    with ProcessRunner("tests.faulty.slow_start:impl", DEVICE, timeout=CAP,
+                       workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    slow = verdicts[len(warm)]
+    assert slow.kind == "pass", slow
+    assert slow.details["first_attempt"]["kind"] == "hang"  # it did stall past the first
+    assert slow.details["first_attempt"]["details"]["timeout"] < SLOW_START_SECONDS
+    assert all(v.ok for v in verdicts)
+    assert not (tmp_path / "known").exists()
 
 
 def test_every_case_of_one_op_hanging_costs_each_a_short_allowance(tmp_path: Path) -> None:

@@ -251,7 +251,8 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
 def _judge_watched(oracle: Any, case: Case, impl: Any, device: str, strict: bool,
                    watch: StallWatch | None, stall: float) -> Verdict:
     """The oracle's verdict of ``case``; ``hang`` where it made no progress within
-    ``stall`` seconds and the watch could stop it (``StallWatch``), the executor living on."""
+    ``stall`` seconds and the watch could stop it (``StallWatch``; its runner then replaces
+    this executor)."""
     if watch is None or stall <= 0:
         return oracle(case, impl, device, strict=strict)
     try:
