@@ -27,7 +27,6 @@ from diagfuzz.execution.timeouts import (
     KnownFaults,
     learnt_for,
 )
-
 from tests.faulty.slow_start import SECONDS as SLOW_START_SECONDS
 
 CAP = 60.0  # the default --timeout: what every hang would cost without calibration
