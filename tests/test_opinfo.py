@@ -119,11 +119,12 @@ def _environment(hide_expecttest: Path | None = None) -> dict[str, str]:
 
 
 def _gate(tmp_path: Path, impl: str, env: dict[str, str]) -> tuple[int, dict, str]:
+    """The gate's OpInfo stage, with the stages that judge other Cases off."""
     proc = subprocess.run(
         [sys.executable, "-m", "diagfuzz", "gate", "--impl", impl, "--no-suite",
-         "--no-compile", "--no-covering", "--no-save", "-n", "0", "--repeats", "2", "--quiet",
-         "--report", "report.json"], cwd=tmp_path, env=env, capture_output=True, text=True,
-        check=False, timeout=600)
+         "--no-compile", "--no-covering", "--no-sequences", "--no-save", "-n", "0",
+         "--repeats", "2", "--quiet", "--report", "report.json"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, check=False, timeout=600)
     return proc.returncode, json.loads((tmp_path / "report.json").read_text()), proc.stdout
 
 
