@@ -8,7 +8,7 @@ aten eager (diagfuzz's registration off: the kernels are called directly) and ou
 FlagGems' function where its wheel is installed and it has the op. In-place rows time the
 op on the same tensor over and over (idempotent: each call writes the same zeros).
 
-    python benchmarks/bench_triangle.py [--out DIR] [--quick]
+    python benchmarks/bench_triangle.py [--out DIR] [--quick] [--tile ROWS,ROW_BYTES,WARPS]
 
 Prints each row and the geomean and worst of aten/ours over the rows of 1 MB or more (the
 goal: at least 1.0x, i.e. as fast as aten); writes ``triangle.json`` under ``--out``
@@ -140,7 +140,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--tile", metavar="ROWS,ROW_BYTES,WARPS",
+                        help="the tiled kernel's tile (rows, bytes along a row) and warps "
+                             "for this run, in place of ops/triangle.py's")
     args = parser.parse_args()
+    name = "triangle.json"
+    if args.tile:
+        rows_, bytes_, warps = (int(v) for v in args.tile.split(","))
+        triangle.TILE_ROWS, triangle.TILE_ROW_BYTES, triangle.TILE_WARPS = rows_, bytes_, warps
+        name = f"triangle-tile-{rows_}-{bytes_}-{warps}.json"
+        print(f"tile: {rows_} rows of {bytes_} bytes, {warps} warps")
     if not torch.cuda.is_available():
         print("bench_triangle: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -171,7 +180,8 @@ def main() -> int:
     meta = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(0),
             "torch": torch.__version__, "triton": __import__("triton").__version__,
             "flaggems": getattr(sys.modules.get("flag_gems"), "__version__", None)}
-    (args.out / "triangle.json").write_text(json.dumps({"meta": meta, "rows": rows,
+    meta["tile"] = [triangle.TILE_ROWS, triangle.TILE_ROW_BYTES, triangle.TILE_WARPS]
+    (args.out / name).write_text(json.dumps({"meta": meta, "rows": rows,
                                                         "geomean": geomean}, indent=1))
     return 0 if all(r["bitwise"] for r in rows) else 1
 

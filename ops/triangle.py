@@ -355,6 +355,7 @@ TILE_MIN_WIDTH_BYTES = 256
 TILE_MIN_ROWS = 8
 TILE_ROW_BYTES = 512
 TILE_ROWS = 16
+TILE_WARPS = 4
 
 
 def _plan_tiles(source: torch.Tensor, k: int, upper: bool,
@@ -386,7 +387,7 @@ def _plan_tiles(source: torch.Tensor, k: int, upper: bool,
                                  + tiles_n * block_n, extent + rows * abs(strides[-2])
                                  + width * abs(strides[-1])),
          "UPPER": upper, "IN_PLACE": in_place},
-        4,
+        TILE_WARPS,
     )
 
 
