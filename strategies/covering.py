@@ -591,6 +591,10 @@ def measure(cases: Iterable[Case], strengths: Iterable[int] = STRENGTHS,
     return measure_rows(rows, strengths, show, excluded)
 
 
+#: The (op, narrowing) whose model ``measure_rows`` primed from its array: once a process.
+_PRIMED: set[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]] = set()
+
+
 def measure_rows(rows: Mapping[str, list[dict[str, str]]],
                  strengths: Iterable[int] = STRENGTHS,
                  show: int = SHOW_MISSING,
@@ -606,7 +610,9 @@ def measure_rows(rows: Mapping[str, list[dict[str, str]]],
             continue
         gone = (excluded or {}).get(op)
         model = narrowed_model(op, gone)
-        covering_rows(op, drop=gone)  # the cached array primes the model's combinations
+        if (op, _frozen(gone)) not in _PRIMED:  # the cached array primes its combinations
+            covering_rows(op, drop=gone)
+            _PRIMED.add((op, _frozen(gone)))
         found = {str(t): coverage(model, rows[op], t, show=show) for t in strengths}
         if model.core:
             t = min(model.core_strength, len(model.core))

@@ -20,6 +20,7 @@ strategies turn rows into Cases and Cases back into rows.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -320,7 +321,8 @@ def coverage(model: Model, rows: Iterable[Mapping[str, str | None]], t: int,
     covered = total = 0
     missing: list[Combination] = []
     for s in sets:
-        held = {tuple(r[i] for i in s) for r in seen}
+        pick = operator.itemgetter(*s)  # in C: a t-tuple of each row (t >= 2), else a level
+        held = set(map(pick, seen)) if len(s) > 1 else {(pick(r),) for r in seen}
         for combo in model.valid_combinations(s):
             total += 1
             if combo in held:

@@ -67,11 +67,15 @@ def t_way(result: Result, stage: str | None = None) -> dict[str, dict[str, Cover
     combinations that apply to the impl (``not_applicable`` left out)."""
     from diagfuzz.strategies.covering import measure_rows
 
+    if stage in result.t_way_memo:  # the summary and the report read it alike
+        return result.t_way_memo[stage]
     rows: dict[str, list[dict[str, str]]] = {}
     for s in result.stages:
         if stage is None or s.name == stage:
             _rows(s.levels, rows)
-    return measure_rows(rows, excluded=not_applicable(result)) if rows else {}
+    measured = measure_rows(rows, excluded=not_applicable(result)) if rows else {}
+    result.t_way_memo[stage] = measured
+    return measured
 
 
 def not_applicable_line(result: Result) -> str:

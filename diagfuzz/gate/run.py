@@ -129,6 +129,10 @@ class Result:
     #: The gate's directory on disk once this run's old runs are pruned: ``path``,
     #: ``bytes``, ``triton_cache_bytes``, ``runs_kept``.
     disk: dict[str, Any] = field(default_factory=dict)
+    #: The t-way coverage by stage (None: every stage), measured once for the summary and
+    #: the JSON report alike (``diagfuzz.gate.outputs.t_way``): seconds for a large gate.
+    t_way_memo: dict[str | None, Any] = field(default_factory=dict, repr=False,
+                                              compare=False)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:
