@@ -36,6 +36,7 @@ def exit_now(code: int) -> None:
     of it is the gate's (its outputs are written, its children closed). Non-daemon threads
     are joined and the ``atexit`` functions run first, as at a normal exit."""
     import atexit
+    import contextlib
     import os
     import threading
 
@@ -44,10 +45,8 @@ def exit_now(code: int) -> None:
             thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # closed: nothing left to say
             stream.flush()
-        except (OSError, ValueError):  # closed, or a closed pipe: nothing left to say
-            pass
     os._exit(code)
 
 
