@@ -21,6 +21,7 @@ from diagfuzz.core.case import Case
 from diagfuzz.execution import journal, timeline
 from diagfuzz.impl import load_impl
 from diagfuzz.specs import SPECS
+from tests.worker_exit import EXITS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--hypothesis-profile", "ci", "--diagfuzz-max-elements", "256"]
@@ -59,9 +60,14 @@ def test_two_workers_aggregate_every_case(tmp_path: Path, monkeypatch) -> None:
     # its executors at configure, before it collects, and closes them at the end.)
     monkeypatch.setenv("DIAGFUZZ_PROFILE", str(tmp_path / "profiles"))
     monkeypatch.setenv("DIAGFUZZ_TIMELINE", str(tmp_path / "timeline"))
+    # (And with tests.worker_exit: a finished worker ends without the interpreter's
+    # finalisation, its atexit functions run, those registered before diagfuzz's too.)
+    monkeypatch.setenv(EXITS_ENV, str(tmp_path / "exits"))
     code, out, report = fuzz(tmp_path, "-n", "2", "--diagfuzz-seed", "5",
-                             "--diagfuzz-budget", "60", *SMALL)
+                             "--diagfuzz-budget", "60", *SMALL, "-p", "tests.worker_exit")
     assert code == 0, out
+    assert {p.name: p.read_text() for p in (tmp_path / "exits").iterdir()} == {
+        "gw0": "atexit\n", "gw1": "atexit\n"}
     marks = timeline.read(tmp_path / "timeline")
     for worker in ("gw0", "gw1"):
         events = [m["event"] for m in marks if m["role"] == worker]

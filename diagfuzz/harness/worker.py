@@ -57,6 +57,8 @@ class ShardSession:
         #: and the controller stops the run with it as a usage error.
         self.plan_error = ""
         self._launched_on: str | None = None  # the device the executors were launched on
+        #: The session has finished and closed the executors (``pytest_sessionfinish``).
+        self.finished = False
         from diagfuzz.core.preselect import likely_device
 
         device = plan.device or likely_device()
@@ -276,6 +278,7 @@ class ShardSession:
         self._inner = None
         self._profiler.dump()
         mark("runner_closed")
+        self.finished = True
 
 
 def make_runner(plan: RunPlan, worker_id: str, inner: Any = None) -> JournaledRunner:
