@@ -26,28 +26,12 @@ def main(argv: list[str] | None = None) -> int:
 
     code = command(argv)
     if argv is None and args[:1] == ["gate"]:
+        # The gate's outputs are written and its children closed: the interpreter's
+        # finalisation (torch, Triton) is left out (called with argv, it returns).
+        from diagfuzz.core.exits import exit_now
+
         exit_now(code)
     return code
-
-
-def exit_now(code: int) -> None:
-    """End the process as the interpreter would, less its finalisation: after a gate,
-    tearing down torch's and Triton's modules takes 1.5 s on a 2-core CPU, and nothing
-    of it is the gate's (its outputs are written, its children closed). Non-daemon threads
-    are joined and the ``atexit`` functions run first, as at a normal exit."""
-    import atexit
-    import contextlib
-    import os
-    import threading
-
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # closed: nothing left to say
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

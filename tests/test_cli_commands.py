@@ -162,31 +162,3 @@ def test_a_budget_that_is_not_a_number_is_named_as_such(
     assert "--budget: must be a whole number, got 'abc'" in err, err
     assert "_positive_int" not in err
 
-
-_EXIT_NOW = '''
-import atexit, sys, threading, time
-from pathlib import Path
-from diagfuzz.__main__ import exit_now
-
-log = Path(sys.argv[1])
-atexit.register(lambda: log.open("a").write("atexit\\n"))
-threading.Thread(target=lambda: (time.sleep(0.3), log.open("a").write("thread\\n"))).start()
-print("buffered", end="")
-exit_now(3)
-'''
-
-
-def test_the_gate_command_ends_as_a_normal_exit_would_without_finalisation(
-        tmp_path: Path) -> None:
-    """``exit_now`` (the gate command's end) skips the interpreter's teardown, never what
-    a normal exit does first: a non-daemon thread ends, atexit functions run, buffered
-    output is written, and the exit code is the gate's."""
-    import subprocess
-    import sys
-
-    log = tmp_path / "log"
-    proc = subprocess.run([sys.executable, "-c", _EXIT_NOW, str(log)], capture_output=True,
-                          text=True, timeout=120, check=False)
-    assert proc.returncode == 3, proc.stderr
-    assert proc.stdout == "buffered"
-    assert log.read_text() == "thread\natexit\n"
