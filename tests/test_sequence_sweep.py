@@ -52,7 +52,8 @@ def test_the_storages_kept_stay_within_their_bytes() -> None:
     recycling.forget()
     held = [recycling.take(torch.zeros(recycling.MAX_BYTES - n, dtype=torch.uint8))
             for n in range(8)]  # 8 sizes of about 16 MiB, each still held
-    assert recycling._bytes() <= recycling.TOTAL_BYTES
+    kept = sum(size * len(storages) for size, storages in recycling._kept.items())
+    assert recycling._bytes() == kept <= recycling.TOTAL_BYTES
     del held
     recycling.forget()
 

@@ -27,6 +27,9 @@ TOTAL_BYTES = 1 << 26
 _count = getattr(torch._C, "_storage_Use_Count", None)
 #: nbytes -> storages built earlier (their Python objects hold one reference each)
 _kept: OrderedDict[int, list[torch.UntypedStorage]] = OrderedDict()
+#: Bytes of every kept storage, kept up to date (summing ``_kept`` per call cost 27 µs a
+#: Case).
+_total = 0
 
 
 def _free(storage: torch.UntypedStorage) -> bool:
@@ -49,21 +52,26 @@ def take(fresh: torch.Tensor) -> torch.Tensor:
             target = torch.empty(0, dtype=fresh.dtype).set_(storage, 0, fresh.shape,
                                                             fresh.stride())
             return target.copy_(fresh)
+    global _total
     if len(kept) < PER_SIZE:
         kept.append(fresh.untyped_storage())
-    while len(_kept) > SIZES or (len(_kept) > 1 and _bytes() > TOTAL_BYTES):
-        _kept.popitem(last=False)
+        _total += nbytes
+    while len(_kept) > SIZES or (len(_kept) > 1 and _total > TOTAL_BYTES):
+        size, dropped = _kept.popitem(last=False)
+        _total -= size * len(dropped)
     return fresh
 
 
 def _bytes() -> int:
     """Bytes of every kept storage."""
-    return sum(size * len(kept) for size, kept in _kept.items())
+    return _total
 
 
 def forget() -> None:
     """Drop every kept storage (tests that count the process's live storages)."""
+    global _total
     _kept.clear()
+    _total = 0
 
 
 __all__ = ["MAX_BYTES", "forget", "take"]
