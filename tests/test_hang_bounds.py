@@ -102,6 +102,7 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
         for case in cases:
             runner.submit(case)
         verdicts = [v for _, v in runner.drain()]
+        spares_used = runner.spares_used
     took = time.monotonic() - started
     assert [v.kind for v in verdicts] == ["hang" if hangs(c) else "pass" for c in cases]
     hung = [v for v in verdicts if v.kind == "hang"]
@@ -111,9 +112,13 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     later = hung[1:]
     assert all("known_hang" in v.details and "first_attempt" not in v.details for v in later)
     # Stopped inside the executor (a stall in Python takes the watch's signal), which is
-    # then replaced: the stop may have landed anywhere, so no later Case runs there.
+    # then replaced: the stop may have landed anywhere, so no later Case runs there. After
+    # the first known hang's kill a spare is started ahead, so every later replacement is
+    # one and no hang waits on an executor's start (the last Case hangs: nothing follows
+    # it, and its spare is left unused).
     assert all(v.details.get("stopped_in_executor") for v in later)
-    assert runner_starts_of(tmp_path) == 2 + len(later)
+    assert hangs(cases[-1]) and spares_used == len(later) - 2
+    assert runner_starts_of(tmp_path) == 2 + len(later) + 1
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
     assert (tmp_path / "known").read_text() == "diagonal hang\n"

@@ -268,6 +268,13 @@ class ProcessRunner:
             Path(workdir).mkdir(parents=True, exist_ok=True)
             self.log = Path(workdir) / "executor.log"
         self.starts = 0  #: executors started so far (1 + replacements)
+        #: An executor started ahead, ready to replace one killed by a known hang: where a
+        #: hang blocks the host in C (a kernel spinning on the device), each such Case
+        #: costs a kill, and a replacement's start (a CUDA context, the impl's import)
+        #: would otherwise come on top of its allowance, Case after Case.
+        self._spare: _Spare | None = None
+        self._keep_spare = False  #: a known hang has cost a kill: keep a spare from now on
+        self.spares_used = 0  #: replacements that were a spare started ahead
         self._proc: subprocess.Popen[bytes] | forkserver.Forked | None = None
         self._conn: Connection | None = None  # answers from the executor
         self._out: Connection | None = None  # requests to the executor
@@ -339,6 +346,31 @@ class ProcessRunner:
         self._await_ready()
 
     def _spawn(self) -> None:
+        """The next executor: the spare started ahead where one is alive, else a new one;
+        then a new spare, where known hangs cost kills (``_keep_spare``)."""
+        if self._beacon is None:
+            self._beacon = Beacon(None if self.log is None else self.log.parent)
+        self._beacon.reset()
+        self._seen, self._sent = set(), set()
+        self.history.restart()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.proc.poll() is None:
+            self.spares_used += 1
+        else:
+            if spare is not None:
+                spare.kill()
+            spare = self._fork(replacement=self.starts > 0)
+        self.starts += 1
+        self._proc, self._out, self._conn = spare.proc, spare.out, spare.conn
+        self._log_start = spare.log_start
+        self._served = 0
+        if self._keep_spare:
+            self._spare = self._fork(replacement=True)
+
+    def _fork(self, replacement: bool) -> _Spare:
+        """An executor process, its pipes and where its log starts (``replacement``: it
+        starts inside a shard's time, so it skips the warm-up)."""
+        assert self._beacon is not None
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         _enlarge(to_child_w, from_child_w)
@@ -346,20 +378,15 @@ class ProcessRunner:
         argv = [sys.executable, "-c", msg.BOOTSTRAP, json.dumps(sys.path), str(to_child_r),
                 str(from_child_w), str(os.getpid()), *args]
         stderr = open(self.log, "ab") if self.log else None  # noqa: SIM115
-        self._log_start = stderr.tell() if stderr is not None else 0  # before it can write
+        log_start = stderr.tell() if stderr is not None else 0  # before it can write
         try:
             # Case markers only into a log (the runner cuts tails there), not a terminal.
             env = ({**os.environ, **self.environ, msg.MARKERS_ENV: "1"}
                    if stderr is not None else {**os.environ, **self.environ})
             if self.log is not None:  # where it writes its time breakdown (timing.py)
                 env.setdefault(TIMING_ENV, str(self.log.parent))
-            if self._beacon is None:
-                self._beacon = Beacon(None if self.log is None else self.log.parent)
-            self._beacon.reset()
-            self._seen, self._sent = set(), set()
-            self.history.restart()
             env[BEACON_ENV] = str(self._beacon.path)
-            if self.starts:  # a replacement: it starts inside a shard's time
+            if replacement:
                 env[msg.WARM_UP_ENV] = "0"
             server = forkserver.shared()
             proc: subprocess.Popen[bytes] | forkserver.Forked
@@ -374,11 +401,8 @@ class ProcessRunner:
                 stderr.close()
             os.close(to_child_r)
             os.close(from_child_w)
-        self.starts += 1
-        self._proc = proc
-        self._out = Connection(to_child_w, readable=False)
-        self._conn = Connection(from_child_r, writable=False)
-        self._served = 0
+        return _Spare(proc, Connection(to_child_w, readable=False),
+                      Connection(from_child_r, writable=False), log_start)
 
     def _await_ready(self) -> None:
         """Read the spawned executor's first message: "ready", or why it cannot start."""
@@ -437,6 +461,10 @@ class ProcessRunner:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(wait)
         self._kill()
+        self._keep_spare = False
+        if self._spare is not None:
+            self._spare.kill()
+            self._spare = None
         if self._beacon is not None:
             self._beacon.close()
             self._beacon = None
@@ -620,8 +648,10 @@ class ProcessRunner:
                         verdict = _with_details(verdict, timeout_cap=head.timeout)
                     if verdict.details.get("stopped_in_executor"):
                         # Stopped wherever it was (an import, a lock held): nothing after it
-                        # is judged in that process; the queue goes to a fresh one.
+                        # is judged in that process; the queue goes to a fresh one, and a
+                        # spare is kept for the op's next hang.
                         self._kill()
+                        self._keep_spare = True
         self._queue.popleft()
         verdict = self._with_history(head, verdict)
         if not verdict.ok and head.batch_attempt:
@@ -806,6 +836,8 @@ class ProcessRunner:
             _await_quiet_growth(self.log, before)
             details["stderr_tail"] = _tail(self.log, self._log_start, self._served)
         self._kill()
+        if known:  # this op's hangs each cost a kill: have the next executor ready ahead
+            self._keep_spare = True
         how = ("calibrated" if allowance < head.timeout else "the timeout")
         return _verdict()("hang", "executor:timeout",
                        f"no progress within {allowance:g}s ({how}); executor killed",
@@ -813,6 +845,8 @@ class ProcessRunner:
 
     def _died(self, head: _Request) -> Verdict:
         code = self._kill()
+        if self.known.has(head.case.op, "crash"):  # each of its crashes costs a start
+            self._keep_spare = True
         details = {**self._base(head), "exitcode": code,
                    "seconds": round(time.monotonic() - self._head_started, 3)}
         if self.log is not None:
@@ -867,6 +901,24 @@ class ProcessRunner:
         if not isinstance(reply, msg.Healthy):
             return f"health check answered {reply!r}"
         return ""
+
+
+@dataclass
+class _Spare:
+    """An executor process started ahead of need (``ProcessRunner._spawn``)."""
+
+    proc: subprocess.Popen[bytes] | forkserver.Forked
+    out: Connection  # requests to it
+    conn: Connection  # its answers ("ready" first)
+    log_start: int  # the executor log's size when it started
+
+    def kill(self) -> None:
+        for conn in (self.out, self.conn):
+            conn.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
 
 
 def _unconfirmed(verdict: Verdict, cap: float) -> bool:
