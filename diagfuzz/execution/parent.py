@@ -356,6 +356,8 @@ class ProcessRunner:
         spare, self._spare = self._spare, None
         if spare is not None and spare.proc.poll() is None:
             self.spares_used += 1
+            # Its Cases' stderr starts now (the executor before it wrote there since).
+            spare.log_start = _size(self.log) if self.log is not None else 0
         else:
             if spare is not None:
                 spare.kill()
