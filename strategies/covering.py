@@ -610,9 +610,10 @@ def measure_rows(rows: Mapping[str, list[dict[str, str]]],
             continue
         gone = (excluded or {}).get(op)
         model = narrowed_model(op, gone)
-        if (op, _frozen(gone)) not in _PRIMED:  # the cached array primes its combinations
+        key = (op, _frozen(gone))
+        if key not in _PRIMED:  # the cached array primes the model's combinations
             covering_rows(op, drop=gone)
-            _PRIMED.add((op, _frozen(gone)))
+            _PRIMED.add(key)
         found = {str(t): coverage(model, rows[op], t, show=show) for t in strengths}
         if model.core:
             t = min(model.core_strength, len(model.core))
