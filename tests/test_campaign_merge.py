@@ -11,8 +11,8 @@ from typing import Any
 from diagfuzz import gate
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.classification import Classification
 from diagfuzz.gate import outputs as gate_report
-from diagfuzz.gate.classification import Classification
 from diagfuzz.harness.findings import Finding, merge_findings
 from diagfuzz.harness.report import Pace, Tally, report_data
 from diagfuzz.harness.sharding import RunPlan

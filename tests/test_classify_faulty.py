@@ -8,10 +8,10 @@ import pytest
 
 from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.classification import Classifier, Rerun, classify
 from diagfuzz.execution.history import Call
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.gate.classification import Classifier, Rerun, classify
 from tests.faulty.cases import square
 
 TIMEOUT = 3.0

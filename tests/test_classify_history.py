@@ -16,16 +16,19 @@ import pytest
 from diagfuzz.core.case import Values
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import history
-from diagfuzz.execution.history import Call
-from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.gate.classification import (
+from diagfuzz.execution.classification import (
     AFTER_CALLS,
     COLD_FIRST_CALL,
     NOT_REPRODUCED,
     REPEATED_CALL,
+    Classifier,
+    Rerun,
     classify,
     ddmin,
 )
+from diagfuzz.execution.history import Call
+from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.execution.timeouts import Calibration, KnownFaults
 from tests.faulty.cases import square
 
 IMPL = "tests.faulty.history:{}"
@@ -59,7 +62,9 @@ def test_a_polluter_of_another_op_is_found_and_the_failure_is_deterministic(
     assert [call.case for call in c.sequence] == [polluter]
     assert c.story() == ("passes alone; fails after 1 earlier call (shrunk from the 24 its "
                          "executor made before it)")
-    assert c.searched == 24 and 0 < c.replays <= 12
+    # Twice log2(24) replays shrinking, after up to three shorter parts tried first (the
+    # call just before it, the same op's calls with its sizes, the same op's).
+    assert c.searched == 24 and 0 < c.replays <= 14
     assert c.to_dict()["sequence"] == [{"oracle": "check", "case": polluter.to_dict()}]
 
 
@@ -101,6 +106,29 @@ def test_a_failure_its_history_does_not_bring_back_is_flaky(tmp_path: Path) -> N
                       {"history": past.reference(1)})
     c = classify(claimed, IMPL.format("polluted"), "cpu", timeout=30)
     assert (c.label, c.ratio, c.history) == ("flaky", "0/10", NOT_REPRODUCED)
+
+
+def test_a_hang_left_by_the_call_before_costs_one_replay_to_find(tmp_path: Path) -> None:
+    # The call just before a hang left work running that the Case waits on: the first
+    # part replayed is that one call, so no replay of the whole history hangs. The op's
+    # hang is confirmed already (as the gate's run shares it), so each hang costs the
+    # calibrated allowance, not a confirmation.
+    polluter = square(2, op="diagonal_backward")
+    past = history.History(tmp_path)
+    for case in [*noise(30), polluter]:
+        past.record("check", case)
+    claimed = Verdict("hang", "executor:timeout", "planted", square(0),
+                      {"history": past.reference(31)})
+    learnt = (Calibration(), KnownFaults())
+    learnt[1].add("diagonal", "hang")
+    rerun = Rerun(IMPL.format("left_running"), "cpu", 5.0, learnt=learnt,
+                  workdir=tmp_path / "classify")
+    c = Classifier(rerun, repeats=2).classify(claimed)
+    assert c is not None
+    assert (c.label, c.ratio, c.history) == ("deterministic", "4/4", AFTER_CALLS)
+    assert [call.case for call in c.sequence] == [polluter] and c.replays == 1
+    assert "shrunk to 1 calls in 1 replays" in (tmp_path / "classify" /
+                                               "classification.log").read_text()
 
 
 def test_a_random_bug_stays_flaky() -> None:

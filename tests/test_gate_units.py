@@ -8,9 +8,9 @@ from pathlib import Path
 from diagfuzz import gate
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.classification import Classification
 from diagfuzz.gate import Finding, Result, Stage, exit_code
 from diagfuzz.gate import outputs as gate_report
-from diagfuzz.gate.classification import Classification
 from tests.faulty.cases import square
 
 
@@ -275,7 +275,7 @@ def test_only_shrunk_or_chosen_cases_go_to_the_corpus(tmp_path: Path) -> None:
 
 def test_spares_follow_the_causes_found_so_far_up_to_max_classify(
         tmp_path: Path, monkeypatch) -> None:
-    from diagfuzz.gate.classification import Classifier
+    from diagfuzz.execution.classification import Classifier
     from diagfuzz.gate.options import Options
     from diagfuzz.gate.run import Gate
 

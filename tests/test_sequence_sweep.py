@@ -12,8 +12,8 @@ import torch
 
 from diagfuzz.core import recycling
 from diagfuzz.core.case import Layout, Values, build_tensor
+from diagfuzz.execution.classification import AFTER_CALLS, classify
 from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.gate.classification import AFTER_CALLS, classify
 from diagfuzz.harness.sequences import Fresh, Search, sweep, sweep_calls
 
 IMPL = "tests.faulty.history:{}"

@@ -23,7 +23,7 @@ from diagfuzz.core.exits import ExitCode
 
 
 def _classification(data: dict[str, Any] | None, case: Any) -> Any:
-    from diagfuzz.gate.classification import Classification
+    from diagfuzz.execution.classification import Classification
 
     if not data:
         return None
@@ -51,7 +51,7 @@ def _finding(data: dict[str, Any]) -> Any:
 
 def _combine(kept: Any, other: Any) -> None:
     """Add ``other`` (same signature) to ``kept``: counts, and the classification rule."""
-    from diagfuzz.gate.classification import Classification
+    from diagfuzz.execution.classification import Classification
 
     kept.absorb(other)
     mine, theirs = kept.classification, other.classification

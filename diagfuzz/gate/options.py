@@ -7,13 +7,12 @@ from pathlib import Path
 
 from diagfuzz.core import corpus
 from diagfuzz.core.roots import DEFAULT_IMPL
+from diagfuzz.execution.classification import DEFAULT_REPEATS
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT
 from diagfuzz.execution.timeouts import Calibration, KnownFaults, learnt_for
 
 #: Examples the fuzz suite draws by default (None: the gate profile's, see profiles.py).
 DEFAULT_BUDGET: int | None = None
-#: Re-runs per finding in its fresh process (``classification.py``).
-DEFAULT_REPEATS = 5
 #: The gate's own directory: one sub-directory per run, ``latest`` and the Triton cache.
 DEFAULT_OUT = Path(".diagfuzz/gate")
 

@@ -11,7 +11,7 @@ from typing import Any
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.covering import Coverage
 from diagfuzz.core.exits import ExitCode
-from diagfuzz.gate.classification import Classification
+from diagfuzz.execution.classification import history_lines
 from diagfuzz.gate.run import Result, env_line, reproduce_command
 from diagfuzz.gate.stages import NEVER_BEGAN, Finding, Stage, cut_before_running, not_run
 from diagfuzz.harness.findings import covers_lines, dtype_tally, evidence_lines, symptom_lines
@@ -157,31 +157,6 @@ def _failing_cases(stage: Any) -> int:
 def _causes(stage: Any) -> int:
     """The causes a stage's failing Cases are (its findings merged by signature)."""
     return len({f.key for f in stage.failures})
-
-
-#: Earlier calls a finding's block lists (the rest are counted).
-SEQUENCE_SHOWN = 5
-
-
-def history_lines(c: Classification | None) -> list[str]:
-    """Under a failing Case, what it needs to fail where that is more than the Case alone:
-    the story in words, then the calls before it (shrunk), oldest first."""
-    if c is None or not c.story():
-        return []
-    lines = [f"{'history':<8} {c.story()}"]
-    if not c.deterministic:
-        return lines
-    calls = c.sequence
-    if calls and all(call == calls[0] for call in calls) and calls[0].case == c.case:
-        n = len(calls)
-        return [*lines, f"{'after':<8} the same Case, {n} time{'' if n == 1 else 's'}"]
-    for i, call in enumerate(calls[:SEQUENCE_SHOWN]):
-        same = " (the same Case)" if call.case == c.case else ""
-        lines.append(f"{'after' if i == 0 else '':<8} {i + 1}. {call.describe()}{same}")
-    if len(calls) > SEQUENCE_SHOWN:
-        lines.append(f"{'':<8} ... {len(calls) - SEQUENCE_SHOWN} more (the reproducer "
-                     "replays them all)")
-    return lines
 
 
 def _finding_lines(n: int, f: Finding) -> list[str]:

@@ -37,13 +37,13 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timeouts, timing
+from diagfuzz.execution.classification import Classifier, Rerun, spare_limit
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.history import sequence_dicts
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
 from diagfuzz.gate import suite
-from diagfuzz.gate.classification import Classifier, Rerun, spare_limit
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import split_compile_lane, stage_pool
 from diagfuzz.gate.progress import GateProgress

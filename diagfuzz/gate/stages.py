@@ -28,10 +28,10 @@ from diagfuzz.core import corpus
 from diagfuzz.core.case import Case
 from diagfuzz.core.signature import Signature, cause_axes, keyed_on_registration, signature_of
 from diagfuzz.core.verdict import KINDS, Verdict
+from diagfuzz.execution.classification import Classification
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate import suite, unfinished
-from diagfuzz.gate.classification import Classification
 from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import Router, auto_stage_executors
 from diagfuzz.gate.progress import GateProgress

@@ -21,6 +21,13 @@ The state kernel libraries keep between calls, each planted on aten's ``diagonal
   result. Whether the address comes back is the allocator's doing, not this library's.
 - ``sized_plan``: an index map cached per (sizes, offset, dims, dtype) but not strides or
   storage offset: the same sizes in another layout gather the first layout's elements.
+- ``offset_blind``: a result cache keyed on the input's layout and dims but not the
+  offset: a call at another offset of an input laid out the same way gets the earlier
+  call's diagonal.
+- ``left_running``: work a call leaves running. A ``diagonal_backward`` call with offset 2
+  returns aten's result but leaves a job that the next call of any op waits on forever (a
+  kernel that never ends, found at the next synchronisation): a hang that needs the call
+  just before it.
 - ``error_record``: the offset a call is for recorded before the dims are checked, the
   diagonal's start derived after: a refused call leaves the record ahead of the start,
   and the next valid call at that offset reads the previous offset's diagonal.
@@ -28,6 +35,7 @@ The state kernel libraries keep between calls, each planted on aten's ``diagonal
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 import torch
@@ -150,6 +158,38 @@ class SizedPlan(Faulty):
         return torch.as_strided(x, *plan).clone(memory_format=torch.contiguous_format)
 
 
+class OffsetBlind(Faulty):
+    """Results cached per layout and dims, the offset left out of the key."""
+
+    cache: ClassVar[dict[tuple[Any, ...], torch.Tensor]] = {}
+
+    def fault(self, result, offset):
+        return result
+
+    def diagonal(self, x, offset=0, dim1=0, dim2=1):
+        key = (tuple(x.shape), x.stride(), x.storage_offset(), x.dtype, dim1, dim2)
+        if key not in self.cache:
+            self.cache[key] = aten.diagonal(x, offset, dim1, dim2).clone()
+        return self.cache[key].clone()
+
+
+class LeftRunning(_Diagonal):
+    pending = False
+
+    def _wait(self) -> None:
+        while LeftRunning.pending:
+            time.sleep(0.05)
+
+    def diagonal_backward(self, grad_output, input_sizes, offset, dim1, dim2):
+        self._wait()
+        LeftRunning.pending = offset == 2
+        return aten.diagonal_backward(grad_output, input_sizes, offset, dim1, dim2)
+
+    def wrong(self, x, args):
+        self._wait()
+        return False
+
+
 class ErrorRecord(Faulty):
     """The diagonal's start, derived per offset; the record of which offset it is for is
     written before the dims are checked."""
@@ -179,4 +219,6 @@ address_reuse = AddressReuse()
 nth_call = NthCall()
 input_address = InputAddress()
 sized_plan = SizedPlan()
+offset_blind = OffsetBlind()
+left_running = LeftRunning()
 error_record = ErrorRecord()

@@ -11,7 +11,8 @@ outcome varies for one and the same sequence. The rule, cheapest first:
    fails on its n-th call in one process). 2R fresh executors replay it side by side.
 3. None of the R fail, the Case passes alone: its executor's history
    (``diagfuzz.execution.history``: every call it made before the Case) is replayed before
-   it in a fresh executor. If it then fails, the history is shrunk by delta debugging
+   it in a fresh executor, its calls of the same op (with the same sizes, then any) first
+   (``related_parts``). If it then fails, that part is shrunk by delta debugging
    (``ddmin``, each test a replay in a fresh executor; usually one earlier call, a
    *polluter*, is left) and the shortest sequence replayed 2R times: *after earlier calls*.
    If it does not, a second fresh executor runs the Case R more times: flaky.
@@ -33,30 +34,36 @@ Triton's and inductor's compile caches.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from diagfuzz.core.case import Case
-from diagfuzz.core.corpus import case_id
-from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import history
 from diagfuzz.execution.history import Call
 from diagfuzz.execution.parent import DEFAULT_TIMEOUT, ExecutorError, ProcessRunner
 from diagfuzz.execution.timeouts import Calibration, KnownFaults
-from diagfuzz.gate.options import DEFAULT_REPEATS
+
+if TYPE_CHECKING:  # torch-heavy: the gate's options read DEFAULT_REPEATS before torch
+    from diagfuzz.core.case import Case
+    from diagfuzz.core.verdict import Verdict
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
 RESTARTING_KINDS = ("crash", "hang")
 #: Fresh-executor replays delta debugging may spend shrinking one history (it keeps the
 #: shortest failing sequence found when they run out).
 SHRINK_REPLAYS = 48
+#: Seconds delta debugging may spend shrinking one history (each replay a fresh executor:
+#: seconds where the impl's import is slow); then the shortest failing sequence so far is
+#: kept, which its reproducer replays all the same.
+SHRINK_SECONDS = 30.0
 #: Calls of the same Case a fresh executor makes looking for the n-th call that fails,
 #: beyond the R re-runs, when the Case passes alone and its history has as many calls.
 REPEAT_SEARCH = 256
@@ -66,6 +73,9 @@ COLD_FIRST_CALL = "cold first call"
 REPEATED_CALL = "repeated call"
 AFTER_CALLS = "after earlier calls"
 NOT_REPRODUCED = "not reproduced after its history"
+
+#: Re-runs of a Case in one fresh executor (the gate's ``--repeats``).
+DEFAULT_REPEATS = 5
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,8 @@ class Classification:
     searched: int = 0
     #: Fresh executors the search for the sequence took (replays while shrinking).
     replays: int = 0
+    #: Wall seconds its classification took.
+    seconds: float = 0.0
 
     @property
     def deterministic(self) -> bool:
@@ -140,7 +152,46 @@ class Classification:
                 "failures": self.failures, "runs": self.runs, "kinds": dict(self.kinds),
                 "processes": self.processes, "history": self.history,
                 "story": self.story(), "sequence": history.sequence_dicts(self.sequence),
-                "searched": self.searched, "replays": self.replays}
+                "searched": self.searched, "replays": self.replays,
+                "seconds": round(self.seconds, 2)}
+
+    @staticmethod
+    def from_dict(data: dict[str, Any], case: Case) -> Classification:
+        """The inverse of ``to_dict`` for the failure of ``case`` (its example aside)."""
+        return Classification(case, str(data["kind"]), int(data["runs"]),
+                              int(data["failures"]), dict(data.get("kinds") or {}),
+                              processes=int(data.get("processes", 1)),
+                              history=str(data.get("history", "")),
+                              sequence=tuple(Call.from_dict(call)
+                                             for call in data.get("sequence") or ()),
+                              searched=int(data.get("searched", 0)),
+                              replays=int(data.get("replays", 0)),
+                              seconds=float(data.get("seconds", 0.0)))
+
+
+#: Earlier calls a finding's block lists (the rest are counted).
+SEQUENCE_SHOWN = 5
+
+
+def history_lines(c: Classification | None) -> list[str]:
+    """Under a failing Case, what it needs to fail where that is more than the Case alone:
+    the story in words, then the calls before it (shrunk), oldest first."""
+    if c is None or not c.story():
+        return []
+    lines = [f"{'history':<8} {c.story()}"]
+    if not c.deterministic:
+        return lines
+    calls = c.sequence
+    if calls and all(call == calls[0] for call in calls) and calls[0].case == c.case:
+        n = len(calls)
+        return [*lines, f"{'after':<8} the same Case, {n} time{'' if n == 1 else 's'}"]
+    for i, call in enumerate(calls[:SEQUENCE_SHOWN]):
+        same = " (the same Case)" if call.case == c.case else ""
+        lines.append(f"{'after' if i == 0 else '':<8} {i + 1}. {call.describe()}{same}")
+    if len(calls) > SEQUENCE_SHOWN:
+        lines.append(f"{'':<8} ... {len(calls) - SEQUENCE_SHOWN} more (the reproducer "
+                     "replays them all)")
+    return lines
 
 
 def _nth(n: int) -> str:
@@ -169,6 +220,13 @@ def spare_limit() -> int:
     return max(2, os.cpu_count() or 2)
 
 
+def _case_id(case: Case) -> str:
+    """The corpus' id of a Case (imported when first needed: the corpus needs torch)."""
+    from diagfuzz.core.corpus import case_id
+
+    return case_id(case)
+
+
 def _validated(failure: Verdict, repeats: int) -> Case:
     if failure.case is None:
         raise ValueError(f"classify: the verdict has no Case to re-run: {failure}")
@@ -192,6 +250,7 @@ class Classifier:
         self._spares: list[ProcessRunner] = []
         self._made_spares = 0
         self.stopped = False
+        self._born = time.monotonic()
 
     def stop(self) -> None:
         """Kill every executor now; re-runs not yet started never start."""
@@ -239,7 +298,7 @@ class Classifier:
                 if runner.log is not None:
                     with contextlib.suppress(OSError), runner.log.open("a") as out:
                         out.write(f"[diagfuzz classification: re-runs of Case "
-                                  f"{case_id(case)}: {case.describe()}]\n")
+                                  f"{_case_id(case)}: {case.describe()}]\n")
                 return runner
             runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
                                    oracle=oracle, workdir=log, strict=self.rerun.strict,
@@ -263,6 +322,8 @@ class Classifier:
                 if self.stopped:  # killed under it: not the Case's verdict
                     break
                 verdicts.append(verdict)
+                if verdict.kind in RESTARTING_KINDS and verdict.kind != kind:
+                    break  # its executor was replaced: each further call may cost a restart
         except (ExecutorError, OSError, ValueError):
             if not self.stopped:
                 raise
@@ -309,12 +370,36 @@ class Classifier:
     def classify(self, failure: Verdict, *, oracle: str | None = None,
                  timeout: float | None = None) -> Classification | None:
         """Classify one failure by the rule of the module docstring (None: stopped before
-        any re-run finished)."""
+        any re-run finished), with the seconds it took."""
+        started = time.monotonic()
+        if failure.case is not None:
+            self._note(failure.case, f"{failure.kind}: classifying")
+        found = self._classify(failure, oracle, timeout)
+        if found is None:
+            return None
+        found = dataclasses.replace(found, seconds=time.monotonic() - started)
+        self._note(found.case, f"{found.label} {found.ratio} {found.history or 'alone'}, "
+                               f"{found.processes} executors, {found.seconds:.1f} s")
+        return found
+
+    def _note(self, case: Case, event: str) -> None:
+        """One line of ``<workdir>/classification.log``: what each classification did when,
+        so a slow one can be told from the others."""
+        if self.rerun.workdir is None:
+            return
+        line = f"[{time.monotonic() - self._born:8.1f} s] {_case_id(case)} {event}\n"
+        with self._lock, contextlib.suppress(OSError):
+            self.rerun.workdir.mkdir(parents=True, exist_ok=True)
+            with (self.rerun.workdir / "classification.log").open("a") as out:
+                out.write(line)
+
+    def _classify(self, failure: Verdict, oracle: str | None,
+                  timeout: float | None) -> Classification | None:
         repeats = self.repeats
         case = _validated(failure, repeats)
         oracle = oracle or self.rerun.oracle
         timeout = timeout or self.rerun.timeout
-        base = None if self.rerun.workdir is None else self.rerun.workdir / case_id(case)
+        base = None if self.rerun.workdir is None else self.rerun.workdir / _case_id(case)
         kind = failure.kind
         past = history.read(failure.details.get("history"))
         numbers = itertools.count(2)
@@ -353,6 +438,11 @@ class Classifier:
         # Some of its own re-runs fail: the Case repeated up to its first failure.
         sequence = [target] * first
         verdicts = self._replays([sequence] * (2 * repeats), target, log, timeout)
+        if first == 0 and not any(v.ok for v in alone):
+            # It failed first, then hung or crashed when called again (its executor was
+            # replaced, ``_runs``): no call of it passed, so it fails alone.
+            return _measured(case, kind, [v for v in verdicts if v is not None],
+                             len(verdicts) + processes, searched=len(past))
         return _measured(case, kind, [v for v in verdicts if v is not None],
                          len(verdicts) + processes,
                          history=COLD_FIRST_CALL if first == 0 else REPEATED_CALL,
@@ -367,22 +457,35 @@ class Classifier:
             return (verdict is not None and verdict.kind == kind
                     and not verdict.details.get("replay_restarted"))
 
-        replays = 1
-        if not fails(self._replay(past, target, log(), timeout)):
+        replays, start = 0, None
+        for part in (*related_parts(past, target), past):
+            replays += 1
+            failed = fails(self._replay(part, target, log(), timeout))
+            self._note(target.case, f"after {len(part)} of its {len(past)} earlier calls: "
+                                    f"{'fails' if failed else 'passes'}")
+            if failed:
+                start = part
+                break
+            if self.stopped:
+                return None
+        if start is None:
             return None
+
+        shrink_until = time.monotonic() + SHRINK_SECONDS
 
         def test(candidates: list[list[Call]]) -> list[bool]:
             nonlocal replays
-            if self.stopped:
+            if self.stopped or time.monotonic() > shrink_until:
                 return []  # as a spent budget: the shortest failing sequence so far
             room = max(0, SHRINK_REPLAYS - replays)
             candidates = candidates[:room]
             replays += len(candidates)
             return [fails(v) for v in self._replays(candidates, target, log, timeout)]
 
-        shrunk = ddmin(past, test)
+        shrunk = ddmin(start, test)
         if self.stopped:
             return None
+        self._note(target.case, f"shrunk to {len(shrunk)} calls in {replays} replays")
         verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout)
         return _measured(target.case, kind, [v for v in verdicts if v is not None],
                          len(verdicts) + replays, history=AFTER_CALLS,
@@ -417,6 +520,26 @@ class Classifier:
                 return list(pool.map(one, range(len(failures))))
         finally:
             self.close_spares()
+
+
+def related_parts(past: list[Call], target: Call) -> list[list[Call]]:
+    """The parts of a history replayed before the whole of it, shortest first: the call
+    just before the target, the earlier calls of the target's op with its sizes, then every
+    earlier call of its op (each only where not empty, shorter than the whole and not the
+    part before it). Why: a replay costs its length (a suite executor's history is
+    thousands of calls) and, for a hang, an executor and an allowance; work a call leaves
+    running (a kernel that never ends, found at the next synchronisation) fails the very
+    next call, and a polluter is most often a call of the same op (a cache keyed without
+    strides is met again at the same sizes). A flag one op leaves for another is still
+    found, in the whole history, after them."""
+    case = target.case
+    same_op = [call for call in past if call.case.op == case.op]
+    same_sizes = [call for call in same_op if call.case.sizes == case.sizes]
+    parts: list[list[Call]] = []
+    for part in (past[-1:], same_sizes, same_op):
+        if part and len(part) < len(past) and (not parts or part != parts[-1]):
+            parts.append(part)
+    return parts
 
 
 def ddmin(calls: list[Call], test: Callable[[list[list[Call]]], list[bool]]) -> list[Call]:
