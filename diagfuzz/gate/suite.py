@@ -46,6 +46,8 @@ def suite_command(opts: Options, report: Path, max_seconds: float | None = None)
     # pipelined runs' workers keep the GPU fed (H200, FlagGems: 4 workers of 3 executors
     # each, 12 imports and warm-ups, for 4 Cases in flight at a time).
     command += ["--diagfuzz-executors", "1"]
+    # The gate classifies every finding itself (its history included): no check twice.
+    command += ["--diagfuzz-history-check", "off"]
     # No --diagfuzz-covering: the gate judges the covering Cases in a stage of its own.
     if opts.workers == "auto":
         command += ["--diagfuzz-workers-per-gpu", str(gate_workers_per_gpu())]

@@ -103,6 +103,9 @@ class Reporter:
         self._hard_stop_lock = threading.Lock()
         #: A signal arms it: past its bound the run writes what it holds and exits.
         self.bound = StopBound(self._write_held)
+        #: The history check's classifier while it runs (``diagfuzz.harness.history_check``):
+        #: a signal then stops it, and the finish goes on.
+        self._checker: Any = None
         self._write_lock = threading.Lock()
         #: A worker found the impl unusable: pytest reports it; this run writes nothing.
         self.usage_error = False
@@ -177,6 +180,10 @@ class Reporter:
                 self.bound.arm()
                 self._tell_workers()
                 _import_findings_now()
+                if self._checker is not None:  # in the finish: the check ends, the rest runs
+                    self.stopped = self.stopped or "SIGTERM"
+                    self._checker.stop()
+                    return
                 if not self.stopped:
                     self.stopped = "SIGTERM"
                     raise KeyboardInterrupt("diagfuzz: stopped by SIGTERM")
@@ -185,6 +192,11 @@ class Reporter:
             def on_sigint(signum: int, frame: Any) -> None:
                 if self._hard_stop_due and not self._interruptible:
                     return  # the hard stop's interrupt, arriving once the finish began
+                if self._checker is not None:
+                    self.bound.arm()
+                    self.stopped = self.stopped or "SIGINT"
+                    self._checker.stop()
+                    return
                 self.bound.arm()
                 self._tell_workers()
                 _import_findings_now()
@@ -285,6 +297,8 @@ class Reporter:
         elif self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
         self.exitstatus = int(session.exitstatus)
+        if not self.stopped:
+            self._check_history()
         with self._write_lock:
             self.bound.written(self.exitstatus)  # past the bound: exit with this code
             self._write_reproducers()
@@ -354,10 +368,30 @@ class Reporter:
             return self.report_path.with_name(self.report_path.stem + "-repro")
         return Path(self.plan.run_dir) / "repro"
 
+    def _check_history(self) -> None:
+        """Findings that pass alone get the earlier calls they need, for their reproducers
+        (``diagfuzz.harness.history_check``), unless --diagfuzz-history-check is off."""
+        if not self.findings or self.config.getoption("diagfuzz_history_check") == "off":
+            return
+        from diagfuzz.execution import forkserver
+        from diagfuzz.harness import history_check
+
+        forkserver.use(self.plan.fork_server)
+        rerun = history_check.rerun_of(
+            self.plan.impl, self.plan.device or planning.device(),
+            self.plan.timeout or _default_timeout(), self.plan.strict, self.plan.run_dir)
+        self._checker = history_check.checker(rerun)
+        try:
+            history_check.check_history(self.findings, self._checker,
+                                        history_check.check_seconds(self.plan.stop_at))
+        finally:
+            self._checker = None
+
     def _write_reproducers(self) -> None:
         """A reproducer per finding with a Case, in a directory of this run's alone."""
         if not self.findings:
             return
+        from diagfuzz.harness import history_check
         from diagfuzz.harness import reproducers as repro
 
         directory = self._repro_dir()
@@ -375,7 +409,8 @@ class Reporter:
                     timeout=repro.reproducer_timeout(
                         verdict, self.plan.timeout or _default_timeout()), verdict=verdict,
                     impl_path=self.plan.impl_path, strict=self.plan.strict,
-                    **_sequence_of(finding, verdict)).resolve())
+                    **(_sequence_of(finding, verdict)
+                       or history_check.sequence_arguments(finding))).resolve())
         except OSError as exc:
             self.write_error = f"could not write reproducers in {directory}: {exc}"
 

@@ -25,6 +25,7 @@ from diagfuzz.core.signature import (
     symptom_of,
 )
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.classification import Classification, history_lines
 
 #: How many differing elements a block shows.
 FIRST_SHOWN = 3
@@ -52,6 +53,9 @@ class Finding:
     reproducer: str | None = None
     classes: dict[str, dict[str, int]] = field(default_factory=dict)
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: What its Case needs to fail beyond itself (the earlier calls of its executor, shrunk):
+    #: the controller's check in fresh executors (``diagfuzz.harness.history_check``).
+    classification: Classification | None = None
 
     @staticmethod
     def of(verdict: Verdict, test_id: str = "", *, count: int = 1,
@@ -137,7 +141,9 @@ class Finding:
                 "classes": {axis: dict(sorted(values.items()))
                             for axis, values in sorted(self.classes.items())},
                 "shrunk": self.shrunk, "flaky": self.flaky, "test_ids": list(self.test_ids),
-                "reproducer": self.reproducer, "examples": self.symptom_examples()}
+                "reproducer": self.reproducer, "examples": self.symptom_examples(),
+                **({"classification": self.classification.to_dict()}
+                   if self.classification is not None else {})}
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Finding:
@@ -148,7 +154,16 @@ class Finding:
                        list(data.get("test_ids", [])), data.get("reproducer"),
                        {str(axis): {str(k): int(n) for k, n in values.items()}
                         for axis, values in dict(data.get("classes", {})).items()},
-                       {str(k): dict(v) for k, v in dict(data.get("examples") or {}).items()})
+                       {str(k): dict(v) for k, v in dict(data.get("examples") or {}).items()},
+                       _classification(data))
+
+
+def _classification(data: dict[str, Any]) -> Classification | None:
+    """A report entry's classification, where it has one and a Case."""
+    found, case = data.get("classification"), data.get("verdict", {}).get("case")
+    if not found or not case:
+        return None
+    return Classification.from_dict(found, Case.from_json(case))
 
 
 def own_example(verdict: dict[str, Any], shrunk: bool, flaky: bool
@@ -319,6 +334,7 @@ def block(finding: Finding, number: int, total: int,
     lines.append(f"  {'found':<8} {finding.kind}{where}: {finding.message}")
     lines += covers_lines(finding.classes)
     lines += symptom_lines(finding.classes, finding.symptom_examples())
+    lines += ["  " + line for line in history_lines(finding.classification)]
     lines += evidence_lines(finding.details)
     if command:
         lines.append(f"  {'repro':<8} {command}")

@@ -128,6 +128,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--diagfuzz-report", default=None, metavar="PATH",
                     help="write the JSON report (seed, impl, counts, findings) to PATH; "
                          "reproducers go beside it, in PATH's name + -repro/")
+    group.addoption("--diagfuzz-history-check", choices=("on", "off"), default="on",
+                    help="before writing reproducers, re-run each finding's Case alone in a "
+                         "fresh executor; one that passes alone gets the earlier calls of "
+                         "its executor replayed and shrunk, and its reproducer replays "
+                         "them (default on; the gate classifies its findings itself)")
     group.addoption("--diagfuzz-workers-per-gpu", type=int, default=None, metavar="N",
                     help="workers per GPU for -n auto on a GPU machine "
                          f"(default min({workers.MAX_WORKERS_PER_GPU}, CPUs per GPU))")

@@ -5,7 +5,7 @@ Hypothesis). It rebuilds the exact tensors (``diagfuzz.core.case.materialise``),
 and ``diagfuzz.oracles.check``, prints each verdict with its bit-level details, and exits 1
 while the bug is there, 0 once it is fixed (3 if diagfuzz cannot be loaded, 4 if the impl
 cannot: ``diagfuzz.core.exits``). A failure that depends on what ran before (its
-classification found the calls it needs: ``diagfuzz.gate.classification``) embeds that
+classification found the calls it needs: ``diagfuzz.execution.classification``) embeds that
 sequence too, and every repetition replays it before the Case. By default each repetition
 runs in a fresh executor process (``diagfuzz.execution.parent.ProcessRunner``), so a crash
 or a hang is reported as a verdict instead of killing or stalling the script, and

@@ -1,0 +1,85 @@
+"""The fuzz suite's history check: a finding of the plain op streams that passes alone in a
+fresh process gets the earlier calls it needs, shrunk, and its reproducer replays them, so
+it exits 1 while the bug is there instead of saying "fixed?"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from diagfuzz.core.case import Case, Layout
+from diagfuzz.execution.classification import related_parts
+from diagfuzz.execution.history import Call
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Results cached per layout and dims, not the offset (nor the values): a call after another
+#: of the same layout gets the earlier one's diagonal. Every Case passes alone.
+IMPL = "tests.faulty.history:offset_blind"
+
+
+def suite(tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
+         "--impl", IMPL, "-k", "test_diagonal", "-p", "no:cacheprovider", "-n", "0",
+         "--diagfuzz-ops=diagonal", "--diagfuzz-sequences=0", "--diagfuzz-shards=1",
+         "--diagfuzz-budget=150", "--diagfuzz-seed=1",
+         f"--diagfuzz-root={tmp_path / 'runs'}", f"--diagfuzz-report={report}", *extra],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+
+
+def reproduce(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                          text=True, check=False, env=env, timeout=300)
+
+
+def test_a_finding_that_passes_alone_gets_a_reproducer_that_replays_its_polluter(
+        tmp_path: Path) -> None:
+    code, output, report = suite(tmp_path)
+    assert code == 1, output
+    assert report["findings"], output
+    for finding in report["findings"]:
+        found = finding["classification"]
+        assert found["history"] == "after earlier calls", found
+        assert found["label"] == "deterministic" and len(found["sequence"]) == 1, found
+        script = Path(finding["reproducer"])
+        replayed = reproduce(script)
+        assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+        alone = reproduce(script, "--alone")
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "passes alone; fails after 1 earlier call" in output
+    assert "  after    1. diagonal(" in output
+
+
+def test_with_the_check_off_the_reproducer_runs_the_case_alone(tmp_path: Path) -> None:
+    code, output, report = suite(tmp_path, "--diagfuzz-history-check", "off")
+    assert code == 1, output
+    assert report["findings"], output
+    for finding in report["findings"]:
+        assert "classification" not in finding
+        assert "SEQUENCE = []" in Path(finding["reproducer"]).read_text()
+        assert reproduce(Path(finding["reproducer"])).returncode == 0  # "fixed?": it is not
+
+
+def _call(sizes: tuple[int, ...], op: str = "diagonal", offset: int = 0) -> Call:
+    return Call("check", Case(op, sizes, offset, 0, 1, "float32", Layout.contiguous(sizes)))
+
+
+def test_the_last_call_then_the_same_op_and_sizes_are_replayed_first() -> None:
+    target = _call((3, 4))
+    same_sizes = [_call((3, 4), offset=1), _call((3, 4), offset=2)]
+    same_op = [_call((5, 5)), *same_sizes]
+    past = [_call((3, 4), op="diag_embed"), *same_op]
+    assert related_parts(past, target) == [same_sizes[-1:], same_sizes, same_op]
+    # A part that is the whole history, or the part before it, is not replayed twice.
+    assert related_parts(same_op, target) == [same_sizes[-1:], same_sizes]
+    assert related_parts(same_sizes[-1:], target) == []
+    other = [_call((2, 2), op="diag_embed"), _call((2, 3), op="diag_embed")]
+    assert related_parts(other, target) == [other[-1:]]
