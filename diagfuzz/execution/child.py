@@ -9,6 +9,7 @@ the check fails, it reports so and exits.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ from diagfuzz.core.impl import ImplError
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.beacon import Marks, Stalled, StallWatch, install_marks
+from diagfuzz.execution.gpu_memory import MemoryShare
 from diagfuzz.execution.profiling import Profiler
 from diagfuzz.execution.timeline import mark, process_start
 from diagfuzz.execution.timeouts import KNOWN_HANG_NOTE
@@ -162,9 +164,11 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
     ahead: list[msg.Message] = []  # read while filling a batch, not yet answered
     closed = False
     marks = marks or Marks(None)
+    share = MemoryShare(device)
     while True:
         if timing is not None:  # what was judged so far, for an executor a crash may kill
             timing.checkpoint()
+        share.after_case()  # cached blocks past this executor's share back to the GPU
         if ahead:
             request = ahead.pop(0)
         elif closed:
@@ -196,7 +200,8 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                     ahead.append(queued)
             runs += len(batch)
             marks.begin()
-            reply = _judge_batch(batch, impl, device, oracles, profiler, strict, timing)
+            reply = _judge_batch(batch, impl, device, oracles, profiler, strict, timing,
+                                 share)
             if isinstance(reply, msg.BatchJudged):
                 reply = replace(reply, stretch=round(marks.end(), 6))
             _send(conn, reply)
@@ -222,8 +227,9 @@ def _answer(inbox: Connection, conn: Connection, impl: Any, device: str, oracles
                 case = Case.from_json(request.case)
                 marks.begin()
                 try:
-                    verdict = _judge_watched(oracle, case, impl, device, strict, watch,
-                                             request.stall)
+                    verdict = share.judge(functools.partial(
+                        _judge_watched, oracle, case, impl, device, strict, watch,
+                        request.stall))
                 finally:
                     profiler.disable()
                 stretch = round(marks.end(), 6)
@@ -271,7 +277,7 @@ def _judge_watched(oracle: Any, case: Case, impl: Any, device: str, strict: bool
 
 def _judge_batch(batch: list[msg.Run], impl: Any, device: str, oracles: Any,
                  profiler: Profiler, strict: bool,
-                 timing: ExecutorTiming | None) -> msg.Message:
+                 timing: ExecutorTiming | None, share: MemoryShare) -> msg.Message:
     """One batch's answer: ``BatchJudged``, or ``Raised`` when the oracle raised.
 
     A Case that fails in a batch of several is judged again alone, after a health check
@@ -290,8 +296,8 @@ def _judge_batch(batch: list[msg.Run], impl: Any, device: str, oracles: Any,
         if failing and not health and len(cases) > 1:
             alone = getattr(oracles, batch[0].oracle)
             for i in failing:
-                verdicts[i] = _confirmed(verdicts[i], alone(cases[i], impl, device,
-                                                            strict=strict))
+                verdicts[i] = _confirmed(verdicts[i], share.judge(
+                    functools.partial(alone, cases[i], impl, device, strict=strict)))
             health = _health_text(device)
     except Exception as exc:
         return msg.Raised(repr(exc), traceback.format_exc())
