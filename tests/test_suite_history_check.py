@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.execution.classification import related_parts
+from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution.classification import AFTER_CALLS, Classification, related_parts
 from diagfuzz.execution.history import Call
+from diagfuzz.harness.findings import Finding
+from diagfuzz.harness.history_check import sequence_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Results cached per layout and dims, not the offset (nor the values): a call after another
@@ -83,3 +86,27 @@ def test_the_last_call_then_the_same_op_and_sizes_are_replayed_first() -> None:
     assert related_parts(same_sizes[-1:], target) == []
     other = [_call((2, 2), op="diag_embed"), _call((2, 3), op="diag_embed")]
     assert related_parts(other, target) == [other[-1:]]
+
+
+def _classified(case: Case, polluter: Call) -> Classification:
+    return Classification(case, "mismatch", 2, 2, {"mismatch": 2}, history=AFTER_CALLS,
+                          sequence=(polluter,), searched=9)
+
+
+def test_a_findings_sequence_follows_its_representative_through_merges_and_reports() -> None:
+    polluter = _call((3, 4), offset=1)
+    simple, larger = _call((3, 4)).case, _call((6, 6)).case
+    kept = Finding.of(Verdict("mismatch", "bitwise:aten", "differ", larger), "::test_x[0]")
+    better = Finding.of(Verdict("mismatch", "bitwise:aten", "differ", simple), "::test_x[1]")
+    better.shrunk = True
+    better.classification = _classified(simple, polluter)
+    kept.merge(better)  # the shrunk one represents the cause, with its sequence
+    assert kept.case == simple and kept.classification == better.classification
+    again = Finding.from_dict(json.loads(json.dumps(kept.to_dict())))
+    assert again.classification is not None
+    assert again.classification.sequence == (polluter,)
+    arguments = sequence_arguments(again)
+    assert arguments["sequence"] == [polluter]
+    assert arguments["story"] == ("passes alone; fails after 1 earlier call (shrunk from the 9 "
+                                  "its executor made before it)")
+    assert sequence_arguments(Finding.of(Verdict("mismatch", "b", "m", simple))) == {}

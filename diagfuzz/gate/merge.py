@@ -229,6 +229,7 @@ def write_reproducers(merged: Merged, directory: Path, device: str | None) -> st
     """A reproducer per finding with a Case in ``directory`` (this merge's alone, old
     ``repro_*.py`` removed); '' or why not."""
     from diagfuzz.harness import reproducers as repro
+    from diagfuzz.harness.history_check import sequence_arguments
 
     if not merged.findings:
         return ""
@@ -246,7 +247,7 @@ def write_reproducers(merged: Merged, directory: Path, device: str | None) -> st
                 device=device or repro._default_device(),
                 timeout=data.get("timeout") or 30.0, verdict=verdict,
                 impl_path=tuple(data.get("impl_path") or ()),
-                strict=bool(data.get("strict"))))
+                strict=bool(data.get("strict")), **sequence_arguments(finding)))
     except OSError as exc:
         return f"could not write reproducers in {directory}: {exc}"
     return ""

@@ -409,8 +409,7 @@ class Reporter:
                     timeout=repro.reproducer_timeout(
                         verdict, self.plan.timeout or _default_timeout()), verdict=verdict,
                     impl_path=self.plan.impl_path, strict=self.plan.strict,
-                    **(_sequence_of(finding, verdict)
-                       or history_check.sequence_arguments(finding))).resolve())
+                    **history_check.sequence_arguments(finding)).resolve())
         except OSError as exc:
             self.write_error = f"could not write reproducers in {directory}: {exc}"
 
@@ -534,23 +533,3 @@ def _is_shard_id(nodeid: str) -> bool:
 
 def _tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
-
-
-#: The fuzz suite's sequence search item (``diagfuzz.suite.test_sequences``).
-SEQUENCE_TEST = "test_sequences"
-
-
-def _sequence_of(finding: Any, verdict: Any) -> dict[str, Any]:
-    """A sequence search finding's reproducer arguments: the calls its executor made before
-    it (its sequence: the search gives each sequence fresh executors), replayed first."""
-    if not any(SEQUENCE_TEST in test for test in getattr(finding, "test_ids", [])):
-        return {}
-    from diagfuzz.execution import history
-
-    calls = history.read(verdict.details.get("history"))
-    if not calls:
-        return {}
-    n = len(calls)
-    return {"sequence": calls,
-            "story": f"found after {n} earlier call{'' if n == 1 else 's'} in one executor "
-                     "by the suite's sequence search"}

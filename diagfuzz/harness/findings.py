@@ -127,6 +127,7 @@ class Finding:
         self.examples = merge_examples(self.symptom_examples(), other.symptom_examples())
         if other.preference() < self.preference():
             self.verdict, self.shrunk, self.flaky = other.verdict, other.shrunk, other.flaky
+            self.classification = other.classification  # of the representative's Case
         self.count += other.count
         self.dtypes = dict(Counter(self.dtypes) + Counter(other.dtypes))
         self.classes = add_tallies(self.classes, other.classes)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagfuzz.execution import history
 from diagfuzz.execution.classification import Classification, Classifier, Rerun
 from diagfuzz.harness.findings import Finding
 
@@ -30,13 +31,21 @@ CHECK_SECONDS = 120.0
 LEFT_ALONE = ("hang", "harness-error")
 
 
+#: The fuzz suite's sequence search item (``diagfuzz.suite.test_sequences``).
+SEQUENCE_TEST = "test_sequences"
+
+
+def _of_sequence_search(finding: Finding) -> bool:
+    return any(SEQUENCE_TEST in test for test in finding.test_ids)
+
+
 def needs_check(finding: Finding) -> bool:
     """Whether a finding's Case had calls before it in its executor, which its reproducer
     would leave out (a sequence search finding replays its own sequence)."""
     verdict = finding.as_verdict()
     if verdict is None or verdict.case is None or verdict.ok or verdict.kind in LEFT_ALONE:
         return False
-    if any("test_sequences" in test for test in finding.test_ids):
+    if _of_sequence_search(finding):
         return False
     recorded = verdict.details.get("history")
     return isinstance(recorded, dict) and int(recorded.get("calls", 0)) > 0
@@ -88,13 +97,24 @@ def rerun_of(impl: str, device: str, timeout: float, strict: bool, run_dir: str)
 
 
 def sequence_arguments(finding: Finding) -> dict[str, object]:
-    """The reproducer's ``sequence`` and ``story`` for a finding the check classified ({}
-    where its Case fails alone, or the check did not finish it)."""
+    """The reproducer's ``sequence`` and ``story``: a sequence search finding's own calls
+    (its executor's history: the search gives each sequence fresh executors), else the
+    shortest failing sequence the check found; {} where the Case fails alone (or the check
+    did not finish it, or the history file is on another machine)."""
+    verdict = finding.as_verdict()
+    if verdict is not None and _of_sequence_search(finding):
+        calls = history.read(verdict.details.get("history"))
+        if not calls:
+            return {}
+        n = len(calls)
+        return {"sequence": calls,
+                "story": f"found after {n} earlier call{'' if n == 1 else 's'} in one "
+                         "executor by the suite's sequence search"}
     found: Classification | None = finding.classification
     if found is None or not found.deterministic or not found.sequence:
         return {}
     return {"sequence": list(found.sequence), "story": found.story()}
 
 
-__all__ = ["CHECK_SECONDS", "LEFT_ALONE", "check_history", "check_seconds", "checker",
-           "needs_check", "rerun_of", "sequence_arguments"]
+__all__ = ["CHECK_SECONDS", "LEFT_ALONE", "SEQUENCE_TEST", "check_history", "check_seconds",
+           "checker", "needs_check", "rerun_of", "sequence_arguments"]
