@@ -15,6 +15,7 @@ from pathlib import Path
 
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.runtime import DEVICE
+from diagfuzz.execution import history
 from diagfuzz.execution.beacon import Beacon, Marks, watch_compiles
 from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.execution.timeouts import (
@@ -155,6 +156,28 @@ def test_a_stall_a_fresh_executor_outlasts_is_no_hang(tmp_path: Path) -> None:
     assert slow.details["first_attempt"]["details"]["timeout"] < SLOW_START_SECONDS
     assert all(v.ok for v in verdicts)
     assert not (tmp_path / "known").exists()
+
+
+def test_a_hang_the_call_before_left_is_confirmed_after_that_call_not_dropped(
+        tmp_path: Path) -> None:
+    """A diagonal_backward with offset 2 leaves work the next call waits on forever (as a
+    kernel that never ends is met at the next synchronisation): alone in a fresh executor
+    the hanging Case passes, so its confirmation replays the call just before it first."""
+    polluter = Case("diagonal_backward", (3, 3), 2, 0, 1, "float32", Layout.contiguous((3, 3)))
+    cases = [*(diagonal((n + 1, n)) for n in range(2, 6)), polluter, diagonal((3, 3)),
+             diagonal((4, 4))]
+    with ProcessRunner("tests.faulty.history:left_running", DEVICE, timeout=CAP,
+                       workdir=tmp_path, learnt=learnt_for(tmp_path / "known")) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    hang = verdicts[-2]
+    assert hang.kind == "hang", hang
+    assert hang.details["first_attempt"]["kind"] == "hang"
+    # Its history in the confirming executor: the call before it, made again.
+    assert [c.case for c in history.read(hang.details["history"])] == [polluter]
+    assert verdicts[-1].ok and all(v.ok for v in verdicts[:-2])
+    assert (tmp_path / "known").read_text().split() == ["diagonal", "hang"]
 
 
 def test_every_case_of_one_op_hanging_costs_each_a_short_allowance(tmp_path: Path) -> None:

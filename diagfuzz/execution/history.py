@@ -106,6 +106,13 @@ class History:
         self._count += 1
         return self._count - 1
 
+    def before(self, index: int) -> Call | None:
+        """The call this executor got just before its call ``index`` (None for its first,
+        or one dropped past the limit)."""
+        dropped = self._count - len(self._calls)
+        i = index - 1 - dropped
+        return self._calls[i] if 0 <= i < len(self._calls) and index <= self._count else None
+
     def reference(self, before: int) -> dict[str, Any]:
         """``details.history`` of a failing Case that had ``before`` calls before it in this
         executor: the file holding them (written now, as far as it has grown)."""

@@ -101,6 +101,9 @@ def batching_default() -> bool:
     return os.environ.get(BATCH_ENV, "1") != "0"
 
 
+#: The ticket of a prelude: a call made again ahead of a hang's confirmation, whose
+#: verdict is no one's (``ProcessRunner._step``).
+PRELUDE = -1
 #: Seconds an executor may take to import torch, Triton and the impl, pass a health check and
 #: warm up (diagfuzz.execution.warmup).
 START_TIMEOUT = 300.0
@@ -552,8 +555,8 @@ class ProcessRunner:
 
     @property
     def in_flight(self) -> int:
-        """Cases submitted and not yet answered."""
-        return len(self._queue)
+        """Cases submitted and not yet answered (a prelude is no one's Case)."""
+        return sum(1 for request in self._queue if request.ticket != PRELUDE)
 
     def poll(self) -> list[tuple[int, Verdict]]:
         """(ticket, Verdict) of every Case answered since the last call, in submission
@@ -579,7 +582,7 @@ class ProcessRunner:
         returned, in submission order."""
         done, self._ready = self._ready, []
         try:
-            while len(self._queue) > in_flight:
+            while self.in_flight > in_flight:
                 done += self._step(block=True) or []
         except BaseException:
             self._ready[:0] = done
@@ -642,6 +645,8 @@ class ProcessRunner:
                 except ExecutorError as exc:
                     self._queue.popleft()
                     self._next_head()
+                    if head.ticket == PRELUDE:  # no one's Case: the confirmation goes on
+                        return []
                     raise ExecutorError(str(exc), (head.ticket,)) from exc
                 if isinstance(reply, msg.Judged):
                     # A Case the executor stopped took its allowance: no measure of time.
@@ -655,13 +660,19 @@ class ProcessRunner:
                         self._kill()
                         self._keep_spare = True
         self._queue.popleft()
+        if head.ticket == PRELUDE:
+            # The call before a hang, made again ahead of the hang's confirmation: its
+            # verdict is no one's (the Case it was judged for settled long ago).
+            self._next_head()
+            return []
         verdict = self._with_history(head, verdict)
         if not verdict.ok and head.batch_attempt:
             verdict = _with_details(verdict, batch_attempt=head.batch_attempt)
         if head.first_attempt is not None and verdict.ok and head.first_attempt.kind == "crash":
             # Died after other Cases, not alone in a fresh executor: what ran before it
             # matters (its history says what), and the crash is the finding. (A hang that
-            # does not come back is a loaded machine's, and is dropped.)
+            # does not come back after the call before it is a loaded machine's, and is
+            # dropped.)
             verdict = _with_details(head.first_attempt,
                                     alone="passed when judged again alone in a fresh executor")
         elif head.first_attempt is not None:
@@ -669,9 +680,16 @@ class ProcessRunner:
                                     first_attempt=json.loads(head.first_attempt.to_json()))
         elif (verdict.kind in FAULT_KINDS and _unconfirmed(verdict, head.timeout)
               and not self.known.has(head.case.op, verdict.kind)):
-            # Confirm alone in a fresh executor, ahead of the queue (a hang with a longer
-            # allowance: a loaded machine's stall is not a hang).
+            # Confirm in a fresh executor, ahead of the queue (a hang with a longer
+            # allowance: a loaded machine's stall is not a hang). A hang right after the
+            # call just before it (``PRELUDE``): work a call leaves running (a kernel that
+            # never ends, a lock an error path kept) hangs the next call, never the Case
+            # alone.
             self._queue.appendleft(replace(head, first_attempt=verdict, single=True))
+            before = self.history.before(head.at) if verdict.kind == "hang" else None
+            if before is not None:
+                self._queue.appendleft(_Request(PRELUDE, before.case, before.oracle,
+                                                head.timeout, single=True))
             self._next_head()
             return []
         if verdict.kind in FAULT_KINDS:
@@ -806,7 +824,7 @@ class ProcessRunner:
         if self._proc is not None:
             self._head_started_now()
             return
-        lost = [r.ticket for r in self._queue]
+        lost = [r.ticket for r in self._queue if r.ticket != PRELUDE]
         try:
             self._start()
             assert self._out is not None
