@@ -16,25 +16,17 @@ from diagfuzz.execution.classification import AFTER_CALLS, Classification, relat
 from diagfuzz.execution.history import Call
 from diagfuzz.harness.findings import Finding
 from diagfuzz.harness.history_check import sequence_arguments
+from tests.suite_runs import ROOT, run_suite
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Results cached per layout and dims, not the offset (nor the values): a call after another
 #: of the same layout gets the earlier one's diagonal. Every Case passes alone.
 IMPL = "tests.faulty.history:offset_blind"
 
 
 def suite(tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
-         "--impl", IMPL, "-k", "test_diagonal", "-p", "no:cacheprovider", "-n", "0",
-         "--diagfuzz-ops=diagonal", "--diagfuzz-sequences=0", "--diagfuzz-shards=1",
-         "--diagfuzz-budget=150", "--diagfuzz-seed=1",
-         f"--diagfuzz-root={tmp_path / 'runs'}", f"--diagfuzz-report={report}", *extra],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+    return run_suite(tmp_path, "--impl", IMPL, "-k", "test_diagonal", "--diagfuzz-ops=diagonal",
+                     "--diagfuzz-sequences=0", "--diagfuzz-shards=1", "--diagfuzz-budget=150",
+                     "--diagfuzz-seed=1", *extra)
 
 
 def reproduce(script: Path, *args: str) -> subprocess.CompletedProcess[str]:

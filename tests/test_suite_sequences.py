@@ -3,25 +3,16 @@ is found as users run the suite, and its reproducer replays the calls before it.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.suite_runs import ROOT, run_suite
 
 
 def suite(tmp_path: Path, impl: str, *extra: str) -> tuple[int, str, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    report = tmp_path / "report.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "diagfuzz", "--pyargs", "diagfuzz.suite",
-         "--impl", impl, "-k", "sequences", "-p", "no:cacheprovider", "-n", "0",
-         f"--diagfuzz-root={tmp_path / 'runs'}", f"--diagfuzz-report={report}", *extra],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    return done.returncode, done.stdout + done.stderr, json.loads(report.read_text())
+    return run_suite(tmp_path, "--impl", impl, "-k", "sequences", *extra)
 
 
 def test_a_state_bug_is_found_by_the_suite_and_its_reproducer_replays_what_came_before(
