@@ -12,8 +12,10 @@ from pathlib import Path
 
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.verdict import Verdict
+from diagfuzz.execution import history
 from diagfuzz.execution.classification import AFTER_CALLS, Classification, related_parts
 from diagfuzz.execution.history import Call
+from diagfuzz.harness import history_check
 from diagfuzz.harness.findings import Finding
 from diagfuzz.harness.history_check import sequence_arguments
 from tests.suite_runs import ROOT, run_suite
@@ -102,3 +104,22 @@ def test_a_findings_sequence_follows_its_representative_through_merges_and_repor
     assert arguments["story"] == ("passes alone; fails after 1 earlier call (shrunk from the 9 "
                                   "its executor made before it)")
     assert sequence_arguments(Finding.of(Verdict("mismatch", "b", "m", simple))) == {}
+
+
+def test_a_hang_the_call_before_left_gets_that_call_in_its_reproducer(tmp_path: Path) -> None:
+    # A diagonal_backward with offset 2 leaves work the next call waits on forever: the
+    # suite's hang finding passes alone. Its run confirmed the op's hang (the workers'
+    # known-faults file), so the check's re-runs wait a known hang's allowance.
+    polluter = Case("diagonal_backward", (3, 3), 2, 0, 1, "float32", Layout.contiguous((3, 3)))
+    past = history.History(tmp_path / "gw0")
+    past.record("check", polluter)
+    hang = Verdict("hang", "executor:timeout", "no progress", _call((3, 3)).case,
+                   {"history": past.reference(1)})
+    finding = Finding.of(hang, "::test_diagonal[shard0]")
+    (tmp_path / "known-faults").write_text("diagonal hang\n")
+    checker = history_check.checker(history_check.rerun_of(
+        "tests.faulty.history:left_running", "cpu", 20.0, False, str(tmp_path)))
+    history_check.check_history([finding], checker)
+    found = finding.classification
+    assert found is not None and found.history == AFTER_CALLS and found.deterministic
+    assert sequence_arguments(finding)["sequence"] == [Call("check", polluter)]

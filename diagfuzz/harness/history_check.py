@@ -26,9 +26,9 @@ from diagfuzz.harness.findings import Finding
 #: Seconds the check may take in all (it stops its executors then, and the findings it has
 #: not finished keep their Case alone), when no --diagfuzz-max-seconds leaves less.
 CHECK_SECONDS = 120.0
-#: Kinds it leaves to the reproducer as they are: a hang's re-run waits its whole timeout,
-#: and a harness error is no verdict of the impl's.
-LEFT_ALONE = ("hang", "harness-error")
+#: Kinds it leaves to the reproducer as they are: a harness error is no verdict of the
+#: impl's.
+LEFT_ALONE = ("harness-error",)
 
 
 #: The fuzz suite's sequence search item (``diagfuzz.suite.test_sequences``).
@@ -91,9 +91,14 @@ def check_seconds(stop_at: float | None, now: float | None = None) -> float:
 
 
 def rerun_of(impl: str, device: str, timeout: float, strict: bool, run_dir: str) -> Rerun:
-    """How the check re-runs a Case: the run's impl, device, timeout and strictness; each
-    executor logs under ``<run dir>/history-check``."""
-    return Rerun(impl, device, timeout, "check", strict, Path(run_dir) / "history-check")
+    """How the check re-runs a Case: the run's impl, device, timeout and strictness, and
+    the hangs and crashes its workers confirmed (a known hang's re-run waits a known
+    hang's allowance, and is not confirmed again); each executor logs under
+    ``<run dir>/history-check``."""
+    from diagfuzz.execution.timeouts import learnt_of_run
+
+    return Rerun(impl, device, timeout, "check", strict, Path(run_dir) / "history-check",
+                 learnt_of_run(Path(run_dir) / "known-faults"))
 
 
 def sequence_arguments(finding: Finding) -> dict[str, object]:
