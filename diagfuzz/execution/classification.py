@@ -11,11 +11,12 @@ outcome varies for one and the same sequence. The rule, cheapest first:
    fails on its n-th call in one process). 2R fresh executors replay it side by side.
 3. None of the R fail, the Case passes alone: its executor's history
    (``diagfuzz.execution.history``: every call it made before the Case) is replayed before
-   it in a fresh executor, its calls of the same op (with the same sizes, then any) first
-   (``related_parts``). If it then fails, that part is shrunk by delta debugging
-   (``ddmin``, each test a replay in a fresh executor; usually one earlier call, a
+   it in a fresh executor, shorter parts first (``related_parts``: the call just before
+   it, the op's calls with its sizes, the op's calls). The first part after which it
+   fails is shrunk by delta debugging (``ddmin``, each test a replay in a fresh executor,
+   within ``SHRINK_REPLAYS`` and ``SHRINK_SECONDS``; usually one earlier call, a
    *polluter*, is left) and the shortest sequence replayed 2R times: *after earlier calls*.
-   If it does not, a second fresh executor runs the Case R more times: flaky.
+   If no part does, a second fresh executor runs the Case R more times: flaky.
 
 A sequence that fails in all 2R replays is ``deterministic`` (the gate's exit 1) and its
 reproducer replays it; anything less is ``flaky k/2R`` (exit 2). A crash or hang kills or
