@@ -21,6 +21,7 @@ from pathlib import Path
 
 from diagfuzz.execution import history
 from diagfuzz.execution.classification import Classification, Classifier, Rerun
+from diagfuzz.execution.timeouts import learnt_of_run
 from diagfuzz.harness.findings import Finding
 
 #: Seconds the check may take in all (it stops its executors then, and the findings it has
@@ -29,8 +30,6 @@ CHECK_SECONDS = 120.0
 #: Kinds it leaves to the reproducer as they are: a harness error is no verdict of the
 #: impl's.
 LEFT_ALONE = ("harness-error",)
-
-
 #: The fuzz suite's sequence search item (``diagfuzz.suite.test_sequences``).
 SEQUENCE_TEST = "test_sequences"
 
@@ -95,8 +94,6 @@ def rerun_of(impl: str, device: str, timeout: float, strict: bool, run_dir: str)
     the hangs and crashes its workers confirmed (a known hang's re-run waits a known
     hang's allowance, and is not confirmed again); each executor logs under
     ``<run dir>/history-check``."""
-    from diagfuzz.execution.timeouts import learnt_of_run
-
     return Rerun(impl, device, timeout, "check", strict, Path(run_dir) / "history-check",
                  learnt_of_run(Path(run_dir) / "known-faults"))
 
