@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.campaign_runs import environment
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_suite(tmp_path: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
     """``pytest -p diagfuzz --pyargs diagfuzz.suite -n 0 ARGS``: its exit code, its output
     and its JSON report (``tmp_path/report.json``; runs under ``tmp_path/runs``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    env = environment()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     report = tmp_path / "report.json"
     done = subprocess.run(
