@@ -5,7 +5,9 @@ dominates. Each executor whose runner asked for it (``TIMING_ENV``, a directory)
 ``timing-<pid>.json`` there, rewritten at most once a second while it judges (an executor
 killed by a crashing Case never exits cleanly) and when it exits: interpreter and torch
 start-up, the impl's import, the health check and warm-up, then the Cases it judged, split
-into the first Case of each (op, dtype) (where a JIT library compiles) and every later one.
+into the first Case of each (op, dtype) (where a JIT library compiles) and every later one,
+and the seconds torch.compile spent compiling inside those Cases (``compile_s``: an impl
+compiled with inductor compiles on every new shape, not only on a first call).
 ``read`` sums the files of a directory tree, per stage.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +36,8 @@ class ExecutorTiming:
     warmup_s: float = 0.0
     first_calls_s: float = 0.0
     judging_s: float = 0.0
+    #: torch.compile's own compiles, inside the parts above (not one more part).
+    compile_s: float = 0.0
     first_calls: int = 0
     judged: int = 0
     executors: int = 1
@@ -56,7 +61,7 @@ class ExecutorTiming:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in data.items()}
 
     def add(self, other: dict[str, Any]) -> None:
-        for key in (*PARTS, "first_calls", "judged", "executors"):
+        for key in (*PARTS, "compile_s", "first_calls", "judged", "executors"):
             setattr(self, key, getattr(self, key) + type(getattr(self, key))(other.get(key, 0)))
 
     def checkpoint(self, every: float = 1.0) -> None:
@@ -67,6 +72,7 @@ class ExecutorTiming:
     def dump(self) -> None:
         """Write ``timing-<pid>.json`` where ``TIMING_ENV`` says (nowhere when unset)."""
         self._dumped_at = time.monotonic()
+        self.compile_s = torch_compile_seconds()
         directory = os.environ.get(TIMING_ENV)
         if not directory:
             return
@@ -76,6 +82,23 @@ class ExecutorTiming:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.to_dict()), encoding="utf-8")
             os.replace(tmp, path)
+
+
+#: Dynamo's timer around one frame's whole compile (tracing, AOT, inductor, codegen).
+_COMPILE_TIMER = "_compile.compile_inner"
+
+
+def torch_compile_seconds() -> float:
+    """Seconds torch.compile has spent compiling in this process: Dynamo's own record,
+    read only where the impl loaded Dynamo (0 otherwise; nothing is imported)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    metrics = getattr(utils, "compilation_time_metrics", None)
+    if not isinstance(metrics, dict):
+        return 0.0
+    try:
+        return float(sum(metrics.get(_COMPILE_TIMER, ())))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class Clock:

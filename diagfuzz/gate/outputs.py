@@ -325,8 +325,18 @@ def time_lines(data: dict[str, Any]) -> list[str]:
             f"{t.get('first_calls_s', 0):.1f} s ({t.get('first_calls', 0)} "
             f"call{'' if t.get('first_calls', 0) == 1 else 's'}, "
             f"{share:.0f} %), judging {t.get('judging_s', 0):.1f} s "
-            f"({t.get('judged', 0)} Cases)")
+            f"({t.get('judged', 0)} Cases)" + _compiles(t, total))
     return [*lines, "", "</details>"]
+
+
+def _compiles(t: dict[str, Any], total: float) -> str:
+    """The share of executor time torch.compile's own compiles took, where there were any:
+    a compiled impl's gate time is mostly inductor's, which no diagfuzz setting shortens."""
+    seconds = float(t.get("compile_s", 0.0))
+    if seconds <= 0.0:
+        return ""
+    share = 100.0 * seconds / total if total else 0.0
+    return f"; of all that, torch.compile's own compiles {seconds:.1f} s ({share:.0f} %)"
 
 
 def _finding_dict(f: Finding) -> dict[str, Any]:
