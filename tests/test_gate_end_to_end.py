@@ -118,6 +118,9 @@ def test_flaky_bug_exits_2_with_k_of_r(tmp_path: Path) -> None:
     assert all(f["classification"]["history"] in ("", "not reproduced after its history")
                for f in report["findings"])
     assert "FLAKY" in output and "Steps leading up" not in output
+    # Each reproducer, run as printed, repeats as often as the label's ratio counts.
+    assert all("REPEAT = 16\n" in Path(f["reproducer"]).read_text()
+               for f in report["findings"])
 
 
 def test_an_impl_without_any_op_is_a_usage_error_with_no_stage_rows(tmp_path: Path) -> None:

@@ -92,6 +92,27 @@ def test_flaky_reproducer_with_repeat(tmp_path: Path) -> None:
     assert "1/3 repetitions failed" in result.stdout  # calls 1, 2 pass; 3 is wrong
 
 
+def test_a_flaky_reproducer_repeats_its_ratios_r_by_default(tmp_path: Path) -> None:
+    """Run as printed, a flaky finding's script meets the bug as its label says it does
+    (k of R), not on one repetition that passes two times in three."""
+    import os
+
+    env = dict(os.environ, DIAGFUZZ_FAULTY_COUNTER=str(tmp_path / "calls"))
+    script = write_reproducer(square(0), tmp_path, impl="tests.faulty.flaky:impl",
+                              reproducibility="1/3", repeat=3)
+    assert "flaky: each run makes 3 repetitions" in script.read_text()
+    result = _run(script, "--in-process", env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1/3 repetitions failed" in result.stdout
+
+
+def test_a_cold_first_calls_reproducer_says_it_needs_a_fresh_process() -> None:
+    story = "fails on its first call in a fresh process, passes when called again"
+    text = reproducer_source(square(0), story=story)
+    assert f"When:    {story}" in text and "--in-process runs it in this script" in text
+    assert "When:" not in reproducer_source(square(0))
+
+
 def test_an_impl_that_does_not_import_exits_4(tmp_path: Path) -> None:
     script = write_reproducer(square(0), tmp_path, impl="tests.faulty.no_such:impl")
     result = _run(script, "--in-process")

@@ -449,10 +449,14 @@ class Gate:
                       for f in findings)
             after = sum(bool(f.classification and f.classification.deterministic
                              and f.classification.history) for f in findings)
+            passed_alone = any(f.classification and f.classification.history
+                               for f in findings)
             note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic, "
                     f"{after} depending on what ran before), {opts.repeats} re-runs each in "
-                    f"a fresh process; one that passes alone: the sequence it needs, "
-                    f"replayed {2 * opts.repeats} times" if findings else "nothing to classify")
+                    "a fresh process" + (f"; one that passes alone: the sequence it needs, "
+                                         f"replayed {2 * opts.repeats} times"
+                                         if passed_alone else "")
+                    if findings else "nothing to classify")
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
                                 note=note, stopped=bool(stopped)))
         saved = self._write_findings(findings)
@@ -495,7 +499,8 @@ class Gate:
                 timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
                 verdict=f.verdict, reproducibility=ratio, impl_path=roots,
                 strict=opts.strict, sequence=c.sequence if c else (),
-                story=c.story() if c else "").resolve()
+                story=c.story() if c else "",
+                repeat=c.runs if c is not None and not c.deterministic else 1).resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
             # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
             # test anyone wants to read: the fixed stages' Cases are chosen, not drawn.

@@ -56,6 +56,8 @@ DEVICE = @DEVICE@
 TIMEOUT = @TIMEOUT@
 ORACLE = @ORACLE@
 STRICT = @STRICT@
+#: Repetitions by default: 1, or a flaky finding's R (it failed in k of R fresh replays).
+REPEAT = @REPEAT@
 
 
 def run_in_this_process(calls, case, impl_spec, device):
@@ -88,9 +90,9 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     parser = Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--repeat", type=int, default=REPEAT,
                         help="repetitions, each in a fresh executor that replays SEQUENCE "
-                             "then the Case (default 1)")
+                             f"then the Case (default {REPEAT})")
     parser.add_argument("--device", default=DEVICE, help=f"cpu or cuda (default {DEVICE})")
     parser.add_argument("--impl", default=IMPL, help=f"MODULE:ATTR (default {IMPL})")
     parser.add_argument("--timeout", type=float, default=TIMEOUT,
@@ -196,10 +198,12 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
                       verdict: Verdict | None = None, reproducibility: str = "",
                       name: str = "", impl_path: Sequence[str] = (),
                       strict: bool = False, sequence: Sequence[Call] = (),
-                      story: str = "") -> str:
+                      story: str = "", repeat: int = 1) -> str:
     """The text of a reproducer script for ``case``; with ``sequence``, the calls a fresh
     process makes before it (a failure that depends on what ran before; ``story`` says
-    how, in words), replayed before it in every repetition."""
+    how, in words), replayed before it in every repetition. ``repeat`` is the script's
+    default ``--repeat``: a flaky finding's R, so that the script run as printed meets the
+    bug as often as its label says (k of R), not once in a while."""
     pretty = corpus.pretty_case(case)
     if verdict is not None:
         title = f"{verdict.kind} in {case.describe()}"
@@ -211,10 +215,16 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
     found += f"\n         impl {impl} on {device}"
     if reproducibility:
         found += f"; reproduced {reproducibility} in fresh processes"
+    if repeat > 1:
+        found += (f"\n         flaky: each run makes {repeat} repetitions by default, and "
+                  "exits 1 if any fails")
     note = ""
     if sequence:
         note = (f"Before:  {len(sequence)} earlier call(s) (SEQUENCE), replayed before the "
                 f"Case in the same\n         fresh process: {story or 'what it needs'}.\n")
+    elif story:  # a cold first call: the fresh process is the point
+        note = (f"When:    {story}; --in-process runs it in this script's own process,\n"
+                "         which may have warmed up already.\n")
     calls = "[]"
     if sequence:
         calls = "[\n" + "".join(
@@ -226,7 +236,7 @@ def reproducer_source(case: Case, *, impl: str = DEFAULT_IMPL, device: str = "cp
         "@NAME@": name or script_name(case), "@CASE_JSON@": _literal(pretty),
         "@IMPL@": repr(impl), "@DEVICE@": repr(device), "@TIMEOUT@": repr(float(timeout)),
         "@ORACLE@": repr(oracle), "@IMPL_PATH@": repr(tuple(str(p) for p in impl_path)),
-        "@STRICT@": repr(bool(strict)),
+        "@STRICT@": repr(bool(strict)), "@REPEAT@": repr(max(1, int(repeat))),
     }
     text = _TEMPLATE
     for key, value in replacements.items():
@@ -238,7 +248,7 @@ def write_reproducer(case: Case, path: str | os.PathLike[str], **kwargs: object)
     """Write the reproducer of ``case`` to ``path`` (a directory: ``script_name(case)`` in it).
 
     Keyword arguments are ``reproducer_source``'s (impl, device, timeout, oracle, verdict,
-    reproducibility, impl_path, strict).
+    reproducibility, impl_path, strict, sequence, story, repeat).
     """
     path = Path(path)
     if path.is_dir() or not path.suffix:
