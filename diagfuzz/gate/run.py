@@ -135,21 +135,31 @@ class Result:
                                               compare=False)
 
 
+def _representing(finding: Finding) -> tuple[bool, bool, bool]:
+    """Sort key of a cause's representative over stages (smaller represents it)."""
+    details = finding.verdict.details or {}
+    # A known hang's later Case is a stall past a short allowance, never confirmed: on a
+    # loaded machine a slow call of the op. The confirmed hang's Case is the one that
+    # reproduces, so a shrunk stall never stands for the cause.
+    unconfirmed = finding.verdict.kind == "hang" and "known_hang" in details
+    # torch.compile's outcome depends on what the process compiled before: a cause
+    # another stage met is represented by that stage's Case.
+    return unconfirmed, finding.oracle == "check_compile", not finding.shrunk
+
+
 def distinct(findings: list[Finding]) -> list[Finding]:
     """One finding per cause over every stage: the first stage's Case represents it (a
-    shrunk one where a stage has it, and another stage's rather than torch.compile
-    parity's); counts, dtypes, classes and stages add up. Each cause is a copy: the
-    stages' own findings keep counting their own Cases."""
+    confirmed hang's rather than a known hang's later stall, another stage's rather than
+    torch.compile parity's, and a shrunk one where a stage has it); counts, dtypes,
+    classes and stages add up. Each cause is a copy: the stages' own findings keep
+    counting their own Cases."""
     merged: dict[Signature, Finding] = {}
     for finding in findings:
         seen = merged.get(finding.key)
         if seen is None:
             merged[finding.key] = dataclasses.replace(finding)
             continue
-        # torch.compile's outcome depends on what the process compiled before: a cause
-        # another stage met is represented by that stage's Case.
-        compiled_only = seen.oracle == "check_compile" and finding.oracle != "check_compile"
-        if compiled_only or (finding.shrunk and not seen.shrunk):
+        if _representing(finding) < _representing(seen):
             mine = dataclasses.replace(finding)
             mine.absorb(seen)
             merged[finding.key] = mine

@@ -111,11 +111,15 @@ class Finding:
 
     # --- merging ------------------------------------------------------------------------
     def preference(self) -> tuple[Any, ...]:
-        """Sort key of representatives: shrunk, not flaky, then the simplest Case."""
+        """Sort key of representatives: a confirmed hang's Case before a known hang's later
+        stall (a stall past a short allowance, never confirmed: on a loaded machine a slow
+        call), shrunk, not flaky, then the simplest Case."""
         case = self.case
         simple = (case.layout.storage_size, len(case.sizes), len(case.to_json()),
                   case.to_json()) if case else (0, 0, 0, "")
-        return (not self.shrunk, self.flaky, *simple)
+        details = self.verdict.get("details") or {}
+        unconfirmed = self.kind == "hang" and "known_hang" in details
+        return (unconfirmed, not self.shrunk, self.flaky, *simple)
 
     def symptom_examples(self) -> dict[str, dict[str, Any]]:
         """``examples``, or the representative as its symptom's example (a finding fresh
