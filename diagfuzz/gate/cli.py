@@ -171,14 +171,22 @@ def _gate(args: argparse.Namespace) -> int:
         return ExitCode.CLEAN
 
     def write(result: Any) -> None:
+        # The machine-readable outputs first: a stop's bound can end a slow write (a loaded
+        # machine), and a CI reads the JSON report and the JUnit, not the printed summary.
+        problem = ""
+        try:
+            gate_report.write_outputs(result, opts.report, opts.junit)
+        except OSError as exc:  # checked up front; the summary is printed all the same
+            problem = f"diagfuzz gate: could not write an output: {exc}"
         text = gate_report.markdown(result)
         print(text, flush=True)
         try:
-            gate_report.write_outputs(result, opts.report, opts.junit)
             if opts.summary is not None:
                 opts.summary.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:  # checked up front; the summary above is printed all the same
-            print(f"diagfuzz gate: could not write an output: {exc}", file=sys.stderr)
+        except OSError as exc:
+            problem = f"diagfuzz gate: could not write an output: {exc}"
+        if problem:
+            print(problem, file=sys.stderr)
 
     return int(run_gate(opts, write, exit_bounded=True).code)
 
