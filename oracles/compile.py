@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from diagfuzz.core import compile_time
 from diagfuzz.core.case import Case
 from diagfuzz.core.dispatch import judged, under_test
 from diagfuzz.core.origin import raise_origin
@@ -79,6 +80,7 @@ def check_compile(case: Case, impl: Any, device: str = DEVICE,
     # a fresh process's first compile (a replay's, say) would raise there.
     import torch._dynamo.compiled_autograd
 
+    compile_time.bank()  # reset() clears Dynamo's record of the compile seconds so far
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
     # An impl that runs diagfuzz's kernels through aten says how to register them.

@@ -40,6 +40,18 @@ def test_repro_runs_corpus_files_and_scripts(tmp_path: Path) -> None:
     assert main(["repro", str(tmp_path / "missing.py")]) == 4  # usage error
 
 
+def test_repro_keeps_a_flaky_scripts_own_repeat_unless_given(tmp_path: Path, capfd) -> None:
+    """``diagfuzz repro SCRIPT`` runs the script as printed: a flaky finding's R repetitions
+    by default, ``--repeat N`` where the user asks for N."""
+    from diagfuzz.harness.reproducers import write_reproducer
+
+    script = write_reproducer(square(0), tmp_path, impl="diagfuzz.impl:aten", repeat=3)
+    assert main(["repro", str(script), "--in-process"]) == 0
+    assert "0/3 repetitions failed" in capfd.readouterr().out
+    assert main(["repro", str(script), "--in-process", "--repeat", "2"]) == 0
+    assert "0/2 repetitions failed" in capfd.readouterr().out
+
+
 def test_corpus_files_are_stable_and_reviewable(tmp_path: Path) -> None:
     first = corpus.save(square(1), tmp_path, impl="a:b", reproducibility="5/5")
     again = corpus.save(square(1), tmp_path, impl="c:d")  # kept: same Case, same file

@@ -6,8 +6,9 @@ dominates. Each executor whose runner asked for it (``TIMING_ENV``, a directory)
 killed by a crashing Case never exits cleanly) and when it exits: interpreter and torch
 start-up, the impl's import, the health check and warm-up, then the Cases it judged, split
 into the first Case of each (op, dtype) (where a JIT library compiles) and every later one,
-and the seconds torch.compile spent compiling inside those Cases (``compile_s``: an impl
-compiled with inductor compiles on every new shape, not only on a first call).
+and the seconds torch.compile spent compiling within them (``compile_s``, the impl's and the
+torch.compile parity oracle's: a compiled impl compiles on every new shape, not only on a
+first call).
 ``read`` sums the files of a directory tree, per stage.
 """
 
@@ -16,11 +17,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from diagfuzz.core import compile_time
 
 TIMING_ENV = "DIAGFUZZ_TIMING_DIR"
 #: The parts, in the order a reader sees them.
@@ -72,7 +74,7 @@ class ExecutorTiming:
     def dump(self) -> None:
         """Write ``timing-<pid>.json`` where ``TIMING_ENV`` says (nowhere when unset)."""
         self._dumped_at = time.monotonic()
-        self.compile_s = torch_compile_seconds()
+        self.compile_s = compile_time.seconds()
         directory = os.environ.get(TIMING_ENV)
         if not directory:
             return
@@ -82,23 +84,6 @@ class ExecutorTiming:
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.to_dict()), encoding="utf-8")
             os.replace(tmp, path)
-
-
-#: Dynamo's timer around one frame's whole compile (tracing, AOT, inductor, codegen).
-_COMPILE_TIMER = "_compile.compile_inner"
-
-
-def torch_compile_seconds() -> float:
-    """Seconds torch.compile has spent compiling in this process: Dynamo's own record,
-    read only where the impl loaded Dynamo (0 otherwise; nothing is imported)."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    metrics = getattr(utils, "compilation_time_metrics", None)
-    if not isinstance(metrics, dict):
-        return 0.0
-    try:
-        return float(sum(metrics.get(_COMPILE_TIMER, ())))
-    except (TypeError, ValueError):
-        return 0.0
 
 
 class Clock:

@@ -173,20 +173,21 @@ def _gate(args: argparse.Namespace) -> int:
     def write(result: Any) -> None:
         # The machine-readable outputs first: a stop's bound can end a slow write (a loaded
         # machine), and a CI reads the JSON report and the JUnit, not the printed summary.
-        problem = ""
+        problems = []
         try:
             gate_report.write_outputs(result, opts.report, opts.junit)
         except OSError as exc:  # checked up front; the summary is printed all the same
-            problem = f"diagfuzz gate: could not write an output: {exc}"
-        text = gate_report.markdown(result)
-        print(text, flush=True)
-        try:
-            if opts.summary is not None:
-                opts.summary.write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            problem = f"diagfuzz gate: could not write an output: {exc}"
-        if problem:
-            print(problem, file=sys.stderr)
+            problems.append(f"diagfuzz gate: could not write an output: {exc}")
+        finally:
+            text = gate_report.markdown(result)
+            print(text, flush=True)
+            try:
+                if opts.summary is not None:
+                    opts.summary.write_text(text + "\n", encoding="utf-8")
+            except OSError as exc:
+                problems.append(f"diagfuzz gate: could not write an output: {exc}")
+            for problem in problems:
+                print(problem, file=sys.stderr)
 
     return int(run_gate(opts, write, exit_bounded=True).code)
 
@@ -223,8 +224,8 @@ def _repro(args: argparse.Namespace) -> int:
         raise UsageError(f"repro {path}: no such file")
     if path.suffix not in (".py", ".json"):
         raise UsageError(f"repro {path}: expected a reproducer .py or a corpus .json file")
-    forwarded = [f"--repeat={args.repeat}"]
-    for flag in ("device", "impl", "timeout"):
+    forwarded = []
+    for flag in ("repeat", "device", "impl", "timeout"):
         value = getattr(args, flag)
         if value is not None:
             forwarded.append(f"--{flag}={value}")
@@ -420,9 +421,9 @@ def parser() -> argparse.ArgumentParser:
                        description="Run one reproducer script (written by a fuzz run or "
                                    "the gate) or one corpus .json file.")
     r.add_argument("path", type=Path)
-    r.add_argument("--repeat", type=_positive_int, default=1, metavar="N",
-                   help="run the Case N times, each judged (default 1): a flaky failure "
-                        "shows as k of N")
+    r.add_argument("--repeat", type=_positive_int, metavar="N",
+                   help="run the Case N times, each judged (default: the script's, 1, or a "
+                        "flaky finding's R): a flaky failure shows as k of N")
     r.add_argument("--device", type=_device, metavar="cpu|cuda",
                    help="where to run it (default: the reproducer's own)")
     r.add_argument("--impl", help="MODULE:ATTR to run it against instead of the recorded one")

@@ -330,13 +330,15 @@ def time_lines(data: dict[str, Any]) -> list[str]:
 
 
 def _compiles(t: dict[str, Any], total: float) -> str:
-    """The share of executor time torch.compile's own compiles took, where there were any:
-    a compiled impl's gate time is mostly inductor's, which no diagfuzz setting shortens."""
+    """The share of executor time torch.compile's compiles took, where there were any (the
+    impl's, and the torch.compile parity stage's): a compiled impl's gate time is mostly
+    inductor's."""
     seconds = float(t.get("compile_s", 0.0))
     if seconds <= 0.0:
         return ""
     share = 100.0 * seconds / total if total else 0.0
-    return f"; of all that, torch.compile's own compiles {seconds:.1f} s ({share:.0f} %)"
+    return (f"; of all that, torch.compile's compiles (the impl's and the parity stage's) "
+            f"{seconds:.1f} s ({share:.0f} %)")
 
 
 def _finding_dict(f: Finding) -> dict[str, Any]:

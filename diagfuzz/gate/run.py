@@ -37,7 +37,7 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timeouts, timing
-from diagfuzz.execution.classification import Classifier, Rerun, spare_limit
+from diagfuzz.execution.classification import COLD_FIRST_CALL, Classifier, Rerun, spare_limit
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.history import sequence_dicts
 from diagfuzz.execution.messages import WARM_UP_ENV
@@ -459,12 +459,14 @@ class Gate:
                       for f in findings)
             after = sum(bool(f.classification and f.classification.deterministic
                              and f.classification.history) for f in findings)
-            passed_alone = any(f.classification and f.classification.history
+            passed_alone = any(f.classification and (f.classification.history
+                                                     or f.classification.sequence)
                                for f in findings)
             note = (f"{classified} of {len(findings)} finding(s) ({det} deterministic, "
                     f"{after} depending on what ran before), {opts.repeats} re-runs each in "
-                    "a fresh process" + (f"; one that passes alone: the sequence it needs, "
-                                         f"replayed {2 * opts.repeats} times"
+                    "a fresh process" + (f"; one that passes alone: its history replayed "
+                                         f"and shrunk, the sequence found replayed "
+                                         f"{2 * opts.repeats} times"
                                          if passed_alone else "")
                     if findings else "nothing to classify")
             stages.append(Stage("classification", ran=classified, seconds=self.classify_seconds,
@@ -509,7 +511,8 @@ class Gate:
                 timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
                 verdict=f.verdict, reproducibility=ratio, impl_path=roots,
                 strict=opts.strict, sequence=c.sequence if c else (),
-                story=c.story() if c else "",
+                story=c.story() if c and (c.sequence or c.history == COLD_FIRST_CALL)
+                else "",
                 repeat=c.runs if c is not None and not c.deterministic else 1).resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
             # Case the suite did not shrink (flaky, or shrinking cut) is not a regression

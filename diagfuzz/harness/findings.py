@@ -183,7 +183,8 @@ def own_example(verdict: dict[str, Any], shrunk: bool, flaky: bool
 
 
 def example_preference(example: dict[str, Any]) -> tuple[Any, ...]:
-    """Sort key of one symptom's examples, as ``Finding.preference``."""
+    """Sort key of one symptom's examples, as ``Finding.preference`` (less its hang rule:
+    a hang has no symptom examples)."""
     case = Case.from_json(example["case"]) if example.get("case") else None
     simple = (case.layout.storage_size, len(case.sizes), len(case.to_json()),
               case.to_json()) if case else (0, 0, 0, "")
