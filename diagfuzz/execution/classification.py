@@ -123,6 +123,14 @@ class Classification:
         """'k/R'."""
         return f"{self.failures}/{self.runs}"
 
+    def reproducer_arguments(self) -> dict[str, Any]:
+        """What its reproducer replays and says: the sequence measured, the story where it
+        tells the script's reader something (a sequence, or a cold first call: the fresh
+        process is the point), and a flaky finding's R as the default repetitions."""
+        told = bool(self.sequence) or self.history == COLD_FIRST_CALL
+        return {"sequence": self.sequence, "story": self.story() if told else "",
+                "repeat": 1 if self.deterministic else self.runs}
+
     def story(self) -> str:
         """In words, what the failure needs ('' where it fails alone): 'passes alone;
         fails after 1 earlier call', 'passes on its first call; fails on its 2nd call in

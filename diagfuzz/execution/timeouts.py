@@ -66,6 +66,13 @@ KNOWN_HANG_NOTE = ("a hang of this op is confirmed: judged alone with the calibr
                    "allowance, not confirmed again")
 
 
+def unconfirmed_stall(kind: str, details: dict[str, Any] | None) -> bool:
+    """Whether a verdict is a known hang's later Case: a stall past the short allowance,
+    never confirmed, so on a loaded machine possibly a slow call of the op. It counts in
+    its hang's finding but never represents it: the confirmed hang's Case reproduces."""
+    return kind == "hang" and "known_hang" in (details or {})
+
+
 def confirm_allowance(allowance: float, cap: float) -> float:
     """Seconds a hang's confirmation may stall, after a first attempt that stalled past
     ``allowance`` (``CONFIRM_MULTIPLIER``, ``CONFIRM_FLOOR``, at most ``cap``)."""

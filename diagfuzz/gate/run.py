@@ -37,7 +37,7 @@ from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
 from diagfuzz.execution import timeouts, timing
-from diagfuzz.execution.classification import COLD_FIRST_CALL, Classifier, Rerun, spare_limit
+from diagfuzz.execution.classification import Classifier, Rerun, spare_limit
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.history import sequence_dicts
 from diagfuzz.execution.messages import WARM_UP_ENV
@@ -137,14 +137,10 @@ class Result:
 
 def _representing(finding: Finding) -> tuple[bool, bool, bool]:
     """Sort key of a cause's representative over stages (smaller represents it)."""
-    details = finding.verdict.details or {}
-    # A known hang's later Case is a stall past a short allowance, never confirmed: on a
-    # loaded machine a slow call of the op. The confirmed hang's Case is the one that
-    # reproduces, so a shrunk stall never stands for the cause.
-    unconfirmed = finding.verdict.kind == "hang" and "known_hang" in details
     # torch.compile's outcome depends on what the process compiled before: a cause
     # another stage met is represented by that stage's Case.
-    return unconfirmed, finding.oracle == "check_compile", not finding.shrunk
+    return (timeouts.unconfirmed_stall(finding.verdict.kind, finding.verdict.details),
+            finding.oracle == "check_compile", not finding.shrunk)
 
 
 def distinct(findings: list[Finding]) -> list[Finding]:
@@ -510,10 +506,7 @@ class Gate:
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
                 timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
                 verdict=f.verdict, reproducibility=ratio, impl_path=roots,
-                strict=opts.strict, sequence=c.sequence if c else (),
-                story=c.story() if c and (c.sequence or c.history == COLD_FIRST_CALL)
-                else "",
-                repeat=c.runs if c is not None and not c.deterministic else 1).resolve()
+                strict=opts.strict, **(c.reproducer_arguments() if c else {})).resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
             # Case the suite did not shrink (flaky, or shrinking cut) is not a regression
             # test anyone wants to read: the fixed stages' Cases are chosen, not drawn.

@@ -26,6 +26,7 @@ from diagfuzz.core.signature import (
 )
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.classification import Classification, history_lines
+from diagfuzz.execution.timeouts import unconfirmed_stall
 
 #: How many differing elements a block shows.
 FIRST_SHOWN = 3
@@ -117,9 +118,8 @@ class Finding:
         case = self.case
         simple = (case.layout.storage_size, len(case.sizes), len(case.to_json()),
                   case.to_json()) if case else (0, 0, 0, "")
-        details = self.verdict.get("details") or {}
-        unconfirmed = self.kind == "hang" and "known_hang" in details
-        return (unconfirmed, not self.shrunk, self.flaky, *simple)
+        return (unconfirmed_stall(self.kind, self.verdict.get("details")), not self.shrunk,
+                self.flaky, *simple)
 
     def symptom_examples(self) -> dict[str, dict[str, Any]]:
         """``examples``, or the representative as its symptom's example (a finding fresh
