@@ -129,8 +129,10 @@ def test_suite_judges_the_covering_cases_before_drawing_with_the_option(
     passes. The report's factor-model rows count them."""
     from tests.test_suite_run import SMALL, fuzz
 
+    # A fixed seed: 19 random draws meet the 3-way bug now and then (seed 4097095752
+    # does), and "the same run passes without" must not depend on the luck of the draw.
     base = ["--impl", "tests.faulty.three_way:impl", "--diagfuzz-ops", "diagonal",
-            "--diagfuzz-budget", "40", "-n", "0", *SMALL]
+            "--diagfuzz-budget", "40", "-n", "0", "--diagfuzz-seed", "1", *SMALL]
     code, out, data = fuzz(tmp_path, *base, "--diagfuzz-covering", root="with")
     assert code == 1, out[-3000:]
     assert data["findings"] and all(f["kind"] == "mismatch" for f in data["findings"])
