@@ -176,3 +176,24 @@ def test_a_cache_keyed_on_addresses_is_stale_after_a_freed_blocks_address_is_reu
     c = classify(failure, IMPL.format("address_reuse"), "cpu", timeout=30)
     assert (c.label, c.ratio, c.history) == ("deterministic", "10/10", AFTER_CALLS)
     assert [call.case for call in c.sequence] == [first]
+
+
+def test_a_case_that_fails_alone_another_way_fails_alone_with_no_history_search(
+        tmp_path: Path) -> None:
+    # The run saw a mismatch (on a GPU: an error raised after a launch that never ends,
+    # the synchronisation coming later); alone, the Case hangs on every call. It fails
+    # alone, as a hang: its 30-call history is not replayed (each replay would stall).
+    past = history.History(tmp_path)
+    for case in noise(30):
+        past.record("check", case)
+    claimed = Verdict("mismatch", "bitwise:aten", "planted", square(-1),
+                      {"history": past.reference(30)})
+    rerun = Rerun("tests.faulty.hang:impl", "cpu", 3.0, workdir=tmp_path / "classify")
+    c = Classifier(rerun, repeats=3).classify(claimed)
+    assert c is not None
+    assert (c.label, c.ratio, c.kind, c.kinds, c.history) == (
+        "deterministic", "3/3", "hang", {"hang": 3}, "")
+    assert (c.processes, c.replays, c.story()) == (3, 0, "")
+    assert c.example is not None and c.example.kind == "hang"
+    log = (tmp_path / "classify" / "classification.log").read_text()
+    assert "fails alone as hang, not as the run saw it" in log and "earlier calls" not in log

@@ -9,7 +9,10 @@ outcome varies for one and the same sequence. The rule, cheapest first:
 2. Some of the R fail: the sequence is the Case repeated up to its first failure (a *cold
    first call* that fails and then passes, or a *repeated call*: the same Case passes, then
    fails on its n-th call in one process). 2R fresh executors replay it side by side.
-3. None of the R fail, the Case passes alone: its executor's history
+3. None of the R fails as the run saw it, but every one fails another way (an error
+   raised after a launch that never ends: a hang where the synchronisation comes first):
+   it fails alone, measured as it fails alone over R re-runs; no history is searched.
+4. None of the R fail, the Case passes alone: its executor's history
    (``diagfuzz.execution.history``: every call it made before the Case) is replayed before
    it in a fresh executor, shorter parts first (``related_parts``: the call just before
    it, the op's calls with its sizes, the op's calls). The first part after which it
@@ -430,7 +433,11 @@ class Classifier:
         if not alone:
             return None
         first = next((i for i, v in enumerate(alone) if v.kind == kind), None)
+        if first is None and not any(v.ok for v in alone):
+            return self._fails_otherwise(case, alone, processes, log, oracle, timeout)
         if first is None:  # it passes alone: after what did it fail?
+            self._note(case, "alone: " + ", ".join(
+                f"{k} {n}" for k, n in sorted(Counter(v.kind for v in alone).items())))
             found = self._after_history(past, target, log, timeout, kind) if past else None
             if found is not None or self.stopped:
                 return found  # (stopped in the search: not classified)
@@ -456,6 +463,28 @@ class Classifier:
                          len(verdicts) + processes,
                          history=COLD_FIRST_CALL if first == 0 else REPEATED_CALL,
                          sequence=tuple(sequence), searched=len(past))
+
+    def _fails_otherwise(self, case: Case, alone: list[Verdict], processes: int,
+                         log: Callable[[], Path | None], oracle: str,
+                         timeout: float) -> Classification:
+        """A Case that fails on every call alone, but not as the run saw it: measured as it
+        fails alone, over R re-runs (a hang's or crash's each in its own fresh executor).
+        Why: on a GPU, an error raised after a launch that never ends is the verdict where
+        the synchronisation comes later, a hang where it comes first; either way the Case
+        fails alone, so nothing before it is needed, and replaying its history (each replay
+        stalling on that hang) would only spend the gate's time."""
+        other = Counter(v.kind for v in alone).most_common(1)[0][0]
+        verdicts = list(alone[:self.repeats])
+        self._note(case, f"fails alone as {other}, not as the run saw it")
+        missing = self.repeats - len(verdicts)
+        if missing > 0:  # its executor was replaced: one fresh executor per re-run
+            logs = [log() for _ in range(missing)]
+            with ThreadPoolExecutor(max_workers=missing) as pool:
+                parts = list(pool.map(lambda path: self._runs(case, 1, path, oracle, timeout),
+                                      logs))
+            verdicts += [v for part in parts for v in part]
+            processes += missing
+        return _measured(case, other, verdicts, processes)
 
     def _after_history(self, past: list[Call], target: Call,
                        log: Callable[[], Path | None], timeout: float,

@@ -36,6 +36,7 @@ from typing import Any
 from diagfuzz.core import corpus, rundirs
 from diagfuzz.core.exits import ExitCode
 from diagfuzz.core.signature import Signature
+from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution import timeouts, timing
 from diagfuzz.execution.classification import Classifier, Rerun, spare_limit
 from diagfuzz.execution.fanout import FanoutRunner
@@ -133,6 +134,13 @@ class Result:
     #: the JSON report alike (``diagfuzz.gate.outputs.t_way``): seconds for a large gate.
     t_way_memo: dict[str | None, Any] = field(default_factory=dict, repr=False,
                                               compare=False)
+
+
+def _as_it_fails(finding: Finding) -> Verdict:
+    """The verdict its reproducer waits for: how it failed in its re-runs where that was
+    another way (an error in the run that hangs alone gets a hang's wait, not the cap)."""
+    c = finding.classification
+    return c.example if c is not None and c.example is not None else finding.verdict
 
 
 def _representing(finding: Finding) -> tuple[bool, bool, bool]:
@@ -504,7 +512,7 @@ class Gate:
             ratio = c.ratio if c else ""
             f.reproducer = write_reproducer(  # absolute: the command runs from anywhere
                 case, opts.repro_dir, impl=opts.impl, device=self.device or "cpu",
-                timeout=reproducer_timeout(f.verdict, opts.timeout), oracle=f.oracle,
+                timeout=reproducer_timeout(_as_it_fails(f), opts.timeout), oracle=f.oracle,
                 verdict=f.verdict, reproducibility=ratio, impl_path=roots,
                 strict=opts.strict, **(c.reproducer_arguments() if c else {})).resolve()
             # A cause the corpus replay met is in the corpus already, under any name. A drawn
