@@ -103,6 +103,23 @@ def test_a_confirmed_hang_represents_its_cause_not_a_known_hangs_shrunk_stall() 
         assert found.verdict.case == square(3) and found.count == 2
 
 
+def test_a_confirmation_another_runner_raced_still_represents_its_cause() -> None:
+    """While one runner confirms a hang (alone, the longer allowance), another may confirm
+    the op's hang first: the confirmation's verdict is still the confirmed hang
+    (``first_attempt``), never a known hang's later stall."""
+    from diagfuzz.execution.timeouts import KNOWN_HANG_NOTE, unconfirmed_stall
+
+    raced = {"known_hang": KNOWN_HANG_NOTE, "first_attempt": {"kind": "hang"}}
+    assert not unconfirmed_stall("hang", raced)
+    confirmed = Finding("covering array", Verdict("hang", "executor:timeout", "", square(3),
+                                                  raced))
+    stall = Finding("fuzz suite", Verdict("hang", "executor:timeout", "", square(0),
+                                          {"known_hang": KNOWN_HANG_NOTE}), shrunk=True)
+    for order in ([confirmed, stall], [stall, confirmed]):
+        (found,) = gate.distinct(order)
+        assert found.verdict.case == square(3) and found.count == 2
+
+
 def test_the_suites_merge_keeps_a_confirmed_hang_too() -> None:
     from diagfuzz.execution.timeouts import KNOWN_HANG_NOTE
     from diagfuzz.harness.findings import Finding as SuiteFinding

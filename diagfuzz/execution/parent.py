@@ -847,7 +847,9 @@ class ProcessRunner:
     def _hang(self, head: _Request, allowance: float) -> Verdict:
         details = {**self._base(head), "timeout": round(allowance, 3),
                    "timeout_cap": head.timeout}
-        known = self.known.has(head.case.op, "hang")
+        # A confirmation is never a known hang's later stall, though another runner may
+        # have confirmed the op's hang while it ran.
+        known = self.known.has(head.case.op, "hang") and head.first_attempt is None
         if known:
             details["known_hang"] = KNOWN_HANG_NOTE
         if self.log is not None and self._proc is not None and not known:

@@ -69,8 +69,11 @@ KNOWN_HANG_NOTE = ("a hang of this op is confirmed: judged alone with the calibr
 def unconfirmed_stall(kind: str, details: dict[str, Any] | None) -> bool:
     """Whether a verdict is a known hang's later Case: a stall past the short allowance,
     never confirmed, so on a loaded machine possibly a slow call of the op. It counts in
-    its hang's finding but never represents it: the confirmed hang's Case reproduces."""
-    return kind == "hang" and "known_hang" in (details or {})
+    its hang's finding but never represents it: the confirmed hang's Case reproduces. A
+    confirmation (``first_attempt``: it stalled again alone, with the longer allowance) is
+    never one."""
+    details = details or {}
+    return kind == "hang" and "known_hang" in details and "first_attempt" not in details
 
 
 def confirm_allowance(allowance: float, cap: float) -> float:
