@@ -375,3 +375,20 @@ def test_a_stopped_gate_names_the_stages_it_never_began_and_reports_one_moment(
     for name in ("covering array", "error parity", "torch.compile parity"):
         assert f"{name} (stopped before it began)" in unrun
     assert "| fuzz suite | 0 |" in text
+
+
+def test_a_finding_that_hangs_alone_gets_a_hangs_wait_in_its_reproducer() -> None:
+    """An error the run saw that hangs when re-run alone: its reproducer waits as for that
+    hang (3x the allowance, at least the floor), not the whole --timeout; a finding that
+    re-runs as it was found keeps its own verdict's wait."""
+    from diagfuzz.gate.run import _as_it_fails
+    from diagfuzz.harness.reproducers import HANG_REPRO_FLOOR, reproducer_timeout
+
+    found = Verdict("error-parity", "errors:aten", "", square(3))
+    hung = Verdict("hang", "executor:timeout", "", square(3), {"timeout": 0.5})
+    otherwise = Finding("error parity", found, classification=Classification(
+        square(3), "hang", 5, 5, {"hang": 5}, hung, processes=5))
+    assert reproducer_timeout(_as_it_fails(otherwise), 60.0) == HANG_REPRO_FLOOR
+    same = Finding("error parity", found, classification=Classification(
+        square(3), "error-parity", 5, 5, {"error-parity": 5}, found))
+    assert _as_it_fails(same) is found and reproducer_timeout(found, 60.0) == 60.0

@@ -140,7 +140,9 @@ def _as_it_fails(finding: Finding) -> Verdict:
     """The verdict its reproducer waits for: how it failed in its re-runs where that was
     another way (an error in the run that hangs alone gets a hang's wait, not the cap)."""
     c = finding.classification
-    return c.example if c is not None and c.example is not None else finding.verdict
+    if c is not None and c.example is not None and c.kind != finding.verdict.kind:
+        return c.example
+    return finding.verdict
 
 
 def _representing(finding: Finding) -> tuple[bool, bool, bool]:
