@@ -21,18 +21,23 @@ from concurrent.futures import ThreadPoolExecutor
 from diagfuzz.execution.parent import ProcessRunner
 
 SPIN = """
-import torch
+import sys, torch
 from tests.faulty.shape_fault import _device_spin
-x = torch.zeros(1, device="cuda")
+x = torch.zeros(1, device=sys.argv[1])
+if x.is_cuda:  # the launch returns (compiled first); the host then blocks in C
+    _device_spin((x,))
+    print("launched", flush=True)
+    torch.cuda.synchronize()
+print("spinning on the host", flush=True)
 _device_spin((x,))
-print("launched", flush=True)
-torch.cuda.synchronize()
 """
 
 
-def kill_wait() -> float:
-    """Seconds from SIGKILL to the exit of a process blocked behind a spinning kernel."""
-    proc = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+def kill_wait(device: str) -> float:
+    """Seconds from SIGKILL to the exit of a process blocked behind a spinning kernel (on
+    the CPU, under Triton's interpreter, the kernel spins on the host)."""
+    proc = subprocess.Popen([sys.executable, "-c", SPIN, device], stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout is not None
     proc.stdout.readline()
     time.sleep(0.5)
@@ -42,10 +47,10 @@ def kill_wait() -> float:
     return time.perf_counter() - started
 
 
-def start(impl: str) -> float:
+def start(impl: str, device: str) -> float:
     """Seconds until a fresh executor of ``impl`` is ready for its first Case."""
     started = time.perf_counter()
-    runner = ProcessRunner(impl, "cuda", timeout=120)
+    runner = ProcessRunner(impl, device, timeout=120)
     try:
         runner.start()
         return time.perf_counter() - started
@@ -58,11 +63,13 @@ def main() -> None:
     parser.add_argument("--impl", default="diagfuzz.impl:triton_aten")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
-    waits = [kill_wait() for _ in range(args.rounds)]
-    alone = [start(args.impl) for _ in range(args.rounds)]
+    waits = [kill_wait(args.device) for _ in range(args.rounds)]
+    alone = [start(args.impl, args.device) for _ in range(args.rounds)]
     with ThreadPoolExecutor(args.parallel) as pool:
-        together = list(pool.map(lambda _: start(args.impl), range(args.parallel)))
+        together = list(pool.map(lambda _: start(args.impl, args.device),
+                                 range(args.parallel)))
     print(f"kill wait (s): median {statistics.median(waits):.3f}, all "
           f"{[round(w, 3) for w in waits]}")
     print(f"executor start alone (s), {args.impl}: median {statistics.median(alone):.2f}, "
