@@ -88,19 +88,25 @@ def test_distinct_findings_are_one_per_signature_over_every_stage() -> None:
     assert coverage["dtype"] == Counter(float32=4)
 
 
-def test_a_confirmed_hang_represents_its_cause_not_a_known_hangs_shrunk_stall() -> None:
-    """On a loaded machine a slow call of an op with a confirmed hang stalls past the short
-    allowance and counts as that hang; the suite may even shrink such a stall. The cause's
-    representative, which classification re-runs and the reproducer replays, is the
-    confirmed hang's Case, or the gate reads the hang as flaky (exit 2)."""
+def _assert_represents(confirmed: Finding) -> None:
+    """``confirmed`` (of ``square(3)``) represents its cause beside a known hang's shrunk
+    stall (of ``square(0)``), in either order."""
     from diagfuzz.execution.timeouts import KNOWN_HANG_NOTE
 
-    confirmed = Finding("covering array", Verdict("hang", "executor:timeout", "", square(3)))
     stall = Finding("fuzz suite", Verdict("hang", "executor:timeout", "", square(0),
                                           {"known_hang": KNOWN_HANG_NOTE}), shrunk=True)
     for order in ([confirmed, stall], [stall, confirmed]):
         (found,) = gate.distinct(order)
         assert found.verdict.case == square(3) and found.count == 2
+
+
+def test_a_confirmed_hang_represents_its_cause_not_a_known_hangs_shrunk_stall() -> None:
+    """On a loaded machine a slow call of an op with a confirmed hang stalls past the short
+    allowance and counts as that hang; the suite may even shrink such a stall. The cause's
+    representative, which classification re-runs and the reproducer replays, is the
+    confirmed hang's Case, or the gate reads the hang as flaky (exit 2)."""
+    confirmed = Finding("covering array", Verdict("hang", "executor:timeout", "", square(3)))
+    _assert_represents(confirmed)
 
 
 def test_a_confirmation_another_runner_raced_still_represents_its_cause() -> None:
@@ -113,11 +119,7 @@ def test_a_confirmation_another_runner_raced_still_represents_its_cause() -> Non
     assert not unconfirmed_stall("hang", raced)
     confirmed = Finding("covering array", Verdict("hang", "executor:timeout", "", square(3),
                                                   raced))
-    stall = Finding("fuzz suite", Verdict("hang", "executor:timeout", "", square(0),
-                                          {"known_hang": KNOWN_HANG_NOTE}), shrunk=True)
-    for order in ([confirmed, stall], [stall, confirmed]):
-        (found,) = gate.distinct(order)
-        assert found.verdict.case == square(3) and found.count == 2
+    _assert_represents(confirmed)
 
 
 def test_the_suites_merge_keeps_a_confirmed_hang_too() -> None:

@@ -343,6 +343,15 @@ class Classifier:
             self._release(runner)
         return verdicts
 
+    def _each_fresh(self, case: Case, logs: list[Path | None], oracle: str,
+                    timeout: float) -> list[Verdict]:
+        """One verdict of ``case`` from each of ``len(logs)`` fresh executors, side by side
+        (a hang or crash ends its executor: each further call would pay a restart)."""
+        with ThreadPoolExecutor(max_workers=len(logs)) as pool:
+            parts = list(pool.map(lambda path: self._runs(case, 1, path, oracle, timeout),
+                                  logs))
+        return [v for part in parts for v in part]
+
     def _release(self, runner: ProcessRunner) -> None:
         with self._lock:
             self._live.discard(runner)
@@ -421,10 +430,7 @@ class Classifier:
 
         target = Call(oracle, case)
         if kind in RESTARTING_KINDS:
-            with ThreadPoolExecutor(max_workers=repeats) as pool:
-                parts = list(pool.map(lambda i: self._runs(case, 1, log(i), oracle, timeout),
-                                      range(repeats)))
-            alone = [v for part in parts for v in part]
+            alone = self._each_fresh(case, [log(i) for i in range(repeats)], oracle, timeout)
             processes = repeats
         else:
             more = min(len(past), REPEAT_SEARCH) if past else 0
@@ -478,11 +484,8 @@ class Classifier:
         self._note(case, f"fails alone as {other}, not as the run saw it")
         missing = self.repeats - len(verdicts)
         if missing > 0:  # its executor was replaced: one fresh executor per re-run
-            logs = [log() for _ in range(missing)]
-            with ThreadPoolExecutor(max_workers=missing) as pool:
-                parts = list(pool.map(lambda path: self._runs(case, 1, path, oracle, timeout),
-                                      logs))
-            verdicts += [v for part in parts for v in part]
+            verdicts += self._each_fresh(case, [log() for _ in range(missing)], oracle,
+                                         timeout)
             processes += missing
         return _measured(case, other, verdicts, processes)
 
