@@ -66,6 +66,47 @@ def test_sticky_error_fails_the_health_check_and_replaces_the_executor() -> None
     assert after.kind == "pass" and starts == 2
 
 
+def test_a_kernel_left_running_costs_a_calibrated_health_wait(tmp_path) -> None:
+    """A failing Case that leaves the device stuck (a kernel that never ends; the host
+    waits in C, where no signal reaches it) blocks the health check after it for good. The
+    runner waits for that check as long as the checks it measured warrant, not its whole
+    health timeout: every such Case of a run would pay that wait."""
+    from diagfuzz.execution.timeouts import KNOWN_HEALTH_FLOOR, learnt_for
+
+    learnt = learnt_for(None)
+    learnt[1].add("diagonal", "hang")  # a confirmed hang of the op: the shortest wait
+    with ProcessRunner("tests.faulty.left_running:impl", ops.DEVICE, timeout=30,
+                       workdir=tmp_path, learnt=learnt) as runner:
+        assert runner.health_timeout == 30.0
+        stuck = runner.run(square(1))
+        after = runner.run(square(0))  # would wait for good in the stuck process
+        starts = runner.starts
+    assert stuck.kind == "crash" and stuck.check == "executor:health"
+    assert f"health check gave no answer within {KNOWN_HEALTH_FLOOR:g}s" in stuck.message
+    assert stuck.details["original"]["kind"] == "mismatch"  # what the oracle saw first
+    assert after.kind == "pass" and starts == 2
+
+
+def test_the_health_wait_follows_the_checks_measured() -> None:
+    from diagfuzz.execution.timeouts import (
+        HEALTH_FLOOR,
+        KNOWN_HEALTH_FLOOR,
+        MULTIPLIER,
+        Calibration,
+    )
+
+    calibration = Calibration()
+    assert calibration.health_allowance(30.0) == 30.0  # nothing measured: the cap
+    assert calibration.health_allowance(30.0, known=True) == 30.0
+    calibration.observe_health(0.004)
+    assert calibration.health_allowance(30.0) == HEALTH_FLOOR
+    assert calibration.health_allowance(30.0, known=True) == KNOWN_HEALTH_FLOOR
+    assert calibration.health_allowance(5.0) == 5.0  # never past the cap
+    calibration.observe_health(2.0)  # a slow machine: its checks set the wait
+    assert calibration.health_allowance(60.0) == MULTIPLIER * 2.0
+    assert calibration.health_allowance(60.0, known=True) == MULTIPLIER * 2.0
+
+
 def test_mismatch_keeps_a_healthy_executor() -> None:
     with ProcessRunner("tests.faulty.wrong:impl", "cpu", timeout=30) as runner:
         first = runner.run(square(0))

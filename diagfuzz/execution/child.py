@@ -126,6 +126,9 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         # Start-up, not the first Cases' time (diagfuzz.execution.warmup). A replacement
         # after a crash starts inside a shard's time anyway: it goes straight to work.
         warmed = 0 if os.environ.get(msg.WARM_UP_ENV) == "0" else warm_up(device)
+        health_started = time.perf_counter()
+        health_check(device)  # warm: the measure of the check after a failing Case
+        health_s = time.perf_counter() - health_started
         settle_heap()  # full collections would walk every import's objects (runner.py)
         timing.warmup_s = clock.lap()
     except ImplError as exc:
@@ -135,7 +138,7 @@ def _serve(inbox: Connection, conn: Connection, impl_spec: str, device: str,
         _send(conn, msg.StartFailed(traceback.format_exc()))
         return
     mark("ready", "executor")
-    _send(conn, msg.Ready(os.getpid(), warmed))
+    _send(conn, msg.Ready(os.getpid(), warmed, round(health_s, 6)))
     profiler = Profiler("executor")  # DIAGFUZZ_PROFILE only
     try:
         marks = install_marks()

@@ -42,10 +42,13 @@ class Close:
 
 @dataclass(frozen=True)
 class Ready:
-    """The executor started: the impl loaded, the health check passed, the warm-up ran."""
+    """The executor started: the impl loaded, the health check passed, the warm-up ran.
+    ``health_s``: a warm health check's seconds, which calibrate how long the runner waits
+    for the one after a failing Case (``timeouts.Calibration.health_allowance``)."""
 
     pid: int
     warmed: int
+    health_s: float = 0.0
 
 
 @dataclass(frozen=True)

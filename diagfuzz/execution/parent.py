@@ -436,6 +436,8 @@ class ProcessRunner:
             raise ExecutorError(f"executor for {self.impl_spec!r} sent {reply!r} instead of "
                                 "ready")
         self.warmed = reply.warmed
+        if reply.health_s > 0:
+            self.calibration.observe_health(reply.health_s)
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -885,7 +887,7 @@ class ProcessRunner:
             verdict = _verdict().from_json(reply.verdict, head.case if reply.same_case else None)
             return verdict if verdict.ok else self._after_failure(head.case, verdict, base)
         trace = reply.traceback if isinstance(reply, msg.Raised) else repr(reply)
-        unhealthy = self._health()
+        unhealthy = self._health(head.case)
         if unhealthy:
             return self._poisoned(head.case, unhealthy, trace, base)
         raise ExecutorError(f"oracle {head.oracle!r} raised on Case {head.case.to_json()}:\n"
@@ -893,7 +895,7 @@ class ProcessRunner:
 
     def _after_failure(self, case: Case, verdict: Verdict, base: dict[str, Any]) -> Verdict:
         """Keep ``verdict`` if the executor is healthy; else the Case poisoned it: crash."""
-        unhealthy = self._health()
+        unhealthy = self._health(case)
         if not unhealthy:
             return verdict
         return self._poisoned(case, unhealthy,
@@ -908,13 +910,19 @@ class ProcessRunner:
                        f"executor unhealthy after this Case ({error_line(health)}); "
                        f"the Case's own outcome: {error_line(what)}", case, details)
 
-    def _health(self) -> str:
-        """'' if the health check the executor ran after a failing Case passed, else why
-        not (the executor sends it unasked, before serving the next queued Case)."""
+    def _health(self, case: Case) -> str:
+        """'' if the health check the executor ran after the failing ``case`` passed, else
+        why not (the executor sends it unasked, before serving the next queued Case). The
+        wait is calibrated on the checks measured (``Calibration.health_allowance``): a
+        kernel the Case left running on the GPU blocks the check in C for good, and a fixed
+        wait would be paid by every such Case of the run."""
+        wait = self.calibration.health_allowance(self.health_timeout,
+                                                 known=self.known.has(case.op))
+        started = time.monotonic()
         try:
             assert self._conn is not None
-            if not self._conn.poll(self.health_timeout):
-                return f"health check gave no answer within {self.health_timeout:g}s"
+            if not self._conn.poll(wait):
+                return f"health check gave no answer within {wait:g}s"
             reply = msg.decode(self._conn.recv())
         except (EOFError, BrokenPipeError, OSError):
             return f"executor died during the health check ({_exit_description(self._kill())})"
@@ -922,6 +930,7 @@ class ProcessRunner:
             return reply.traceback or reply.message
         if not isinstance(reply, msg.Healthy):
             return f"health check answered {reply!r}"
+        self.calibration.observe_health(time.monotonic() - started)
         return ""
 
 

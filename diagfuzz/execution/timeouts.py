@@ -54,6 +54,14 @@ FIRST_FLOOR = 2.0
 #: turn it into a hang. A true hang pays this once per op and run.
 CONFIRM_MULTIPLIER = 5.0
 CONFIRM_FLOOR = 10.0
+#: The least wait for the health check after a failing Case (seconds), ``MULTIPLIER``
+#: times the slowest warm check seen above it: a 2x2 copy and two synchronisations, which
+#: a loaded machine delays by milliseconds. An unanswered check makes the Case a crash, so
+#: the floor keeps a slow machine from inventing one; the caller's timeout is its cap.
+HEALTH_FLOOR = 10.0
+#: The least wait for that check after a failing Case of an op with a confirmed hang or
+#: crash: a check stuck behind a kernel the Case left running is that fault again.
+KNOWN_HEALTH_FLOOR = 1.0
 #: The allowance of an op with a confirmed hang while no Case of the run was answered (when
 #: the first Cases all hang, nothing is measured): the hang waited the whole timeout once.
 KNOWN_UNMEASURED = 10.0
@@ -125,6 +133,9 @@ class Calibration:
         self.version = 0
         #: The oracles with an answer measured (``measured``, asked at every submit).
         self._measured: set[str] = set()
+        #: Warm health checks' seconds (each executor's at its start, then each answered).
+        self._health = Slowest()
+        self._health_seen = False
 
     def observe(self, oracle: str, cases: list[Case], stretch: float, first: bool) -> None:
         """An answer for ``cases`` whose longest stretch took ``stretch`` seconds (``first``:
@@ -138,6 +149,24 @@ class Calibration:
                 else:
                     self._warm.setdefault(key[:2], {}).setdefault(key[2], Slowest()).add(
                         stretch)
+
+    def observe_health(self, seconds: float) -> None:
+        """A health check answered in ``seconds``."""
+        with self._lock:
+            self._health.add(seconds)
+            self._health_seen = True
+
+    def health_allowance(self, cap: float, *, known: bool = False) -> float:
+        """Seconds the runner waits for the health check after a failing Case, at most
+        ``cap``: ``MULTIPLIER`` times the slowest check seen, at least ``HEALTH_FLOOR``
+        (``known``: the Case's op has a confirmed hang or crash, ``KNOWN_HEALTH_FLOOR``);
+        ``cap`` while no check was measured."""
+        with self._lock:
+            if not self._health_seen:
+                return cap
+            slowest = self._health.value
+        floor = KNOWN_HEALTH_FLOOR if known else HEALTH_FLOOR
+        return min(cap, max(floor, MULTIPLIER * slowest))
 
     def measured(self, oracle: str) -> bool:
         """Whether any answer of ``oracle`` was measured yet."""
