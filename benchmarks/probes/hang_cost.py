@@ -17,8 +17,14 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from diagfuzz.execution.parent import ProcessRunner
+# The repository root, so that executors (which take this process's path) import
+# ``examples`` and ``tests`` as the gate's do, whatever directory it runs from.
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from diagfuzz.execution.parent import ProcessRunner  # noqa: E402
 
 SPIN = """
 import sys, torch
@@ -37,7 +43,7 @@ def kill_wait(device: str) -> float:
     """Seconds from SIGKILL to the exit of a process blocked behind a spinning kernel (on
     the CPU, under Triton's interpreter, the kernel spins on the host)."""
     proc = subprocess.Popen([sys.executable, "-c", SPIN, device], stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, cwd=ROOT)
     assert proc.stdout is not None
     proc.stdout.readline()
     time.sleep(0.5)
