@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.core.signature import Signature, cause_axes, shrink_key, signature_of
@@ -281,6 +282,7 @@ class Shard:
             finding = None
             if (replayable and seen.choices is not None and n < MAX_SHRUNK
                     and not self.session.plan.stop_requested()
+                    and not self._known_hang(signature, seen)
                     and claim(self.session.plan, signature)):
                 finding = self._shrink(run, shard_settings, signature, seen)
             if finding is None:
@@ -289,6 +291,19 @@ class Shard:
             finding.classes = {axis: dict(c) for axis, c in seen.classes.items()}
             findings.append(finding)
         self.findings += merge_findings(findings)  # a finding's symptoms: one finding
+
+    def _known_hang(self, signature: Signature, seen: Seen) -> bool:
+        """Whether ``signature`` is a hang of an op whose hang the run has confirmed: its
+        shrinking would find only that hang's later stalls (each a killed executor and a
+        fresh one on a GPU), which never represent it (``Finding.preference``), so the
+        Case phase 1 saw is kept, the confirmed one where it is that."""
+        case = seen.verdict.case
+        if signature.kind != "hang" or case is None:
+            return False
+        from diagfuzz.execution.timeouts import learnt_of_run
+
+        known = learnt_of_run(Path(self.session.plan.run_dir) / "known-faults")[1]
+        return bool(known.has(case.op, "hang"))
 
     def _shrink(self, run: Callable[..., None], shard_settings: Any, signature: Signature,
                 seen: Seen) -> Finding | None:
