@@ -249,6 +249,10 @@ class ProcessRunner:
         #: (``diagfuzz.execution.timeouts``), shared with the run's other runners; by
         #: default this runner's own.
         self.calibration, self.known = learnt or learnt_for(None)
+        #: Whether a Case with the shape of its op's confirmed hang (``hang_shapes``) is
+        #: answered as that hang without being run: a stage's or a shard's Cases, never a
+        #: re-run that must run (classification, a sequence).
+        self.block_hang_shapes = False
         self._beacon: Beacon | None = None
         #: Variables its executors get beside this process's (``WARM_UP_ENV``, say), set
         #: per runner: a thread beside others must not change os.environ for all of them.
@@ -529,6 +533,13 @@ class ProcessRunner:
         arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
         self._ready.extend(arrived)
         oracle = oracle or self.oracle
+        blocked = self._blocked(case) if self.block_hang_shapes else None
+        if blocked is not None:  # answered in submission order: after those in flight
+            answered = self.wait(0)  # (wait rebinds self._ready)
+            self._ready.extend(answered)
+            ticket = next(self._tickets)
+            self._ready.append((ticket, blocked))
+            return ticket
         # Alone: an op with a confirmed hang or crash, so the next such Case loses only
         # itself; and the run's first Cases until one is answered, so that before any
         # time is measured (the whole timeout is the allowance) one Case is at stake, not
@@ -555,6 +566,31 @@ class ProcessRunner:
             pass  # died running an earlier Case: found there, and this one is sent again
         return request.ticket
 
+    def _blocked(self, case: Case) -> Verdict | None:
+        """``case`` answered as its op's confirmed hang, not run, where it has that hang's
+        shape (``hang_shapes``): each such Case would cost its allowance and a fresh
+        executor."""
+        if case.invalid or not self.known.has(case.op, "hang"):
+            return None
+        shape = self.known.shapes.blocks(case)
+        if shape is None:
+            return None
+        from diagfuzz.execution.hang_shapes import describe
+
+        return _verdict()("hang", "executor:timeout",
+                          f"not run: it has the shape of this op's confirmed hang "
+                          f"({describe(shape)})", case,
+                          {"known_hang": KNOWN_HANG_NOTE, "blocked": describe(shape)})
+
+    def _learn(self, settled: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
+        """``settled``, each valid Case first told to the hang shapes (hung, or answered;
+        an unsupported Case never reached the impl, and an invalid one may pass no tensor
+        of its sizes at all, so neither says anything of the hang's shape)."""
+        for _, verdict in settled:
+            if verdict.case is not None and not verdict.case.invalid and not verdict.unsupported:
+                self.known.shapes.observe(verdict.case, verdict.kind == "hang")
+        return settled
+
     @property
     def in_flight(self) -> int:
         """Cases submitted and not yet answered (a prelude is no one's Case)."""
@@ -569,7 +605,7 @@ class ProcessRunner:
                 step = self._step(block=False)
                 if step is None:
                     break
-                done += step
+                done += self._learn(step)
         except BaseException:
             self._ready[:0] = done
             raise
@@ -585,7 +621,7 @@ class ProcessRunner:
         done, self._ready = self._ready, []
         try:
             while self.in_flight > in_flight:
-                done += self._step(block=True) or []
+                done += self._learn(self._step(block=True) or [])
         except BaseException:
             self._ready[:0] = done
             raise

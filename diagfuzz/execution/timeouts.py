@@ -31,6 +31,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from diagfuzz.execution.hang_shapes import HangShapes
+
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
     from diagfuzz.core.case import Case
 
@@ -237,6 +239,8 @@ class KnownFaults:
         self.refresh = refresh
         self._read_at = float("-inf")
         self._read_bytes = 0
+        #: What marks each op's hang (``hang_shapes``): learnt in this process only.
+        self.shapes = HangShapes()
 
     def add(self, op: str, kind: str) -> None:
         """``op`` has a confirmed fault of ``kind``."""
@@ -300,8 +304,10 @@ def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any
     """The timeouts a run used, for its JSON report: the rule, each op's allowances (seconds)
     and the confirmed faults."""
     calibration, known = learnt
+    blocked = {op: {"cases": n, "shape": known.shapes.blocked_by[op]}
+               for op, n in sorted(known.shapes.blocked.items())}
     return {"cap_s": cap, "rule": rule(cap), "ops": calibration.summary("check", cap),
-            "confirmed_faults": known.items()}
+            "confirmed_faults": known.items(), "blocked_by_hang_shape": blocked}
 
 
 _learnt: dict[str, tuple[Calibration, KnownFaults]] = {}

@@ -42,10 +42,14 @@ def stage_pool(impl: str, device: str, executors: int, timeout: float, workdir: 
                strict: bool, learnt: tuple[Calibration, KnownFaults] | None = None
                ) -> FanoutRunner:
     """``executors`` executors, each logging (and timing) under ``workdir/<index>``, all
-    calibrating their timeouts and learning confirmed faults together (``learnt``)."""
-    return FanoutRunner([ProcessRunner(impl, device, timeout=timeout, strict=strict,
-                                       workdir=workdir / str(index), learnt=learnt)
-                         for index in range(executors)])
+    calibrating their timeouts and learning confirmed faults together (``learnt``); a Case
+    with the shape of its op's confirmed hang is not run (``hang_shapes``)."""
+    runners = [ProcessRunner(impl, device, timeout=timeout, strict=strict,
+                             workdir=workdir / str(index), learnt=learnt)
+               for index in range(executors)]
+    for runner in runners:
+        runner.block_hang_shapes = True
+    return FanoutRunner(runners)
 
 
 def split_compile_lane(pool: FanoutRunner) -> tuple[FanoutRunner, FanoutRunner | None]:
