@@ -4,12 +4,13 @@ that later Cases of that shape are not run at all.
 A kernel with a bad loop bound hangs on every Case of some common shape (a rank and a dim,
 a dtype), and each such Case costs its allowance and a fresh executor; on a CPU the covering
 stage alone meets hundreds of them. Once an op's hang is confirmed and ``MIN_HANGS`` of its
-Cases have hung, the features every one of them shares (rank, each dim's size, dtype) are
-the hang's shape, kept only while no Case of the op that answered (passed, or failed any
-other way) has them all. A later Case with that shape is *blocked*: not run, and counted
-as the hang's Case (a known hang's stall, which never represents a finding). A hang that
-does not match narrows the shape to what all hangs share, checked again against every Case
-that answered; a shape that no longer separates the two blocks nothing.
+Cases have hung, the features every one of them shares (the rank and each dim's size of
+the Case and of the tensor it passes, the dtype) are the hang's shape, kept only while no
+Case of the op that answered (passed, or failed any other way) has them all. A later Case
+with that shape is *blocked*: not run, and counted as the hang's Case (a known hang's
+stall, which never represents a finding). A hang that does not match narrows the shape to
+what all hangs share, checked again against every Case that answered; a shape that no
+longer separates the two blocks nothing.
 """
 
 from __future__ import annotations
