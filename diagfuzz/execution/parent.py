@@ -577,10 +577,10 @@ class ProcessRunner:
             return None
         from diagfuzz.execution.hang_shapes import describe
 
+        words = describe(shape)
         return _verdict()("hang", "executor:timeout",
-                          f"not run: it has the shape of this op's confirmed hang "
-                          f"({describe(shape)})", case,
-                          {"known_hang": KNOWN_HANG_NOTE, "blocked": describe(shape)})
+                          f"not run: it has the shape of this op's confirmed hang ({words})",
+                          case, {"known_hang": KNOWN_HANG_NOTE, "blocked": words})
 
     def _learn(self, settled: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
         """``settled``, each valid Case first told to the hang shapes (hung, or answered;

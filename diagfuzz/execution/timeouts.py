@@ -116,6 +116,10 @@ class Slowest:
         self._kept: deque[float] = deque(maxlen=self.KEPT)
         self.value = 0.0
 
+    def __len__(self) -> int:
+        """Stretches kept (0: nothing measured yet)."""
+        return len(self._kept)
+
     def add(self, stretch: float) -> None:
         self._kept.append(stretch)
         kept = sorted(self._kept)
@@ -137,7 +141,6 @@ class Calibration:
         self._measured: set[str] = set()
         #: Warm health checks' seconds (each executor's at its start, then each answered).
         self._health = Slowest()
-        self._health_seen = False
 
     def observe(self, oracle: str, cases: list[Case], stretch: float, first: bool) -> None:
         """An answer for ``cases`` whose longest stretch took ``stretch`` seconds (``first``:
@@ -156,7 +159,6 @@ class Calibration:
         """A health check answered in ``seconds``."""
         with self._lock:
             self._health.add(seconds)
-            self._health_seen = True
 
     def health_allowance(self, cap: float, *, known: bool = False) -> float:
         """Seconds the runner waits for the health check after a failing Case, at most
@@ -164,7 +166,7 @@ class Calibration:
         (``known``: the Case's op has a confirmed hang or crash, ``KNOWN_HEALTH_FLOOR``);
         ``cap`` while no check was measured."""
         with self._lock:
-            if not self._health_seen:
+            if not self._health:
                 return cap
             slowest = self._health.value
         floor = KNOWN_HEALTH_FLOOR if known else HEALTH_FLOOR
