@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagfuzz.core.signature import Signature, cause_axes, shrink_key, signature_of
@@ -299,9 +300,11 @@ class Shard:
         case = seen.verdict.case
         if signature.kind != "hang" or case is None:
             return False
-        from diagfuzz.harness.worker import learnt
+        from diagfuzz.execution.timeouts import learnt_of_run
 
-        return bool(learnt(self.session.plan)[1].has(case.op, "hang"))
+        # worker.learnt's file (that module imports this one: it cannot be asked here)
+        known = learnt_of_run(Path(self.session.plan.run_dir) / "known-faults")[1]
+        return bool(known.has(case.op, "hang"))
 
     def _shrink(self, run: Callable[..., None], shard_settings: Any, signature: Signature,
                 seen: Seen) -> Finding | None:
