@@ -57,10 +57,11 @@ def mixed(per_stream: int, ops_: tuple[str, ...] = tuple(SPECS)) -> list[Case]:
 def outcome(verdict: Verdict) -> tuple[Any, ...]:
     """What a verdict says, without the counter readings that differ between runs of one
     process (the dispatch proof's cumulative launch count), between runners (where each
-    keeps its executor's history) or with the machine's load (``first_attempt``: a Case
-    that stalled on a loaded machine and was confirmed alone records that first try)."""
+    keeps its executor's history) or with the machine's load (``first_attempt``,
+    ``batch_attempt``: a Case whose batch or first try stalled on a loaded machine, judged
+    again alone, records that try)."""
     details = {k: v for k, v in verdict.details.items()
-               if k not in ("launches", "history", "first_attempt")}
+               if k not in ("launches", "history", "first_attempt", "batch_attempt")}
     return verdict.kind, verdict.check, verdict.message, repr(sorted(details.items()))
 
 
