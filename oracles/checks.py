@@ -38,7 +38,8 @@ import torch
 
 from diagfuzz.core import counters
 from diagfuzz.core.bits import diff, differing, same_bits, storages_overlap
-from diagfuzz.core.case import Case, dtype_of
+from diagfuzz.core.case import OUT_FORMS as OUT_FORMS  # re-exported
+from diagfuzz.core.case import Case, drawn_out_form, dtype_of
 from diagfuzz.core.dispatch import aten_only, judged
 from diagfuzz.core.impl import provides, unsupported
 from diagfuzz.core.origin import raise_origin
@@ -381,24 +382,14 @@ def upload(case: Case, host_args: dict[str, Any], byte: int, device: str,
     return run
 
 
-#: The ``out`` a valid ``.out`` Case hands the implementation (``out_form``): of the
-#: result's shape, contiguous ("fresh") or with its last two dims transposed ("transposed":
-#: aten writes into out's strides); with no element ("empty") or flat with one element
-#: more than the result ("misshapen"): aten resizes either (the second with a deprecation
-#: warning, which the oracle silences) and writes it contiguous.
-OUT_FORMS = ("fresh", "empty", "transposed", "misshapen")
 #: aten's warning for a non-empty ``out`` it resizes.
 _RESIZED = "An output with one or more elements was resized"
 
 
 def out_form(case: Case, shape: tuple[int, ...]) -> str:
-    """A valid ``.out`` Case's ``out`` (``OUT_FORMS``), fixed by the Case: a kernel that
-    resizes only an empty ``out``, or writes a given one as if contiguous, is wrong on a
-    third of the Cases and right on the others."""
-    import zlib
-
-    form = OUT_FORMS[zlib.crc32(repr((case.values.seed, case.sizes, case.offset,
-                                      case.dtype)).encode()) % len(OUT_FORMS)]
+    """A valid ``.out`` Case's ``out`` (``OUT_FORMS``): the one it draws, "fresh" where a
+    result of ``shape`` has nothing to transpose."""
+    form = drawn_out_form(case)
     if form == "transposed" and (len(shape) < 2 or min(shape[-2:]) < 2):
         return "fresh"  # nothing to transpose
     return form

@@ -127,3 +127,28 @@ def test_fresh_executors_start_ahead_and_serve_as_many_sequences_as_asked() -> N
     assert shared.take() is not one and one.closed
     shared.close()
     assert all(r.closed for r in made[before:])
+
+
+def test_a_gpu_starts_one_executor_ahead_of_sequences_that_share_it() -> None:
+    """On a GPU each executor serves GPU_REUSE sequences: one more starting meanwhile is
+    enough, and more would import the impl beside the suite for nothing."""
+    from diagfuzz.harness.sequences import GPU_AHEAD, GPU_REUSE, fresh_for
+
+    made: list[_Runner] = []
+
+    def make(environ: dict[str, str]) -> _Runner:
+        made.append(_Runner())
+        return made[-1]
+
+    gpu = fresh_for(make, "cuda:0")  # type: ignore[arg-type]
+    first = gpu.take()
+    assert (GPU_AHEAD, GPU_REUSE) == (1, 8) and len(made) == 2
+    for _ in range(GPU_REUSE - 1):
+        gpu.done(first)
+        assert gpu.take() is first
+    gpu.close()
+    cpu = fresh_for(make, "cpu")  # type: ignore[arg-type]
+    one = cpu.take()
+    cpu.done(one)
+    assert one.closed and len(made) == 2 + 5  # one sequence each, four ahead
+    cpu.close()

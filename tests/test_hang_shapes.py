@@ -1,6 +1,6 @@
-"""A confirmed hang's shape: learnt from the Cases that hung and those that answered, it
-blocks only Cases that share every feature of all the hangs, and none while a Case that
-answered has them all."""
+"""A confirmed hang's shapes: learnt from the Cases that hung and those that answered, each
+blocks only Cases that share every feature of the hangs that formed it, and none once a
+Case that answered has them all."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def test_the_shape_is_what_every_hang_shares_once_enough_hung() -> None:
     shapes = HangShapes()
     shapes.observe(case((3, 2, 2, 2)), hung=True)
     shapes.observe(case((3, 5, 2, 4), "float16"), hung=True)
-    assert shapes.shape("diagonal") is None  # fewer than MIN_HANGS: chance shares features
+    assert shapes.shapes("diagonal") == []  # fewer than MIN_HANGS: chance shares features
     shapes.observe(case((3, 7, 1, 9), "bool"), hung=True)
     assert MIN_HANGS == 3
-    shape = shapes.shape("diagonal")
-    assert shape is not None and describe(shape) == "rank 4, dim 0 = 3"
+    [shape] = shapes.shapes("diagonal")
+    assert describe(shape) == "rank 4, dim 0 = 3"
     assert shapes.blocks(case((3, 1, 1, 1), "int32")) == shape
     assert shapes.blocks(case((4, 1, 1, 1))) is None  # another first dim
     assert shapes.blocks(case((3, 1, 1))) is None  # another rank
@@ -38,18 +38,36 @@ def test_a_shape_an_answered_case_has_blocks_nothing() -> None:
     shapes.observe(case((3, 2, 2, 2)), hung=False)  # this one passed
     for sizes in ((3, 2, 2, 2), (3, 2, 2, 2), (3, 2, 2, 2)):
         shapes.observe(case(sizes), hung=True)  # a slow machine's stalls of it
-    assert shapes.shape("diagonal") is None
+    assert shapes.shapes("diagonal") == []
 
 
-def test_a_hang_of_another_shape_narrows_it_until_it_no_longer_separates() -> None:
+def test_a_case_that_answers_with_a_shape_ends_it() -> None:
     shapes = HangShapes()
-    shapes.observe(case((2, 2, 2, 2)), hung=False)
     for sizes, dtype in (((3, 2, 2, 1), "float32"), ((3, 4, 2, 7), "float16"),
                          ((3, 6, 2, 3), "bool")):
         shapes.observe(case(sizes, dtype), hung=True)
-    assert describe(shapes.shape("diagonal") or frozenset()) == "rank 4, dim 0 = 3, dim 2 = 2"
-    shapes.observe(case((5, 5, 5, 5)), hung=True)  # narrower: rank 4 only
-    assert shapes.shape("diagonal") is None  # the answered (2, 2, 2, 2) has both
+    assert [describe(s) for s in shapes.shapes("diagonal")] == ["rank 4, dim 0 = 3, dim 2 = 2"]
+    shapes.observe(case((3, 9, 2, 9), "int8"), hung=False)
+    assert shapes.shapes("diagonal") == []
+    assert shapes.blocks(case((3, 1, 2, 1))) is None
+
+
+def test_a_hang_that_would_narrow_a_shape_past_separating_forms_its_own() -> None:
+    """A large Case past a confirmed hang's short allowance, or a fault's second shape,
+    does not strip the first shape down to what answered Cases have too."""
+    shapes = HangShapes()
+    shapes.observe(case((2, 2, 2, 2)), hung=False)
+    shapes.observe(case((5, 67, 68), "float64"), hung=False)
+    for sizes, dtype in (((3, 2, 2, 1), "float32"), ((3, 4, 2, 7), "float16"),
+                         ((5, 67, 68), "float64"), ((3, 6, 2, 3), "bool")):
+        shapes.observe(case(sizes, dtype), hung=True)  # (5, 67, 68): slow, not the fault
+    for sizes, dtype in (((6, 2, 2), "int8"), ((6, 5, 5), "int8"), ((6, 1, 3), "int16")):
+        shapes.observe(case(sizes, dtype), hung=True)  # the fault's second shape
+    assert sorted(describe(s) for s in shapes.shapes("diagonal")) == [
+        "rank 3, dim 0 = 6", "rank 4, dim 0 = 3, dim 2 = 2"]
+    assert shapes.blocks(case((6, 9, 9))) is not None
+    assert shapes.blocks(case((3, 9, 2, 9))) is not None
+    assert shapes.blocks(case((5, 67, 68))) is None  # it answered once: never blocked
 
 
 def test_a_runner_answers_a_case_of_the_shape_without_running_it(tmp_path: Path) -> None:
@@ -68,9 +86,35 @@ def test_a_runner_answers_a_case_of_the_shape_without_running_it(tmp_path: Path)
         (t1, served), (t2, blocked) = runner.drain()
         runner.block_hang_shapes = False
         judged = runner.run(case((3, 5, 5, 5)))  # a re-run that must run: judged
-        assert learnt[1].shapes.shape("diagonal") is None  # it passed: no longer the hang's
+        assert learnt[1].shapes.shapes("diagonal") == []  # it passed: no longer the hang's
     assert blocked.kind == "hang" and blocked.details["blocked"] == "rank 4, dim 0 = 3"
     assert "not run" in blocked.message and "known_hang" in blocked.details
     assert (t1, t2) == (first, second)
     assert served.kind == "pass" and judged.kind == "pass"
     assert learnt[1].shapes.blocked == {"diagonal": 1}
+
+
+def test_a_hang_writing_an_out_of_the_results_shape_is_told_from_the_call_without_it() -> None:
+    """A kernel that hangs on a shape hangs writing an ``out`` of it too, while the same
+    sizes pass without one (or with an empty ``out`` that it resizes)."""
+    from dataclasses import replace
+
+    from diagfuzz.core.case import drawn_out_form
+
+    def out_case(sizes: tuple[int, ...], form: str) -> Case:
+        plain = case(sizes, op="diagonal_backward")
+        return next(c for seed in range(100)
+                    if drawn_out_form(c := replace(plain, out_dtype="float32",
+                                                   values=replace(plain.values, seed=seed)))
+                    == form)
+
+    shapes = HangShapes()
+    for sizes in ((3, 2, 2, 2), (3, 4, 5, 6), (3, 7, 1, 9)):
+        shapes.observe(case(sizes, op="diagonal_backward"), hung=False)
+        shapes.observe(out_case(sizes, "empty"), hung=False)
+        shapes.observe(out_case(sizes, "fresh"), hung=True)
+    [shape] = shapes.shapes("diagonal_backward")
+    assert describe(shape) == "rank 4, dim 0 = 3, float32, an out of the result's shape"
+    assert shapes.blocks(out_case((3, 1, 1, 1), "transposed")) == shape
+    assert shapes.blocks(out_case((3, 1, 1, 1), "misshapen")) is None
+    assert shapes.blocks(case((3, 1, 1, 1), op="diagonal_backward")) is None

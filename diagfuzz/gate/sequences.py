@@ -14,10 +14,9 @@ from diagfuzz.execution.parent import ExecutorError, ProcessRunner
 from diagfuzz.gate.stages import Context, Finding, Stage, count_case
 from diagfuzz.harness.sequences import (
     EXAMPLES,
-    Fresh,
     Search,
+    fresh_for,
     gate_seconds,
-    reuse_for,
     search_sequences,
 )
 
@@ -58,7 +57,7 @@ def sequence_stage(ctx: Context, runner: FanoutRunner) -> Stage:
                              strict=opts.strict, learnt=opts.learnt(), environ=environ,
                              workdir=opts.run_dir / "sequences" / str(next(made) % 8))
 
-    fresh = Fresh(make, reuse=reuse_for(runner.device))
+    fresh = fresh_for(make, runner.device)
     started = time.monotonic()
 
     def enough() -> bool:

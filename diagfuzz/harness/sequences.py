@@ -74,9 +74,13 @@ MANY = 64
 REALLOCATIONS = 3
 
 
-#: Fresh executors kept starting ahead of the sequences that will take them: on a GPU an
-#: executor's start (its CUDA context, the impl) takes longer than a sequence's calls.
+#: Fresh executors kept starting ahead of the sequences that will take them, where each
+#: serves one sequence (a CPU): an executor's start takes longer than a sequence's calls.
 AHEAD = 4
+#: The same on a GPU, where each serves ``GPU_REUSE``: one starts while eight sequences run,
+#: and more would import the impl beside the suite's executors for nothing (FlagGems' gate
+#: took 13 % longer with a search starting five at once, H100, 2026-12-07).
+GPU_AHEAD = 1
 #: Sequences one executor serves on a GPU, where a start costs seconds (FlagGems' import
 #: about ten): 15 s of fresh executors reached 58 calls there. A failure's history then
 #: spans the sequences before it in its executor, and classification shrinks it.
@@ -415,9 +419,12 @@ def search_sequences(search: Search, ops: Sequence[str],
 
 
 
-def reuse_for(device: str) -> int:
-    """Sequences one executor serves on ``device`` (``GPU_REUSE`` on a GPU, else 1)."""
-    return GPU_REUSE if str(device).startswith("cuda") else 1
+def fresh_for(make: Callable[[dict[str, str]], ProcessRunner], device: str) -> Fresh:
+    """Fresh executors for sequences on ``device``: on a GPU ``GPU_REUSE`` sequences each,
+    ``GPU_AHEAD`` starting ahead; elsewhere one each, ``AHEAD`` ahead."""
+    if str(device).startswith("cuda"):
+        return Fresh(make, ahead=GPU_AHEAD, reuse=GPU_REUSE)
+    return Fresh(make, ahead=AHEAD, reuse=1)
 
 
 def run_in_suite(shard: Shard) -> None:
@@ -437,7 +444,7 @@ def run_in_suite(shard: Shard) -> None:
                              learnt=learnt(plan), environ=environ,
                              workdir=Path(plan.run_dir) / "sequences" / str(next(made) % 8))
 
-    fresh = Fresh(make, reuse=reuse_for(device))
+    fresh = fresh_for(make, device)
     left = None if plan.deadline is None else plan.deadline - time.time()
 
     def stopped() -> bool:
