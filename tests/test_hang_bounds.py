@@ -13,6 +13,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.runtime import DEVICE
 from diagfuzz.execution import history
@@ -21,9 +23,11 @@ from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.execution.timeouts import (
     FIRST_FLOOR,
     FLOOR,
+    KNOWN_CAP,
     KNOWN_FLOOR,
     KNOWN_UNMEASURED,
     MULTIPLIER,
+    SCALE_CLASSES,
     Calibration,
     KnownFaults,
     learnt_for,
@@ -57,9 +61,15 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     calib.observe("check", [small], 0.003, first=False)
     assert calib.allowance("check", small, CAP, first=False) == FLOOR
     assert calib.allowance("check", small, CAP, first=False, known=True) == KNOWN_FLOOR
-    # A larger size class than any seen: scaled by its elements (a factor of 4 a class),
-    # but for a known hang no slower than the op's slowest Case seen.
-    assert calib.allowance("check", large, CAP, first=False) > FLOOR
+    # A larger size class than any seen: scaled by its elements (a factor of 4 a class,
+    # SCALE_CLASSES at most: past it a slow Case is confirmed, not waited on), but for a
+    # known hang no slower than the op's slowest Case seen.
+    assert calib.allowance("check", large, CAP, first=False) == pytest.approx(
+        max(FLOOR, MULTIPLIER * 0.003 * 4 ** SCALE_CLASSES))
+    scaled = Calibration()
+    scaled.observe("check", [small], 0.05, first=False)
+    assert SCALE_CLASSES == 1 and scaled.allowance("check", large, CAP, first=False) == \
+        pytest.approx(MULTIPLIER * 0.05 * 4)  # 512 x 512 is seven classes up: 4x, not 4**7
     assert calib.allowance("check", large, CAP, first=False, known=True) == KNOWN_FLOOR
     calib.observe("check", [large], 0.4, first=False)
     assert calib.allowance("check", large, CAP, first=False) == MULTIPLIER * 0.4
@@ -69,6 +79,30 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     assert calib.allowance("check", small, CAP, first=True) == CAP
     assert calib.allowance("check_compile", small, 300.0, first=True) == 300.0
     assert FIRST_FLOOR >= FLOOR >= KNOWN_FLOOR
+
+
+def test_a_batchs_stretch_measures_its_largest_cases_only() -> None:
+    """The slowest stretch of a batch is its largest Case's: the small Cases beside it
+    keep their own measure (else each would wait what the large one took)."""
+    calib = Calibration()
+    small, large = diagonal((4, 4)), diagonal((512, 512))
+    calib.observe("check", [small], 0.003, first=False)
+    calib.observe("check", [small, large, small], 4.0, first=False)
+    assert calib.allowance("check", small, CAP, first=False) == FLOOR
+    assert calib.allowance("check", large, CAP, first=False) == MULTIPLIER * 4.0
+    assert calib.allowance("check", small, CAP, first=False, known=True) == KNOWN_FLOOR
+
+
+def test_a_known_hangs_case_waits_at_most_the_known_cap() -> None:
+    """A confirmed hang's Case in a fresh executor (a first call again) waits no more than
+    KNOWN_CAP, whatever the op's slowest first call took."""
+    calib = Calibration()
+    small = diagonal((4, 4))
+    calib.observe("check", [diagonal((65, 65))], 2.7, first=True)
+    calib.observe("check", [small], 0.003, first=False)
+    assert calib.allowance("check", small, CAP, first=True) == MULTIPLIER * 2.7
+    assert calib.allowance("check", small, CAP, first=True, known=True) == KNOWN_CAP == 3.0
+    assert calib.allowance("check", small, CAP, first=False, known=True) == KNOWN_FLOOR
 
 
 def test_known_faults_are_shared_through_the_run_file(tmp_path: Path) -> None:

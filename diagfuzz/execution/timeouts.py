@@ -38,6 +38,11 @@ if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it impo
 
 #: A Case may stall this many times the slowest stretch seen for its kind of Case.
 MULTIPLIER = 10.0
+#: Size classes (factors of 4 in elements) a Case larger than any seen scales the largest
+#: one's stretch by, at most: past it a slower Case is confirmed in a fresh executor before
+#: it is a hang, while an unbounded scale let one hang of a Case three classes up stall
+#: 46 s, then 60 s more confirming it (a CPU gate's covering stage, 2026-12-07).
+SCALE_CLASSES = 1
 #: The least allowance of an op with no confirmed hang (seconds): a stall past it is
 #: confirmed in a fresh executor, so a loaded machine costs a re-run, never a false hang.
 FLOOR = 1.0
@@ -47,6 +52,13 @@ KNOWN_FLOOR = 0.2
 #: (its first call's, for a first call) before it is that hang again; no confirmation
 #: follows, so the margin is narrower than ``MULTIPLIER``'s.
 KNOWN_MULTIPLIER = 3.0
+#: The most allowance of an op whose hang is confirmed, once anything was measured: its
+#: stretches are a kernel's (a compile is progress of its own, ``beacon``), so a first call
+#: in a fresh executor after each of its hangs gets no more than a warm Case of the op,
+#: while 3x the op's slowest first call (one large interpreted Case's) let each such hang
+#: stall 8 s (a CPU gate, 2026-12-07). A slower Case past it joins the known hang's
+#: Cases, which never make a finding of their own.
+KNOWN_CAP = 3.0
 #: The least allowance of an executor's first call of an op and dtype (of an op with a
 #: confirmed hang: ``KNOWN_FLOOR``).
 FIRST_FLOOR = 2.0
@@ -144,11 +156,16 @@ class Calibration:
 
     def observe(self, oracle: str, cases: list[Case], stretch: float, first: bool) -> None:
         """An answer for ``cases`` whose longest stretch took ``stretch`` seconds (``first``:
-        it held an executor's first call of one of their op and dtype)."""
+        it held an executor's first call of one of their op and dtype). A batch's stretch is
+        its slowest Case's, so it measures the batch's largest size class only: given to
+        every Case, one large interpreted Case made each small one of its batch wait 60 s
+        as a confirmed hang's later Case (a CPU gate, 2026-12-07)."""
+        largest = max((size_class(case) for case in cases), default=0)
         with self._lock:
             self.version += 1
             self._measured.add(oracle)
-            for key in {(oracle, case.op, size_class(case)) for case in cases}:
+            for key in {(oracle, case.op, size_class(case)) for case in cases
+                        if size_class(case) == largest}:
                 if first:
                     self._first.setdefault(key[:2], Slowest()).add(stretch)
                 else:
@@ -193,11 +210,14 @@ class Calibration:
                 if seen is None:
                     return min(cap, KNOWN_UNMEASURED) if known else cap
                 slowest, floor = seen, (KNOWN_FLOOR if known else FIRST_FLOOR)
-        return min(cap, max(floor, (KNOWN_MULTIPLIER if known else MULTIPLIER) * slowest))
+        if known:
+            return min(cap, KNOWN_CAP, max(floor, KNOWN_MULTIPLIER * slowest))
+        return min(cap, max(floor, MULTIPLIER * slowest))
 
     def _slowest_warm(self, oracle: str, case: Case, scale: bool = True) -> float | None:
         """The slowest stretch of ``case``'s size class, else of the next larger one seen;
-        for a Case larger than any seen, the largest's scaled by the elements (``scale``),
+        for a Case larger than any seen, the largest's scaled by the elements, at most
+        ``SCALE_CLASSES`` classes' worth (``scale``),
         else the largest's itself (a known hang's Case: that hang again, or no slower than
         the op's slowest Case seen, never a wait scaled past every measure)."""
         classes = self._warm.get((oracle, case.op))
@@ -208,7 +228,8 @@ class Calibration:
         if above:
             return classes[min(above)].value
         largest = max(classes)
-        return classes[largest].value * (4.0 ** (size - largest) if scale else 1.0)
+        return classes[largest].value * (4.0 ** min(size - largest, SCALE_CLASSES)
+                                          if scale else 1.0)
 
     def summary(self, oracle: str, cap: float) -> dict[str, Any]:
         """Per op, the allowance of a warm Case of its slowest size class and of a first
@@ -297,9 +318,9 @@ def rule(cap: float) -> str:
     return (f"at most {cap:g} s (--timeout); below it calibrated: {MULTIPLIER:g}x the slowest "
             f"stretch without progress seen for the op and size, at least {FLOOR:g} s (a "
             f"first call of an op and dtype: {FIRST_FLOOR:g} s; an op with a confirmed hang: "
-            f"{KNOWN_MULTIPLIER:g}x, at least {KNOWN_FLOOR:g} s); a hang is confirmed alone "
-            f"in a fresh executor with {CONFIRM_MULTIPLIER:g}x its allowance, at least "
-            f"{CONFIRM_FLOOR:g} s")
+            f"{KNOWN_MULTIPLIER:g}x, {KNOWN_FLOOR:g} s to {KNOWN_CAP:g} s); a hang is "
+            f"confirmed alone in a fresh executor with {CONFIRM_MULTIPLIER:g}x its allowance, "
+            f"at least {CONFIRM_FLOOR:g} s")
 
 
 def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any]:
