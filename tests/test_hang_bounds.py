@@ -173,6 +173,23 @@ def test_a_rare_shape_hang_is_found_and_the_rest_pass(tmp_path: Path) -> None:
     assert verdicts[17].details["timeout"] < CAP
 
 
+def test_a_stop_the_impl_turns_into_its_own_error_is_still_the_hang(tmp_path: Path) -> None:
+    """The watch's stop lands wherever the Case is stuck; a C call there may turn it into an
+    error of its own (torch's argument parser: a TypeError). The Case stalled all the same:
+    its verdict is the known hang's, never an error-parity finding of the impl's."""
+    cases = _cases()[:16]
+    with ProcessRunner("tests.faulty.shape_fault:hang_stop_turned_error", DEVICE,
+                       timeout=CAP, workdir=tmp_path,
+                       learnt=learnt_for(tmp_path / "known")) as runner:
+        for case in cases:
+            runner.submit(case)
+        verdicts = [v for _, v in runner.drain()]
+    assert [v.kind for v in verdicts] == ["hang" if hangs(c) else "pass" for c in cases]
+    later = [v for v in verdicts if v.kind == "hang"][1:]
+    assert later and all(v.details.get("stopped_in_executor") for v in later)
+    assert all("TypeError" in v.details["stderr_tail"] for v in later)
+
+
 def test_a_stall_a_fresh_executor_outlasts_is_no_hang(tmp_path: Path) -> None:
     """A float64 first call stalls 3 s in every process, past its calibrated first-call
     allowance (the float32 first calls were quick): judged again alone in a fresh executor,

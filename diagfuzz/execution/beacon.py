@@ -191,6 +191,13 @@ class StallWatch:
         finally:
             self._armed.clear()
 
+    @property
+    def fired(self) -> bool:
+        """Whether the last ``watch`` sent its stop: where the ``Stalled`` it raised landed
+        in a C call that turned it into an error of its own (torch's argument parser makes
+        it a TypeError, Triton's interpreter an InterpreterError), the Case still stalled."""
+        return self._fired
+
     def _handler(self, _signum: int, _frame: object) -> None:
         if self._armed.is_set() and self._fired:
             self._armed.clear()

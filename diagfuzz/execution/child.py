@@ -266,16 +266,25 @@ def _judge_watched(oracle: Any, case: Case, impl: Any, device: str, strict: bool
         return oracle(case, impl, device, strict=strict)
     try:
         with watch.watch(stall):
-            return oracle(case, impl, device, strict=strict)
+            verdict = oracle(case, impl, device, strict=strict)
     except Stalled as exc:
         # Where it was stuck: the stack the signal found, less the watch's own frame.
         stack = traceback.extract_tb(exc.__traceback__)[:-1]
         where = "Stopped here (most recent call last):\n" + "".join(
             traceback.format_list(stack))
-        return Verdict("hang", "executor:timeout",
-                       f"no progress within {stall:g}s (calibrated); stopped in the executor",
-                       case, {"timeout": stall, "stopped_in_executor": True,
-                              "known_hang": KNOWN_HANG_NOTE, "stderr_tail": where[-4000:]})
+        return _stopped(case, stall, where)
+    if watch.fired:  # the stop surfaced as the impl's error, or was swallowed: a stall
+        return _stopped(case, stall, f"The stop surfaced as: {verdict.kind} "
+                                     f"[{verdict.check}]: {verdict.message}")
+    return verdict
+
+
+def _stopped(case: Case, stall: float, where: str) -> Verdict:
+    """The verdict of a Case the executor's watch stopped after ``stall`` seconds."""
+    return Verdict("hang", "executor:timeout",
+                   f"no progress within {stall:g}s (calibrated); stopped in the executor",
+                   case, {"timeout": stall, "stopped_in_executor": True,
+                          "known_hang": KNOWN_HANG_NOTE, "stderr_tail": where[-4000:]})
 
 
 def _judge_batch(batch: list[msg.Run], impl: Any, device: str, oracles: Any,

@@ -2,7 +2,8 @@
 tensor argument whose first dim is 3 (a bad loop bound or mask that only such a shape
 reaches).
 
-``hang`` never returns there (``DIAGFUZZ_FAULTY_SPIN=1`` spins on the CPU like an
+``hang`` never returns there (``hang_stop_turned_error`` too, and turns what stops it
+into an error of its own) (``DIAGFUZZ_FAULTY_SPIN=1`` spins on the CPU like an
 interpreted kernel stuck in its loop; otherwise it sleeps, like a host waiting on a stuck
 GPU kernel); ``crash`` aborts the process (SIGABRT, like a failed device assert);
 ``rare_hang`` hangs only on a [7, 5] input; ``embed_hang`` on every ``diag_embed`` call;
@@ -46,6 +47,16 @@ def _never_return(args: Args) -> None:
     while True:
         if not spin:
             time.sleep(0.05)
+
+
+def _stop_turned_error(args: Args) -> None:
+    """Never returns, in a loop whose handler turns whatever interrupts it into an error
+    of its own (as torch's argument parser turns an exception raised in a signal handler
+    into a TypeError, and Triton's interpreter wraps that in an InterpreterError)."""
+    try:
+        _never_return(args)
+    except BaseException as exc:
+        raise TypeError(f"expected a sequence of integers, got {exc!r}") from None
 
 
 def _abort(args: Args) -> None:
@@ -95,6 +106,7 @@ class ShapeFault:
 
 
 hang = ShapeFault(_never_return)
+hang_stop_turned_error = ShapeFault(_stop_turned_error)
 crash = ShapeFault(_abort)
 rare_hang = ShapeFault(_never_return, _rare_shape)
 embed_hang = ShapeFault(_never_return, _embed)
