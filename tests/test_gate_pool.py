@@ -21,6 +21,7 @@ from diagfuzz.gate.options import Options
 from diagfuzz.gate.pool import (
     Router,
     auto_stage_executors,
+    grown_stage_executors,
     layout_class,
     specialisation,
     stage_pool,
@@ -138,6 +139,39 @@ def test_a_crash_in_a_pool_of_two_is_its_cases_and_every_other_case_is_judged(
     assert starts[0] >= 1 and starts[1] >= 1 and max(starts) >= 2  # both; one replaced
     logs = sorted(p.parent.name for p in tmp_path.glob("*/executor.log"))
     assert logs == ["0", "1"]
+
+
+def test_the_pool_grows_onto_the_suites_cpus_once_the_suite_has_ended(
+        tmp_path: Path) -> None:
+    """On a CPU the fixed stages take the CPUs the suite's workers leave when it ends: a
+    second executor judges groups from then on, and the findings are the same Cases."""
+    cases = [_case(dtype, offset) for dtype in ("float32", "float64", "int32", "int64")
+             for offset in (0, -1, 2)]
+    cases.insert(5, _case("float64", 1))
+
+    def run(suite_done: bool, where: Path) -> tuple[Any, int, list[int]]:
+        ctx = Context(opts=Options(), progress=GateProgress(stream=io.StringIO()))
+        pool = stage_pool("tests.faulty.abort:impl", "cpu", 1, 60.0, where / "pool", False)
+        made = iter(range(8))
+        ctx.grown_executors = grown_stage_executors(2, "cpu", 1)
+        ctx.new_executor = lambda: stage_pool("tests.faulty.abort:impl", "cpu", 1, 60.0,
+                                              where / f"grown-{next(made)}", False).runners[0]
+        ctx.growing = pool
+        if suite_done:
+            ctx.suite_done.set()
+        stage = ctx.stage("covering array")
+        with pool:
+            run_cases(ctx, stage, cases, pool, "check")
+            starts = [r.starts for r in pool.runners]
+        return stage, len(pool.runners), starts
+
+    alone, executors_alone, _ = run(False, tmp_path / "running")
+    grown, executors_grown, starts = run(True, tmp_path / "ended")
+    assert (executors_alone, executors_grown) == (1, 2) and min(starts) >= 1
+    assert [f.verdict.case for f in grown.failures] == [f.verdict.case for f in alone.failures]
+    assert grown.ran == alone.ran == len(cases)
+    assert grown_stage_executors(2, "cuda:0", 1) == 1  # a GPU executor's start costs more
+    assert grown_stage_executors(32, "cpu", 3) == 8
 
 
 class _Backwards:

@@ -60,6 +60,14 @@ class FanoutRunner:
         """Executors started so far, over all of them (replacements included)."""
         return sum(r.starts for r in self.runners)
 
+    def add(self, runner: ProcessRunner) -> int:
+        """One more executor, launched now without waiting (its Cases wait for its start);
+        its index."""
+        self.runners.append(runner)
+        self._names.append({})
+        runner.launch()
+        return len(self.runners) - 1
+
     def launch(self) -> None:
         """Spawn every executor not running yet, without waiting (``ProcessRunner.launch``):
         they start side by side."""

@@ -38,6 +38,17 @@ def auto_stage_executors(cpus: int, suite_workers: int) -> int:
     return max(1, min(MAX_STAGE_EXECUTORS, cpus - suite_workers - 1))
 
 
+def grown_stage_executors(cpus: int, device: str, started: int) -> int:
+    """The fixed stages' executors once the fuzz suite has ended, on a CPU: one per CPU
+    (at most ``MAX_STAGE_EXECUTORS``), since the suite's workers have left theirs and the
+    gate's own thread only records verdicts. A 2-CPU gate's covering stage otherwise
+    judged its last minutes on one executor beside an idle CPU. On a GPU ``started``: a
+    new executor's start (a CUDA context, the impl's import) costs more than it saves."""
+    if str(device).startswith("cuda"):
+        return started
+    return max(started, min(MAX_STAGE_EXECUTORS, cpus))
+
+
 def stage_pool(impl: str, device: str, executors: int, timeout: float, workdir: Path,
                strict: bool, learnt: tuple[Calibration, KnownFaults] | None = None
                ) -> FanoutRunner:
@@ -107,6 +118,12 @@ class Router:
         self._lanes: list[deque[int]] = [deque() for _ in range(self.executors)]
         #: Per executor, the indices of the Cases it was given, in order.
         self.given: list[list[int]] = [[] for _ in range(self.executors)]
+
+    def add_executor(self) -> None:
+        """One more executor takes groups from now on (the pool grew)."""
+        self.executors += 1
+        self._lanes.append(deque())
+        self.given.append([])
 
     def next(self, in_flight: Sequence[int]) -> tuple[int, int] | None:
         """(executor, index of the Case in the stage's list) to submit next, or None when

@@ -42,11 +42,11 @@ from diagfuzz.execution.classification import Classifier, Rerun, spare_limit
 from diagfuzz.execution.fanout import FanoutRunner
 from diagfuzz.execution.history import sequence_dicts
 from diagfuzz.execution.messages import WARM_UP_ENV
-from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError
+from diagfuzz.execution.parent import CLOSE_WAIT, ExecutorError, ProcessRunner
 from diagfuzz.execution.stopbound import EarlyStop, StopBound, kill_descendants
 from diagfuzz.gate import suite
 from diagfuzz.gate.options import Options
-from diagfuzz.gate.pool import split_compile_lane, stage_pool
+from diagfuzz.gate.pool import grown_stage_executors, split_compile_lane, stage_pool
 from diagfuzz.gate.progress import GateProgress
 from diagfuzz.gate.sequences import SEQUENCE_STAGE, sequence_stage
 from diagfuzz.gate.stages import (
@@ -78,6 +78,7 @@ from diagfuzz.gate.stages import (
 from diagfuzz.gate.usage import check_ops_provided
 from diagfuzz.harness.reproducers import reproducer_timeout, write_reproducer
 from diagfuzz.harness.sharding import HARD_SHARE  # the plugin's hard stop, the gate's too
+from diagfuzz.harness.workers import cpu_count
 from diagfuzz.impl import (
     ImplError,
     ReferenceReplaced,
@@ -250,6 +251,8 @@ class Gate:
         self.ctx = Context(opts, self.progress, self.deadline, self._stop.is_set)
         #: Every executor of the fixed stages (``stage_pool``): what a stop closes.
         self.pool: FanoutRunner | None = None
+        #: Executors the pool gained once the suite ended (``_new_executor``).
+        self._grown: list[ProcessRunner] = []
         #: The pool's executors that judge the stages in turn.
         self.runner: FanoutRunner | None = None
         #: The torch.compile stage's own executor, taken from the pool where it has two or
@@ -294,8 +297,7 @@ class Gate:
             self.stop("the impl does not import")
             return
         with ThreadPoolExecutor(3, thread_name_prefix="diagfuzz-gate-side") as pool:
-            suite = pool.submit(self._stage, "fuzz suite",
-                                lambda: suite_stage(ctx, STOP_GRACE))
+            suite = pool.submit(self._suite)
             self._resolve_device()  # after the suite started: it imports the kernels
             env_cache = {"TRITON_CACHE_DIR": str(opts.triton_cache.resolve())}
             # A pool of executors judges the fixed stages (each replaced by a fresh one
@@ -309,6 +311,11 @@ class Gate:
                 split_compile_lane(self.pool) if opts.compile_sample else (self.pool, None))
             with _environment(env_cache):
                 self.pool.launch()  # they start while this process loads the impl
+            if opts.stage_executors is None:  # the suite's CPUs, once it ends
+                ctx.grown_executors = grown_stage_executors(
+                    cpu_count(), self.device, self.stage_executors)
+                ctx.new_executor = functools.partial(self._new_executor, env_cache)
+                ctx.growing = self.runner
             try:
                 impl, proof = load_proven(opts.impl, "cpu")
                 ctx.provided = provided_ops(impl)
@@ -360,6 +367,25 @@ class Gate:
             return
         self.findings = distinct([f for s in self.stages() for f in s.failures])
         self._classify(self.findings)
+
+    def _suite(self) -> Stage:
+        """The fuzz suite's stage; once it ends, its CPUs are the fixed stages'."""
+        try:
+            return self._stage("fuzz suite", lambda: suite_stage(self.ctx, STOP_GRACE))
+        finally:
+            self.ctx.suite_done.set()
+
+    def _new_executor(self, env: dict[str, str]) -> ProcessRunner:
+        """One more executor of the fixed stages' pool (``Context.new_executor``), closed
+        with the pool at a stop."""
+        opts = self.opts
+        runner = stage_pool(opts.impl, self.device, 1, opts.timeout,
+                            opts.run_dir / "executor" / f"grown-{len(self._grown)}",
+                            opts.strict, opts.learnt()).runners[0]
+        with _environment(env):
+            runner.launch()
+        self._grown.append(runner)
+        return runner
 
     def _stage(self, name: str, step: Callable[[], Stage]) -> Stage:
         """``_timed``, then spare executors for the causes found so far."""
@@ -428,7 +454,8 @@ class Gate:
             classifier.stop()
         stop_children(self.ctx, self.grace)
         if self.pool is not None:  # every executor of the pool, within one wait
-            self.pool.close(min(CLOSE_WAIT, self.grace))
+            FanoutRunner([*self.pool.runners, *self._grown]).close(
+                min(CLOSE_WAIT, self.grace))
 
     def stages(self) -> list[Stage]:
         """The stages begun, in report order."""

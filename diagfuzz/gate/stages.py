@@ -255,6 +255,14 @@ class Context:
         default_factory=dict)
     #: The OpInfo samples, loading while the stages before theirs run (``preload``).
     opinfo: Future[Any] | None = None
+    #: Set once the fuzz suite has ended: its CPUs are free for the fixed stages.
+    suite_done: threading.Event = field(default_factory=threading.Event)
+    #: The fixed stages' executors once the suite has ended (``pool.grown_stage_executors``),
+    #: a new one of the pool's kind, and the runner that grows (not the torch.compile
+    #: stage's lane); None: the pool stays as it started.
+    grown_executors: int = 0
+    new_executor: Callable[[], ProcessRunner] | None = None
+    growing: FanoutRunner | None = None
     #: Set once every stage but the sequence search has ended (the suite included): the
     #: search, beside them, then ends too (``diagfuzz.gate.sequences``).
     others_done: threading.Event = field(default_factory=threading.Event)
@@ -330,6 +338,11 @@ def run_cases(ctx: Context, stage: Stage, cases: list[Case], runner: FanoutRunne
                 stage.cut = True
                 end("cut by --max-seconds")
                 return
+            if (spread and runner is ctx.growing and ctx.new_executor is not None
+                    and ctx.suite_done.is_set() and len(runner.runners) < ctx.grown_executors):
+                runner.add(ctx.new_executor())  # the suite's CPUs are free
+                router.add_executor()
+                continue
             step = router.next([r.in_flight for r in runner.runners])
             if step is None:
                 break
