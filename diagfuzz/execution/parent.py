@@ -784,7 +784,8 @@ class ProcessRunner:
         first = request.first_attempt
         if first is not None and first.kind == "hang":
             return confirm_allowance(float(first.details.get("timeout", request.timeout)),
-                                     request.timeout)
+                                     request.timeout,
+                                     self.calibration.scaled_allowance(request.oracle, case))
         return self.calibration.allowance(
             request.oracle, case, request.timeout,
             first=(request.oracle, case.op, case.dtype) not in self._seen,

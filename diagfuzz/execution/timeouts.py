@@ -40,8 +40,9 @@ if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it impo
 MULTIPLIER = 10.0
 #: Size classes (factors of 4 in elements) a Case larger than any seen scales the largest
 #: one's stretch by, at most: past it a slower Case is confirmed in a fresh executor before
-#: it is a hang, while an unbounded scale let one hang of a Case three classes up stall
-#: 46 s, then 60 s more confirming it (a CPU gate's covering stage, 2026-12-07).
+#: it is a hang (with the unbounded scale: ``confirm_allowance``), while an unbounded first
+#: wait let one hang of a Case three classes up stall 46 s before its confirmation (a CPU
+#: gate's covering stage, 2026-12-07).
 SCALE_CLASSES = 1
 #: The least allowance of an op with no confirmed hang (seconds): a stall past it is
 #: confirmed in a fresh executor, so a loaded machine costs a re-run, never a false hang.
@@ -98,10 +99,13 @@ def unconfirmed_stall(kind: str, details: dict[str, Any] | None) -> bool:
     return kind == "hang" and "known_hang" in details and "first_attempt" not in details
 
 
-def confirm_allowance(allowance: float, cap: float) -> float:
+def confirm_allowance(allowance: float, cap: float, scaled: float = 0.0) -> float:
     """Seconds a hang's confirmation may stall, after a first attempt that stalled past
-    ``allowance`` (``CONFIRM_MULTIPLIER``, ``CONFIRM_FLOOR``, at most ``cap``)."""
-    return min(cap, max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * allowance))
+    ``allowance`` (``CONFIRM_MULTIPLIER``, ``CONFIRM_FLOOR``, at most ``cap``), and at
+    least ``scaled``: the allowance the Case's elements warrant, scaled from the largest
+    size class seen without ``SCALE_CLASSES``' bound (``Calibration.scaled_allowance``),
+    so a large Case that is merely slow answers here instead of becoming a hang."""
+    return min(cap, max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * allowance, scaled))
 
 
 def size_class(case: Case) -> int:
@@ -214,10 +218,19 @@ class Calibration:
             return min(cap, KNOWN_CAP, max(floor, KNOWN_MULTIPLIER * slowest))
         return min(cap, max(floor, MULTIPLIER * slowest))
 
-    def _slowest_warm(self, oracle: str, case: Case, scale: bool = True) -> float | None:
+    def scaled_allowance(self, oracle: str, case: Case) -> float:
+        """``MULTIPLIER`` times the slowest warm stretch of ``case``'s size class, scaled by
+        its elements from the largest class seen however far above it is; 0.0 while none
+        was measured (a hang's confirmation: ``confirm_allowance``)."""
+        with self._lock:
+            slowest = self._slowest_warm(oracle, case, bound=None)
+        return 0.0 if slowest is None else MULTIPLIER * slowest
+
+    def _slowest_warm(self, oracle: str, case: Case, scale: bool = True,
+                      bound: int | None = SCALE_CLASSES) -> float | None:
         """The slowest stretch of ``case``'s size class, else of the next larger one seen;
         for a Case larger than any seen, the largest's scaled by the elements, at most
-        ``SCALE_CLASSES`` classes' worth (``scale``),
+        ``bound`` classes' worth (``scale``; None: unbounded),
         else the largest's itself (a known hang's Case: that hang again, or no slower than
         the op's slowest Case seen, never a wait scaled past every measure)."""
         classes = self._warm.get((oracle, case.op))
@@ -228,8 +241,8 @@ class Calibration:
         if above:
             return classes[min(above)].value
         largest = max(classes)
-        return classes[largest].value * (4.0 ** min(size - largest, SCALE_CLASSES)
-                                          if scale else 1.0)
+        above_all = size - largest if bound is None else min(size - largest, bound)
+        return classes[largest].value * (4.0 ** above_all if scale else 1.0)
 
     def summary(self, oracle: str, cap: float) -> dict[str, Any]:
         """Per op, the allowance of a warm Case of its slowest size class and of a first
