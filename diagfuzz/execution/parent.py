@@ -212,6 +212,11 @@ def _await_quiet_growth(path: Path, before: int, quiet: float = 0.1,
         time.sleep(0.02)
 
 
+#: The check of each fault whose shape is learnt (``fault_shapes.FAULTS``): a Case not run
+#: for its shape gets its fault's verdict.
+_FAULT_CHECKS = {"hang": "executor:timeout", "crash": "executor:died"}
+
+
 class ProcessRunner:
     """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
 
@@ -249,10 +254,10 @@ class ProcessRunner:
         #: (``diagfuzz.execution.timeouts``), shared with the run's other runners; by
         #: default this runner's own.
         self.calibration, self.known = learnt or learnt_for(None)
-        #: Whether a Case with the shape of its op's confirmed hang (``hang_shapes``) is
-        #: answered as that hang without being run: a stage's or a shard's Cases, never a
-        #: re-run that must run (classification, a sequence).
-        self.block_hang_shapes = False
+        #: Whether a Case with the shape of its op's confirmed hang or crash
+        #: (``fault_shapes``) is answered as that fault without being run: a stage's or a
+        #: shard's Cases, never a re-run that must run (classification, a sequence).
+        self.block_fault_shapes = False
         self._beacon: Beacon | None = None
         #: Variables its executors get beside this process's (``WARM_UP_ENV``, say), set
         #: per runner: a thread beside others must not change os.environ for all of them.
@@ -533,7 +538,7 @@ class ProcessRunner:
         arrived = self.wait(self.window - 1)  # (wait rebinds self._ready)
         self._ready.extend(arrived)
         oracle = oracle or self.oracle
-        blocked = self._blocked(case) if self.block_hang_shapes else None
+        blocked = self._blocked(case) if self.block_fault_shapes else None
         if blocked is not None:  # answered in submission order: after those in flight
             answered = self.wait(0)  # (wait rebinds self._ready)
             self._ready.extend(answered)
@@ -567,28 +572,36 @@ class ProcessRunner:
         return request.ticket
 
     def _blocked(self, case: Case) -> Verdict | None:
-        """``case`` answered as its op's confirmed hang, not run, where it has that hang's
-        shape (``hang_shapes``): each such Case would cost its allowance and a fresh
-        executor."""
-        if case.invalid or not self.known.has(case.op, "hang"):
-            return None
-        shape = self.known.shapes.blocks(case)
-        if shape is None:
-            return None
-        from diagfuzz.execution.hang_shapes import describe
+        """``case`` answered as its op's confirmed hang or crash, not run, where it has
+        that fault's shape (``fault_shapes``): each such Case would cost a fresh executor,
+        a hang its allowance too."""
+        from diagfuzz.execution.fault_shapes import FAULTS, describe
 
-        words = describe(shape)
-        return _verdict()("hang", "executor:timeout",
-                          f"not run: it has the shape of this op's confirmed hang ({words})",
-                          case, {"known_hang": KNOWN_HANG_NOTE, "blocked": words})
+        if case.invalid:
+            return None
+        for fault in FAULTS:
+            shape = (self.known.shapes.blocks(case, fault)
+                     if self.known.has(case.op, fault) else None)
+            if shape is None:
+                continue
+            words = describe(shape)
+            note = ({"known_hang": KNOWN_HANG_NOTE} if fault == "hang"
+                    else {"known_crash": "a crash of this op is confirmed"})
+            check = self.known.shapes.checks.get((case.op, fault), _FAULT_CHECKS[fault])
+            return _verdict()(fault, check,
+                              f"not run: it has the shape of this op's confirmed {fault} "
+                              f"({words})", case, {**note, "blocked": words})
+        return None
 
     def _learn(self, settled: list[tuple[int, Verdict]]) -> list[tuple[int, Verdict]]:
-        """``settled``, each valid Case first told to the hang shapes (hung, or answered;
-        an unsupported Case never reached the impl, and an invalid one may pass no tensor
-        of its sizes at all, so neither says anything of the hang's shape)."""
+        """``settled``, each valid Case first told to the fault shapes (hung, crashed, or
+        answered; an unsupported Case never reached the impl, and an invalid one may pass no
+        tensor of its sizes at all, so neither says anything of a fault's shape)."""
         for _, verdict in settled:
             if verdict.case is not None and not verdict.case.invalid and not verdict.unsupported:
-                self.known.shapes.observe(verdict.case, verdict.kind == "hang")
+                self.known.shapes.observe(
+                    verdict.case, verdict.kind if verdict.kind in _FAULT_CHECKS else None,
+                    verdict.check)
         return settled
 
     @property

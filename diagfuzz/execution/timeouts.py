@@ -31,7 +31,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from diagfuzz.execution.hang_shapes import HangShapes
+from diagfuzz.execution.fault_shapes import FaultShapes
 
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
     from diagfuzz.core.case import Case
@@ -96,6 +96,8 @@ def unconfirmed_stall(kind: str, details: dict[str, Any] | None) -> bool:
     confirmation (``first_attempt``: it stalled again alone, with the longer allowance) is
     never one."""
     details = details or {}
+    if "blocked" in details:  # not run: its fault's shape (``fault_shapes``)
+        return True
     return kind == "hang" and "known_hang" in details and "first_attempt" not in details
 
 
@@ -275,8 +277,9 @@ class KnownFaults:
         self.refresh = refresh
         self._read_at = float("-inf")
         self._read_bytes = 0
-        #: What marks each op's hang (``hang_shapes``): learnt in this process only.
-        self.shapes = HangShapes()
+        #: What marks each op's hang or crash (``fault_shapes``): learnt in this process
+        #: only.
+        self.shapes = FaultShapes()
 
     def add(self, op: str, kind: str) -> None:
         """``op`` has a confirmed fault of ``kind``."""
@@ -340,10 +343,11 @@ def report(learnt: tuple[Calibration, KnownFaults], cap: float) -> dict[str, Any
     """The timeouts a run used, for its JSON report: the rule, each op's allowances (seconds)
     and the confirmed faults."""
     calibration, known = learnt
-    blocked = {op: {"cases": n, "shape": known.shapes.blocked_by[op]}
+    blocked = {op: {"cases": n, "fault": known.shapes.blocked_by[op][0],
+                    "shape": known.shapes.blocked_by[op][1]}
                for op, n in sorted(known.shapes.blocked.items())}
     return {"cap_s": cap, "rule": rule(cap), "ops": calibration.summary("check", cap),
-            "confirmed_faults": known.items(), "blocked_by_hang_shape": blocked}
+            "confirmed_faults": known.items(), "blocked_by_fault_shape": blocked}
 
 
 _learnt: dict[str, tuple[Calibration, KnownFaults]] = {}

@@ -314,11 +314,11 @@ def time_lines(data: dict[str, Any]) -> list[str]:
             lines.append("- confirmed hangs and crashes (each later Case of the op judged "
                          "alone, not confirmed again): "
                          + ", ".join(limits["confirmed_faults"]))
-        if limits.get("blocked_by_hang_shape"):
-            lines.append("- not run, the shape of their op's confirmed hang (counted as its "
-                         "Cases): " + ", ".join(
-                             f"{op} {v['cases']} ({v['shape']})"
-                             for op, v in limits["blocked_by_hang_shape"].items()))
+        if limits.get("blocked_by_fault_shape"):
+            lines.append("- not run, the shape of their op's confirmed hang or crash (counted "
+                         "as its Cases): " + ", ".join(
+                             f"{op} {v['cases']} ({v['fault']}: {v['shape']})"
+                             for op, v in limits["blocked_by_fault_shape"].items()))
     for group, t in data.get("executors", {}).items():
         total = sum(float(t.get(k, 0.0)) for k in ("startup_s", "import_s", "warmup_s",
                                                    "first_calls_s", "judging_s"))

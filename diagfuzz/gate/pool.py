@@ -54,12 +54,12 @@ def stage_pool(impl: str, device: str, executors: int, timeout: float, workdir: 
                ) -> FanoutRunner:
     """``executors`` executors, each logging (and timing) under ``workdir/<index>``, all
     calibrating their timeouts and learning confirmed faults together (``learnt``); a Case
-    with the shape of its op's confirmed hang is not run (``hang_shapes``)."""
+    with the shape of its op's confirmed hang or crash is not run (``fault_shapes``)."""
     runners = [ProcessRunner(impl, device, timeout=timeout, strict=strict,
                              workdir=workdir / str(index), learnt=learnt)
                for index in range(executors)]
     for runner in runners:
-        runner.block_hang_shapes = True
+        runner.block_fault_shapes = True
     return FanoutRunner(runners)
 
 

@@ -337,6 +337,6 @@ def _fanout(plan: RunPlan, worker_id: str, process_runner: Any, device: str) -> 
         runner = process_runner(plan.impl, device, plan.timeout, workdir=workdir,
                                 strict=plan.strict, learnt=learnt(plan))
         runner.log = workdir / f"executor-{index}.log"
-        runner.block_hang_shapes = True  # a shard's Cases (``hang_shapes``)
+        runner.block_fault_shapes = True  # a shard's Cases (``fault_shapes``)
         runners.append(runner)
     return FanoutRunner(runners)

@@ -1,13 +1,13 @@
-"""A confirmed hang's shapes: learnt from the Cases that hung and those that answered, each
-blocks only Cases that share every feature of the hangs that formed it, and none once a
-Case that answered has them all."""
+"""A confirmed hang's or crash's shapes: learnt from the Cases that failed so and those that
+answered, each blocks only Cases that share every feature of the faults that formed it, and
+none once a Case that answered has them all."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from diagfuzz.core.case import Case, Layout
-from diagfuzz.execution.hang_shapes import MIN_HANGS, HangShapes, describe
+from diagfuzz.execution.fault_shapes import MIN_FAULTS, FaultShapes, describe
 from diagfuzz.execution.parent import ProcessRunner
 from diagfuzz.execution.timeouts import learnt_for
 
@@ -17,12 +17,12 @@ def case(sizes: tuple[int, ...], dtype: str = "float32", op: str = "diagonal") -
 
 
 def test_the_shape_is_what_every_hang_shares_once_enough_hung() -> None:
-    shapes = HangShapes()
-    shapes.observe(case((3, 2, 2, 2)), hung=True)
-    shapes.observe(case((3, 5, 2, 4), "float16"), hung=True)
-    assert shapes.shapes("diagonal") == []  # fewer than MIN_HANGS: chance shares features
-    shapes.observe(case((3, 7, 1, 9), "bool"), hung=True)
-    assert MIN_HANGS == 3
+    shapes = FaultShapes()
+    shapes.observe(case((3, 2, 2, 2)), "hang")
+    shapes.observe(case((3, 5, 2, 4), "float16"), "hang")
+    assert shapes.shapes("diagonal") == []  # fewer than MIN_FAULTS: chance shares features
+    shapes.observe(case((3, 7, 1, 9), "bool"), "hang")
+    assert MIN_FAULTS == 3
     [shape] = shapes.shapes("diagonal")
     assert describe(shape) == "rank 4, dim 0 = 3"
     assert shapes.blocks(case((3, 1, 1, 1), "int32")) == shape
@@ -30,24 +30,24 @@ def test_the_shape_is_what_every_hang_shares_once_enough_hung() -> None:
     assert shapes.blocks(case((3, 1, 1))) is None  # another rank
     assert shapes.blocks(case((3, 1, 1, 1), op="diag_embed")) is None  # another op
     assert shapes.blocked == {"diagonal": 1}
-    assert shapes.blocked_by == {"diagonal": "rank 4, dim 0 = 3"}
+    assert shapes.blocked_by == {"diagonal": ("hang", "rank 4, dim 0 = 3")}
 
 
 def test_a_shape_an_answered_case_has_blocks_nothing() -> None:
-    shapes = HangShapes()
-    shapes.observe(case((3, 2, 2, 2)), hung=False)  # this one passed
+    shapes = FaultShapes()
+    shapes.observe(case((3, 2, 2, 2)), None)  # this one passed
     for sizes in ((3, 2, 2, 2), (3, 2, 2, 2), (3, 2, 2, 2)):
-        shapes.observe(case(sizes), hung=True)  # a slow machine's stalls of it
+        shapes.observe(case(sizes), "hang")  # a slow machine's stalls of it
     assert shapes.shapes("diagonal") == []
 
 
 def test_a_case_that_answers_with_a_shape_ends_it() -> None:
-    shapes = HangShapes()
+    shapes = FaultShapes()
     for sizes, dtype in (((3, 2, 2, 1), "float32"), ((3, 4, 2, 7), "float16"),
                          ((3, 6, 2, 3), "bool")):
-        shapes.observe(case(sizes, dtype), hung=True)
+        shapes.observe(case(sizes, dtype), "hang")
     assert [describe(s) for s in shapes.shapes("diagonal")] == ["rank 4, dim 0 = 3, dim 2 = 2"]
-    shapes.observe(case((3, 9, 2, 9), "int8"), hung=False)
+    shapes.observe(case((3, 9, 2, 9), "int8"), None)
     assert shapes.shapes("diagonal") == []
     assert shapes.blocks(case((3, 1, 2, 1))) is None
 
@@ -55,14 +55,14 @@ def test_a_case_that_answers_with_a_shape_ends_it() -> None:
 def test_a_hang_that_would_narrow_a_shape_past_separating_forms_its_own() -> None:
     """A large Case past a confirmed hang's short allowance, or a fault's second shape,
     does not strip the first shape down to what answered Cases have too."""
-    shapes = HangShapes()
-    shapes.observe(case((2, 2, 2, 2)), hung=False)
-    shapes.observe(case((5, 67, 68), "float64"), hung=False)
+    shapes = FaultShapes()
+    shapes.observe(case((2, 2, 2, 2)), None)
+    shapes.observe(case((5, 67, 68), "float64"), None)
     for sizes, dtype in (((3, 2, 2, 1), "float32"), ((3, 4, 2, 7), "float16"),
                          ((5, 67, 68), "float64"), ((3, 6, 2, 3), "bool")):
-        shapes.observe(case(sizes, dtype), hung=True)  # (5, 67, 68): slow, not the fault
+        shapes.observe(case(sizes, dtype), "hang")  # (5, 67, 68): slow, not the fault
     for sizes, dtype in (((6, 2, 2), "int8"), ((6, 5, 5), "int8"), ((6, 1, 3), "int16")):
-        shapes.observe(case(sizes, dtype), hung=True)  # the fault's second shape
+        shapes.observe(case(sizes, dtype), "hang")  # the fault's second shape
     assert sorted(describe(s) for s in shapes.shapes("diagonal")) == [
         "rank 3, dim 0 = 6", "rank 4, dim 0 = 3, dim 2 = 2"]
     assert shapes.blocks(case((6, 9, 9))) is not None
@@ -75,16 +75,16 @@ def test_a_runner_answers_a_case_of_the_shape_without_running_it(tmp_path: Path)
     learnt = learnt_for(None)
     for sizes, dtype in (((3, 2, 2, 2), "float32"), ((3, 4, 5, 6), "float16"),
                          ((3, 7, 1, 9), "bool")):
-        learnt[1].shapes.observe(case(sizes, dtype), hung=True)
+        learnt[1].shapes.observe(case(sizes, dtype), "hang")
     with ProcessRunner("diagfuzz.impl:aten", "cpu", timeout=30, learnt=learnt,
                        workdir=tmp_path) as runner:
-        runner.block_hang_shapes = True
+        runner.block_fault_shapes = True
         assert runner._blocked(case((3, 5, 5, 5))) is None  # no confirmed hang yet
         learnt[1].add("diagonal", "hang")
         first = runner.submit(case((2, 5, 5, 5)))  # another shape: judged
         second = runner.submit(case((3, 5, 5, 5)))  # answered after the Case in flight
         (t1, served), (t2, blocked) = runner.drain()
-        runner.block_hang_shapes = False
+        runner.block_fault_shapes = False
         judged = runner.run(case((3, 5, 5, 5)))  # a re-run that must run: judged
         assert learnt[1].shapes.shapes("diagonal") == []  # it passed: no longer the hang's
     assert blocked.kind == "hang" and blocked.details["blocked"] == "rank 4, dim 0 = 3"
@@ -108,13 +108,37 @@ def test_a_hang_writing_an_out_of_the_results_shape_is_told_from_the_call_withou
                                                    values=replace(plain.values, seed=seed)))
                     == form)
 
-    shapes = HangShapes()
+    shapes = FaultShapes()
     for sizes in ((3, 2, 2, 2), (3, 4, 5, 6), (3, 7, 1, 9)):
-        shapes.observe(case(sizes, op="diagonal_backward"), hung=False)
-        shapes.observe(out_case(sizes, "empty"), hung=False)
-        shapes.observe(out_case(sizes, "fresh"), hung=True)
+        shapes.observe(case(sizes, op="diagonal_backward"), None)
+        shapes.observe(out_case(sizes, "empty"), None)
+        shapes.observe(out_case(sizes, "fresh"), "hang")
     [shape] = shapes.shapes("diagonal_backward")
     assert describe(shape) == "rank 4, dim 0 = 3, float32, an out of the result's shape"
     assert shapes.blocks(out_case((3, 1, 1, 1), "transposed")) == shape
     assert shapes.blocks(out_case((3, 1, 1, 1), "misshapen")) is None
     assert shapes.blocks(case((3, 1, 1, 1), op="diagonal_backward")) is None
+
+
+def test_a_confirmed_crashs_shape_is_not_run_again(tmp_path: Path) -> None:
+    """Each crash costs a fresh executor: once the op's crash is confirmed and three Cases
+    crashed on one shape, later Cases of it are its crash's Cases without running; every
+    other Case is judged."""
+    cases = [case((3, 2 + i % 5, 2 + i % 5, 2)) if i % 3 == 2 else case((2 + i % 5, 3))
+             for i in range(36)]
+    with ProcessRunner("tests.faulty.shape_fault:crash", "cpu", timeout=30,
+                       learnt=learnt_for(tmp_path / "known"), workdir=tmp_path) as runner:
+        runner.block_fault_shapes = True
+        verdicts = []
+        for c in cases:  # each submitted once the one before is answered
+            runner.submit(c)
+            verdicts += [v for _, v in runner.drain()]
+        starts = runner.starts
+    crashed = [v for v in verdicts if v.kind == "crash"]
+    assert [v.kind for v in verdicts] == ["crash" if c.sizes[0] == 3 and len(c.sizes) == 4
+                                          else "pass" for c in cases]
+    blocked = [v for v in crashed if "blocked" in v.details]
+    assert len(blocked) == len(crashed) - MIN_FAULTS > 0
+    assert all(v.check == "executor:died" and "known_crash" in v.details for v in blocked)
+    assert blocked[0].details["blocked"] == "rank 4, dim 0 = 3, dim 3 = 2, float32"
+    assert starts <= MIN_FAULTS + 4, starts  # one start per crash that ran, no more
