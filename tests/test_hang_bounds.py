@@ -73,10 +73,11 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     scaled.observe("check", [small], 0.05, first=False)
     assert SCALE_CLASSES == 1 and scaled.allowance("check", large, CAP, first=False) == \
         pytest.approx(MULTIPLIER * 0.05 * 4)  # 512 x 512 is seven classes up: 4x, not 4**7
-    # Its confirmation, though, waits what its elements warrant (a large Case that is merely
-    # slow answers there, never a hang): 4**7, within the cap.
+    # Its confirmation, though, waits 5x what its elements warrant, however many classes
+    # up (a large Case that is merely slow answers there, never a hang): here the cap.
     assert scaled.scaled_allowance("check", large) == pytest.approx(MULTIPLIER * 0.05 * 4**7)
     assert confirm_allowance(2.0, CAP, scaled.scaled_allowance("check", large)) == CAP
+    assert confirm_allowance(0.5, CAP, 3.0) == CONFIRM_MULTIPLIER * 3.0
     assert confirm_allowance(2.0, CAP, 0.0) == max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * 2.0)
     assert Calibration().scaled_allowance("check", large) == 0.0  # nothing measured
     assert calib.allowance("check", large, CAP, first=False, known=True) == KNOWN_FLOOR

@@ -40,9 +40,9 @@ if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it impo
 MULTIPLIER = 10.0
 #: Size classes (factors of 4 in elements) a Case larger than any seen scales the largest
 #: one's stretch by, at most: past it a slower Case is confirmed in a fresh executor before
-#: it is a hang (with the unbounded scale: ``confirm_allowance``), while an unbounded first
-#: wait let one hang of a Case three classes up stall 46 s before its confirmation (a CPU
-#: gate's covering stage, 2026-12-07).
+#: it is a hang (waiting up to the caller's timeout: ``confirm_allowance``), while an
+#: unbounded first wait let one hang of a Case three classes up stall 46 s before its
+#: confirmation (a CPU gate's covering stage, 2026-12-07).
 SCALE_CLASSES = 1
 #: The least allowance of an op with no confirmed hang (seconds): a stall past it is
 #: confirmed in a fresh executor, so a loaded machine costs a re-run, never a false hang.
@@ -103,11 +103,12 @@ def unconfirmed_stall(kind: str, details: dict[str, Any] | None) -> bool:
 
 def confirm_allowance(allowance: float, cap: float, scaled: float = 0.0) -> float:
     """Seconds a hang's confirmation may stall, after a first attempt that stalled past
-    ``allowance`` (``CONFIRM_MULTIPLIER``, ``CONFIRM_FLOOR``, at most ``cap``), and at
-    least ``scaled``: the allowance the Case's elements warrant, scaled from the largest
-    size class seen without ``SCALE_CLASSES``' bound (``Calibration.scaled_allowance``),
-    so a large Case that is merely slow answers here instead of becoming a hang."""
-    return min(cap, max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * allowance, scaled))
+    ``allowance``: ``CONFIRM_MULTIPLIER`` times that or ``scaled`` (what the Case's
+    elements warrant: ``Calibration.scaled_allowance``), whichever is more, at least
+    ``CONFIRM_FLOOR``, at most ``cap``. A large Case that is merely slow answers here
+    instead of becoming a hang: a 1025 x 1024 complex128 tril Case took 16 s on a loaded
+    CPU, past its scaled 15.8 s (and past 5x the one-class bound of its first wait)."""
+    return min(cap, max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * max(allowance, scaled)))
 
 
 def size_class(case: Case) -> int:
@@ -222,8 +223,9 @@ class Calibration:
 
     def scaled_allowance(self, oracle: str, case: Case) -> float:
         """``MULTIPLIER`` times the slowest warm stretch of ``case``'s size class, scaled by
-        its elements from the largest class seen however far above it is; 0.0 while none
-        was measured (a hang's confirmation: ``confirm_allowance``)."""
+        its elements from the largest class seen however far above it is (no
+        ``SCALE_CLASSES`` bound); 0.0 while none was measured. A hang's confirmation waits
+        ``CONFIRM_MULTIPLIER`` times it at least (``confirm_allowance``)."""
         with self._lock:
             slowest = self._slowest_warm(oracle, case, bound=None)
         return 0.0 if slowest is None else MULTIPLIER * slowest
@@ -232,9 +234,9 @@ class Calibration:
                       bound: int | None = SCALE_CLASSES) -> float | None:
         """The slowest stretch of ``case``'s size class, else of the next larger one seen;
         for a Case larger than any seen, the largest's scaled by the elements, at most
-        ``bound`` classes' worth (``scale``; None: unbounded),
-        else the largest's itself (a known hang's Case: that hang again, or no slower than
-        the op's slowest Case seen, never a wait scaled past every measure)."""
+        ``bound`` classes' worth (None: unbounded; ``scale``), else the largest's itself (a known
+        hang's Case: that hang again, or no slower than the op's slowest Case seen, never a
+        wait scaled past every measure)."""
         classes = self._warm.get((oracle, case.op))
         if not classes:
             return None
