@@ -78,6 +78,7 @@ def test_allowance_is_the_cap_until_measured_then_follows_the_slowest_stretch() 
     assert scaled.scaled_allowance("check", large) == pytest.approx(MULTIPLIER * 0.05 * 4**7)
     assert confirm_allowance(2.0, CAP, scaled.scaled_allowance("check", large)) == CAP
     assert confirm_allowance(0.5, CAP, 3.0) == CONFIRM_MULTIPLIER * 3.0
+    assert scaled.scaled_allowance("check", diagonal((64, 64))) == 0.0  # its fixed costs
     assert confirm_allowance(2.0, CAP, 0.0) == max(CONFIRM_FLOOR, CONFIRM_MULTIPLIER * 2.0)
     assert Calibration().scaled_allowance("check", large) == 0.0  # nothing measured
     assert calib.allowance("check", large, CAP, first=False, known=True) == KNOWN_FLOOR

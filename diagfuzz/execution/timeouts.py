@@ -44,6 +44,11 @@ MULTIPLIER = 10.0
 #: unbounded first wait let one hang of a Case three classes up stall 46 s before its
 #: confirmation (a CPU gate's covering stage, 2026-12-07).
 SCALE_CLASSES = 1
+#: The size class (65,536 elements and more) from which a hang's confirmation waits what
+#: the Case's elements warrant (``Calibration.scaled_allowance``): a smaller call's time is
+#: its fixed costs, and scaling the small classes measured early in a run by elements made
+#: each op's first hang of a 240-element Case wait 60 s to be confirmed.
+LARGE_CLASS = 8
 #: The least allowance of an op with no confirmed hang (seconds): a stall past it is
 #: confirmed in a fresh executor, so a loaded machine costs a re-run, never a false hang.
 FLOOR = 1.0
@@ -224,8 +229,11 @@ class Calibration:
     def scaled_allowance(self, oracle: str, case: Case) -> float:
         """``MULTIPLIER`` times the slowest warm stretch of ``case``'s size class, scaled by
         its elements from the largest class seen however far above it is (no
-        ``SCALE_CLASSES`` bound); 0.0 while none was measured. A hang's confirmation waits
-        ``CONFIRM_MULTIPLIER`` times it at least (``confirm_allowance``)."""
+        ``SCALE_CLASSES`` bound), for a Case of ``LARGE_CLASS`` or more; 0.0 for a smaller
+        one, or while none was measured. A hang's confirmation waits ``CONFIRM_MULTIPLIER``
+        times it at least (``confirm_allowance``)."""
+        if size_class(case) < LARGE_CLASS:
+            return 0.0
         with self._lock:
             slowest = self._slowest_warm(oracle, case, bound=None)
         return 0.0 if slowest is None else MULTIPLIER * slowest
