@@ -884,7 +884,13 @@ class ProcessRunner:
                 # (hangs found since; the new executor's history)
                 self._queue[i] = request = self._recorded(self._with_stall(request))
                 self._sent.add((request.oracle, request.case.op, request.case.dtype))
-                self._out.send(request.message())
+                try:
+                    self._out.send(request.message())
+                except (BrokenPipeError, ConnectionResetError):
+                    # It died running the head already (a crash the queue meets again,
+                    # while the rest was being sent): found there, and the Cases behind
+                    # go to its replacement, as after any crash.
+                    break
         except Exception as exc:
             self._kill()
             self._queue.clear()
