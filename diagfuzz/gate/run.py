@@ -454,8 +454,8 @@ class Gate:
             classifier.stop()
         stop_children(self.ctx, self.grace)
         if self.pool is not None:  # every executor of the pool, within one wait
-            FanoutRunner([*self.pool.runners, *self._grown]).close(
-                min(CLOSE_WAIT, self.grace))
+            grown = [r for r in self._grown if r not in self.pool.runners]
+            FanoutRunner([*self.pool.runners, *grown]).close(min(CLOSE_WAIT, self.grace))
 
     def stages(self) -> list[Stage]:
         """The stages begun, in report order."""
