@@ -30,8 +30,10 @@ if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it impo
 #: Faults that joined a shape before it blocks anything: one or two Cases share features
 #: by chance (a dim of 2), which more faults strip away.
 MIN_FAULTS = 3
-#: The faults whose shapes are learnt: each costs a fresh executor a Case.
-FAULTS = ("hang", "crash")
+#: The faults whose shapes are learnt (each costs a fresh executor a Case), with the check
+#: a Case not run for such a shape gets until a verdict of the op's fault names its own.
+FAULT_CHECKS = {"hang": "executor:timeout", "crash": "executor:died"}
+FAULTS = tuple(FAULT_CHECKS)
 
 Feature = tuple[object, ...]
 

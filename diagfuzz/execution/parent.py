@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from diagfuzz.execution import forkserver
 from diagfuzz.execution import messages as msg
 from diagfuzz.execution.beacon import BEACON_ENV, Beacon
+from diagfuzz.execution.fault_shapes import FAULT_CHECKS, FAULTS, describe
 from diagfuzz.execution.history import History
 from diagfuzz.execution.timeouts import (
     FAULT_KINDS,
@@ -211,10 +212,6 @@ def _await_quiet_growth(path: Path, before: int, quiet: float = 0.1,
             return
         time.sleep(0.02)
 
-
-#: The check of each fault whose shape is learnt (``fault_shapes.FAULTS``): a Case not run
-#: for its shape gets its fault's verdict.
-_FAULT_CHECKS = {"hang": "executor:timeout", "crash": "executor:died"}
 
 
 class ProcessRunner:
@@ -575,8 +572,6 @@ class ProcessRunner:
         """``case`` answered as its op's confirmed hang or crash, not run, where it has
         that fault's shape (``fault_shapes``): each such Case would cost a fresh executor,
         a hang its allowance too."""
-        from diagfuzz.execution.fault_shapes import FAULTS, describe
-
         if case.invalid:
             return None
         for fault in FAULTS:
@@ -587,7 +582,7 @@ class ProcessRunner:
             words = describe(shape)
             note = ({"known_hang": KNOWN_HANG_NOTE} if fault == "hang"
                     else {"known_crash": "a crash of this op is confirmed"})
-            check = self.known.shapes.checks.get((case.op, fault), _FAULT_CHECKS[fault])
+            check = self.known.shapes.checks.get((case.op, fault), FAULT_CHECKS[fault])
             return _verdict()(fault, check,
                               f"not run: it has the shape of this op's confirmed {fault} "
                               f"({words})", case, {**note, "blocked": words})
@@ -600,7 +595,7 @@ class ProcessRunner:
         for _, verdict in settled:
             if verdict.case is not None and not verdict.case.invalid and not verdict.unsupported:
                 self.known.shapes.observe(
-                    verdict.case, verdict.kind if verdict.kind in _FAULT_CHECKS else None,
+                    verdict.case, verdict.kind if verdict.kind in FAULT_CHECKS else None,
                     verdict.check)
         return settled
 
