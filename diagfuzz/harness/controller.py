@@ -291,9 +291,7 @@ class Reporter:
         self.shard_findings = len(self.findings)  # pytest's per-shard lines count these
         self.findings = _merged(self.findings)
         if self.stopped:
-            session.exitstatus = (ExitCode.FAILURE if self.findings else
-                                  ExitCode.CUT if self.stopped.endswith("max-seconds")
-                                  else ExitCode.STOPPED)
+            session.exitstatus = self._stop_code(self.findings)
         elif self.cut_shards and int(exitstatus) == 0:
             session.exitstatus = planning.EXIT_CUT
         self.exitstatus = int(session.exitstatus)
@@ -310,6 +308,12 @@ class Reporter:
         self._keep_runs()
         mark("report_written")
 
+    def _stop_code(self, findings: list[Any]) -> ExitCode:
+        """A stopped run's code: 1 with findings, else 6 for the time cap, 7 for a signal."""
+        if findings:
+            return ExitCode.FAILURE
+        return ExitCode.CUT if self.stopped.endswith("max-seconds") else ExitCode.STOPPED
+
     def _stopped_line(self) -> str:
         return (f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
                 f"{self.cases_seen:,} Cases explored; the findings of shards that did not "
@@ -317,21 +321,40 @@ class Reporter:
 
     def _write_held(self) -> int:
         """The StopBound's writer (the session never reached its finish): the report of
-        what the workers' progress files and the finished shards hold; its exit code."""
-        from diagfuzz.harness.findings import merge_findings
+        what the workers' progress files and the finished shards hold; its exit code.
+
+        It imports the findings' modules (torch) only where it has findings to convert,
+        and then waits for them at most ``HELD_IMPORT_WAIT``: on a loaded machine their
+        import, begun once the workers collected, can outlast the writer's bound, and the
+        progress files' findings are written as they are rather than lost."""
+        from diagfuzz.harness.progress import read_all
         from diagfuzz.harness.report import report_data
 
         with self._write_lock:
             self.stopped = self.stopped or "SIGINT"
-            self._add_unfinished()
-            self.findings = merge_findings(self.findings)
-            self.exitstatus = ExitCode.FAILURE if self.findings else ExitCode.STOPPED
+            counts = read_all(Path(self.plan.run_dir))
+            self.cases_seen = int(counts["cases"])
+            findings: list[Any] = list(self.findings)
+            if counts["findings"] and _findings_imported(HELD_IMPORT_WAIT):
+                self._add_unfinished(counts["findings"])
+                from diagfuzz.harness.findings import merge_findings
+
+                findings = self.findings = merge_findings(self.findings)
+            elif counts["findings"]:
+                findings += _unconverted(counts["findings"], findings)
+            elif self.findings:  # Finding objects: their module is imported
+                from diagfuzz.harness.findings import merge_findings
+
+                findings = self.findings = merge_findings(self.findings)
+            self.exitstatus = self._stop_code(findings)
             self.written = self._write_report(report_data(self.header(), self.tally,
-                                                          self.findings))
-            print(f"stopped: {self.stopped} after {time.monotonic() - self.started:.1f} s, "
+                                                          findings))
+            why = (f"cut: --diagfuzz-max-seconds {self.plan.max_seconds:g} ended the run"
+                   if self.stopped.endswith("max-seconds") else f"stopped: {self.stopped}")
+            print(f"{why} after {time.monotonic() - self.started:.1f} s, "
                   f"{self.cases_seen:,} Cases explored; not ended {self.bound.bound:g} s "
                   f"after the signal: every process it started killed, "
-                  f"{len(self.findings)} finding(s) kept (unfinished shards: their first "
+                  f"{len(findings)} finding(s) kept (unfinished shards: their first "
                   f"failing Case, not shrunk); report: {self.written}", flush=True)
             return int(self.exitstatus)
 
@@ -347,16 +370,18 @@ class Reporter:
             rundirs.point_latest(run_dir)
             rundirs.prune(run_dir.parent, protect=run_dir)
 
-    def _add_unfinished(self) -> None:
+    def _add_unfinished(self, unfinished: list[dict[str, Any]] | None = None) -> None:
         """A stopped run: the findings of shards that did not finish, from the workers'
         progress files (their first failing Case each, not shrunk)."""
         from diagfuzz.harness.findings import Finding
         from diagfuzz.harness.progress import read_all
 
-        counts = read_all(Path(self.plan.run_dir))
-        self.cases_seen = int(counts["cases"])
+        if unfinished is None:
+            counts = read_all(Path(self.plan.run_dir))
+            self.cases_seen = int(counts["cases"])
+            unfinished = list(counts["findings"])
         known = {f.signature for f in self.findings}
-        for data in counts["findings"]:
+        for data in unfinished:
             finding = Finding.from_dict(data)
             if finding.signature not in known:
                 known.add(finding.signature)
@@ -498,6 +523,42 @@ def _import_findings_now() -> None:
 
 #: The thread importing the findings' modules after a stop (``_import_findings_now``).
 _importing: threading.Thread | None = None
+#: Seconds a held report's writer waits for that import (of the writer's WRITE_BOUND).
+HELD_IMPORT_WAIT = 1.0
+
+
+def _findings_imported(wait: float) -> bool:
+    """Whether the findings' modules are imported, waiting ``wait`` seconds at most for
+    the thread importing them; no thread yet starts one (an import begun here, outside
+    it, could hold the writer past its bound)."""
+    _import_findings_now()
+    if _importing is not None:
+        _importing.join(wait)
+        if _importing.is_alive():
+            return False
+    return "diagfuzz.harness.findings" in sys.modules
+
+
+class _Unconverted:
+    """A progress file's finding, written as the worker wrote it (``Finding.to_dict``):
+    what a held report keeps where the findings' modules are not imported in time."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+
+def _unconverted(unfinished: list[dict[str, Any]], held: list[Any]) -> list[_Unconverted]:
+    """``unfinished`` as ``_Unconverted``, one per signature not already ``held``."""
+    known = [f.to_dict().get("signature") for f in held]
+    kept: list[_Unconverted] = []
+    for data in unfinished:
+        if data.get("signature") not in known:
+            known.append(data.get("signature"))
+            kept.append(_Unconverted(data))
+    return kept
 
 
 def _merged(findings: list[Finding]) -> list[Finding]:
