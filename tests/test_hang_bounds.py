@@ -164,7 +164,9 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     # it, and its spare is left unused).
     assert all(v.details.get("stopped_in_executor") for v in later)
     assert hangs(cases[-1]) and spares_used == len(later) - 2
-    assert runner_starts_of(tmp_path) == 2 + len(later) + 1
+    # (The unused last spare writes its timing file only if it got that far before the
+    # runner closed it: on a loaded machine it may not have.)
+    assert runner_starts_of(tmp_path) - (2 + len(later)) in (0, 1)
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
     assert (tmp_path / "known").read_text() == "diagonal hang\n"
