@@ -27,6 +27,7 @@ from diagfuzz.execution.timeouts import (
     FLOOR,
     KNOWN_CAP,
     KNOWN_FLOOR,
+    KNOWN_MULTIPLIER,
     KNOWN_UNMEASURED,
     MULTIPLIER,
     SCALE_CLASSES,
@@ -356,3 +357,40 @@ def test_the_suite_shares_known_hangs_through_the_environment(tmp_path: Path,
     monkeypatch.delenv(KNOWN_FAULTS_ENV)
     assert not learnt_of_run(tmp_path / "own")[1].has("diag_embed")
     assert os.fspath(path) != os.fspath(tmp_path / "own")
+
+
+def test_a_known_hangs_case_after_a_kill_gets_a_first_calls_allowance(tmp_path: Path) -> None:
+    """After a kill, a Case of an op with a confirmed hang is its next executor's first
+    call of its op and dtype, submitted or sent again: it gets the first call's allowance,
+    not that of a call the killed executor had made warm (a slow first call stopped at a
+    warm call's 0.2 s was a false hang Case, and a kill)."""
+    learnt = learnt_for(None)
+    calibration, known = learnt
+    small = diagonal((4, 4))
+    calibration.observe("check", [small], 0.5, first=True)  # first calls: 1.5 s
+    calibration.observe("check", [small], 0.01, first=False)  # warm calls: KNOWN_FLOOR
+    known.add("diagonal", "hang")
+    with ProcessRunner("diagfuzz.impl:aten", DEVICE, timeout=CAP, learnt=learnt,
+                       workdir=tmp_path) as runner:
+        runner.submit(small)
+        assert runner._queue[0].stall == KNOWN_MULTIPLIER * 0.5
+        runner.drain()
+        runner.submit(small)
+        assert runner._queue[0].stall == KNOWN_FLOOR  # warm in this executor
+        runner.drain()
+        runner._kill()
+        runner.submit(small)
+        assert runner._queue[0].stall == KNOWN_MULTIPLIER * 0.5
+        [(_, verdict)] = runner.drain()
+    assert verdict.ok
+
+
+def test_a_known_faults_line_read_while_it_is_written_is_read_whole_later(
+        tmp_path: Path) -> None:
+    path = tmp_path / "known"
+    path.write_text("diagonal hang\ndiag_embed ha")  # another process mid-write
+    known = KnownFaults(str(path), refresh=0)
+    assert known.has("diagonal", "hang") and not known.has("diag_embed")
+    with path.open("a") as f:
+        f.write("ng\n")
+    assert known.has("diag_embed", "hang")

@@ -326,14 +326,15 @@ class KnownFaults:
             size = os.path.getsize(self.path)
             if size == self._read_bytes:
                 return
-            with open(self.path, encoding="utf-8") as f:
+            with open(self.path, "rb") as f:
                 f.seek(self._read_bytes)
-                text = f.read()
+                data = f.read()
         except OSError:
             return
-        self._read_bytes += len(text.encode())
+        data = data[:data.rfind(b"\n") + 1]  # a line still being written: read next time
+        self._read_bytes += len(data)
         with self._lock:
-            for line in text.splitlines():
+            for line in data.decode("utf-8", "replace").splitlines():
                 op, _, kind = line.partition(" ")
                 if kind in FAULT_KINDS:
                     self._faults.add((op, kind))
