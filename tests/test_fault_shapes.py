@@ -142,3 +142,26 @@ def test_a_confirmed_crashs_shape_is_not_run_again(tmp_path: Path) -> None:
     assert all(v.check == "executor:died" and "known_crash" in v.details for v in blocked)
     assert blocked[0].details["blocked"] == "rank 4, dim 0 = 3, dim 3 = 2, float32"
     assert starts <= MIN_FAULTS + 4, starts  # one start per crash that ran, no more
+
+
+def test_cases_in_flight_when_a_shape_forms_are_not_run(tmp_path: Path) -> None:
+    """A stage submits a window of Cases before any is answered: those of a crash's shape
+    still queued when the shape forms are answered as its Cases without running, in their
+    turn (not one executor each), and the Case after such a gap is judged alone (it must
+    not join a batch with those before the gap)."""
+    cases = [case((3, 2 + i % 5, 2 + i % 5, 2)) if i % 3 == 2 else case((2 + i % 5, 3))
+             for i in range(36)]
+    with ProcessRunner("tests.faulty.shape_fault:crash", "cpu", timeout=30,
+                       learnt=learnt_for(tmp_path / "known"), workdir=tmp_path) as runner:
+        runner.block_fault_shapes, runner.window = True, len(cases)
+        tickets = [runner.submit(c) for c in cases]  # all in flight at once
+        answered = runner.drain()
+        starts = runner.starts
+    assert [t for t, _ in answered] == tickets
+    verdicts = [v for _, v in answered]
+    assert [v.kind for v in verdicts] == ["crash" if c.sizes[0] == 3 and len(c.sizes) == 4
+                                          else "pass" for c in cases]
+    crashed = [v for v in verdicts if v.kind == "crash"]
+    blocked = [v for v in crashed if "blocked" in v.details]
+    assert len(blocked) >= len(crashed) - MIN_FAULTS - 1 > 0
+    assert starts <= MIN_FAULTS + 5, starts

@@ -452,6 +452,9 @@ class ProcessRunner:
         """Stop the executor for good; returns its exit code (negative: the signal)."""
         proc, self._proc = self._proc, None
         self._starting = self._closing = False
+        # A Case submitted before the next executor starts is that executor's first call
+        # of its op and dtype (``_with_stall``), not one the killed executor made warm.
+        self._sent = set()
         for conn in (self._conn, self._out):
             if conn is not None:
                 conn.close()
@@ -593,6 +596,8 @@ class ProcessRunner:
         answered; an unsupported Case never reached the impl, and an invalid one may pass no
         tensor of its sizes at all, so neither says anything of a fault's shape)."""
         for _, verdict in settled:
+            if "blocked" in verdict.details:  # not run: says nothing new of its shape
+                continue
             if verdict.case is not None and not verdict.case.invalid and not verdict.unsupported:
                 self.known.shapes.observe(
                     verdict.case, verdict.kind if verdict.kind in FAULT_CHECKS else None,
@@ -657,6 +662,9 @@ class ProcessRunner:
         pairs settled, [] when they are sent again (to confirm a crash or hang, or a failed
         batch's Cases one at a time), None if nothing settled (``block`` False)."""
         head = self._queue[0]
+        if head.blocked is not None:  # never sent: answered in its turn
+            self._queue.popleft()
+            return self._settled([(head.ticket, head.blocked)])
         assert self._conn is not None
         # A batch of one Case, the only one in flight, failed as that Case itself would.
         alone = head.single or len(self._queue) == 1
@@ -871,13 +879,18 @@ class ProcessRunner:
         if self._proc is not None:
             self._head_started_now()
             return
+        self._block_queued()
         lost = [r.ticket for r in self._queue if r.ticket != PRELUDE]
         try:
             self._start()
             assert self._out is not None
             for i, request in enumerate(self._queue):
-                # (hangs found since; the new executor's history)
-                self._queue[i] = request = self._recorded(self._with_stall(request))
+                if request.blocked is not None:
+                    continue
+                # (hangs found since, the allowance a first call in this executor gets;
+                # the new executor's history)
+                request = self._with_stall(replace(request, stall=0.0))
+                self._queue[i] = request = self._recorded(request)
                 self._sent.add((request.oracle, request.case.op, request.case.dtype))
                 try:
                     self._out.send(request.message())
@@ -892,6 +905,29 @@ class ProcessRunner:
             raise ExecutorError(f"no replacement executor for the {len(lost)} Case(s) "
                                 f"in flight: {exc}", tuple(lost)) from exc
         self._head_started_now()
+
+    def _block_queued(self) -> None:
+        """Before the queue goes to a replacement executor: each Case in it that has a
+        fault's shape learnt since it was submitted is not sent (``_blocked``; a
+        confirmation and the call before it always are). The Cases of a batch were
+        submitted together, before their op's fault was known, so without this each one
+        after the shape formed still cost a kill. The Case after one not sent is judged
+        alone: it must not join a batch with the Cases before the gap."""
+        if not self.block_fault_shapes:
+            return
+        gap = False
+        for i, request in enumerate(self._queue):
+            if request.blocked is not None:
+                gap = True
+                continue
+            verdict = (self._blocked(request.case) if request.ticket != PRELUDE
+                       and request.first_attempt is None else None)
+            if verdict is not None:
+                self._queue[i] = replace(request, blocked=verdict, single=True)
+                gap = True
+            elif gap:
+                self._queue[i] = replace(request, single=True)
+                gap = False
 
     def _base(self, head: _Request) -> dict[str, Any]:
         """Details every non-pass verdict of ``head`` carries."""
@@ -1045,6 +1081,9 @@ class _Request:
     stall: float = 0.0
     #: Calls the executor got before this one (its place in ``history``; -1: not sent).
     at: int = -1
+    #: Its verdict where it is not run: it has a fault's shape learnt while it waited in
+    #: the queue (``ProcessRunner._block_queued``).
+    blocked: Verdict | None = None
 
     def message(self) -> str:
         return msg.encode(msg.Run(self.case.to_json(), self.oracle, self.single, self.stall))
