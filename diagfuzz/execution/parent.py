@@ -213,7 +213,6 @@ def _await_quiet_growth(path: Path, before: int, quiet: float = 0.1,
         time.sleep(0.02)
 
 
-
 class ProcessRunner:
     """A Runner (``run(case) -> Verdict``, ``close()``) that isolates Cases in an executor.
 
