@@ -763,9 +763,10 @@ class ProcessRunner:
 
     def _with_stall(self, request: _Request) -> _Request:
         """``request``, alone and with the allowance after which the executor stops it
-        itself, where its op has a known hang (the runner then replaces the executor)."""
+        itself, where its op has a known hang (the runner then replaces the executor);
+        worked out for the executor it is sent to, whose first call it may be."""
         case = request.case
-        if request.stall or not self.known.has(case.op, "hang"):
+        if not self.known.has(case.op, "hang"):
             return request
         first = (request.oracle, case.op, case.dtype) not in self._sent
         return replace(request, single=True, stall=round(self.calibration.allowance(
@@ -886,10 +887,8 @@ class ProcessRunner:
             for i, request in enumerate(self._queue):
                 if request.blocked is not None:
                     continue
-                # (hangs found since, the allowance a first call in this executor gets;
-                # the new executor's history)
-                request = self._with_stall(replace(request, stall=0.0))
-                self._queue[i] = request = self._recorded(request)
+                # (hangs found since, and the allowance in this executor; its history)
+                self._queue[i] = request = self._recorded(self._with_stall(request))
                 self._sent.add((request.oracle, request.case.op, request.case.dtype))
                 try:
                     self._out.send(request.message())

@@ -334,18 +334,16 @@ class Reporter:
             self.stopped = self.stopped or "SIGINT"
             counts = read_all(Path(self.plan.run_dir))
             self.cases_seen = int(counts["cases"])
-            findings: list[Any] = list(self.findings)
-            if counts["findings"] and _findings_imported(HELD_IMPORT_WAIT):
+            findings: list[Any]
+            if counts["findings"] and not _findings_imported(HELD_IMPORT_WAIT):
+                findings = [*self.findings, *_unconverted(counts["findings"], self.findings)]
+            else:  # (Finding objects held: their module is imported)
                 self._add_unfinished(counts["findings"])
-                from diagfuzz.harness.findings import merge_findings
+                if self.findings:
+                    from diagfuzz.harness.findings import merge_findings
 
-                findings = self.findings = merge_findings(self.findings)
-            elif counts["findings"]:
-                findings += _unconverted(counts["findings"], findings)
-            elif self.findings:  # Finding objects: their module is imported
-                from diagfuzz.harness.findings import merge_findings
-
-                findings = self.findings = merge_findings(self.findings)
+                    self.findings = merge_findings(self.findings)
+                findings = self.findings
             self.exitstatus = self._stop_code(findings)
             self.written = self._write_report(report_data(self.header(), self.tally,
                                                           findings))
@@ -372,14 +370,17 @@ class Reporter:
 
     def _add_unfinished(self, unfinished: list[dict[str, Any]] | None = None) -> None:
         """A stopped run: the findings of shards that did not finish, from the workers'
-        progress files (their first failing Case each, not shrunk)."""
-        from diagfuzz.harness.findings import Finding
+        progress files (their first failing Case each, not shrunk); none: no import."""
         from diagfuzz.harness.progress import read_all
 
         if unfinished is None:
             counts = read_all(Path(self.plan.run_dir))
             self.cases_seen = int(counts["cases"])
             unfinished = list(counts["findings"])
+        if not unfinished:
+            return
+        from diagfuzz.harness.findings import Finding
+
         known = {f.signature for f in self.findings}
         for data in unfinished:
             finding = Finding.from_dict(data)
@@ -550,9 +551,9 @@ class _Unconverted:
         return self.data
 
 
-def _unconverted(unfinished: list[dict[str, Any]], held: list[Any]) -> list[_Unconverted]:
+def _unconverted(unfinished: list[dict[str, Any]], held: list[Finding]) -> list[_Unconverted]:
     """``unfinished`` as ``_Unconverted``, one per signature not already ``held``."""
-    known = [f.to_dict().get("signature") for f in held]
+    known: list[Any] = [f.signature.to_dict() for f in held]
     kept: list[_Unconverted] = []
     for data in unfinished:
         if data.get("signature") not in known:
