@@ -197,3 +197,29 @@ def test_a_case_that_fails_alone_another_way_fails_alone_with_no_history_search(
     assert c.example is not None and c.example.kind == "hang"
     log = (tmp_path / "classify" / "classification.log").read_text()
     assert "fails alone as hang, not as the run saw it" in log and "earlier calls" not in log
+
+
+@pytest.mark.parametrize(("claimed", "kind"), [
+    (("crash", "executor:health"), "crash"),  # as the run saw it
+    (("mismatch", "bitwise:aten"), "hang"),  # another way: the first re-run's kind
+])
+def test_a_case_stuck_inside_its_call_or_in_the_health_check_after_is_deterministic(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claimed: tuple[str, str],
+        kind: str) -> None:
+    # Each fresh executor that meets offset 1 is left stuck for good; the odd ones wait
+    # inside the Case's call (a hang), the even ones in the health check after it (a crash,
+    # executor:health), as a launch that never ends is met on a GPU. Every re-run fails,
+    # one way or the other: deterministic, not flaky 2/4.
+    from tests.faulty.stuck_either_way import COUNTER_ENV
+
+    monkeypatch.setenv(COUNTER_ENV, str(tmp_path / "turns"))
+    learnt = (Calibration(), KnownFaults())
+    for fault in ("hang", "crash"):
+        learnt[1].add("diagonal", fault)
+    rerun = Rerun("tests.faulty.stuck_either_way:impl", "cpu", 5.0, learnt=learnt,
+                  workdir=tmp_path / "classify")
+    c = Classifier(rerun, repeats=4).classify(Verdict(*claimed, "planted", square(1)))
+    assert c is not None
+    assert c.kinds == {"crash": 2, "hang": 2}, c.to_dict()
+    assert (c.label, c.ratio, c.kind, c.processes) == ("deterministic", "4/4", kind, 4)
+    assert c.example is not None and c.example.kind == kind

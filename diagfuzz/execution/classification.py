@@ -61,6 +61,9 @@ if TYPE_CHECKING:  # torch-heavy: the gate's options read DEFAULT_REPEATS before
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
 RESTARTING_KINDS = ("crash", "hang")
+#: The check of a crash whose executor was left stuck, not dead: it gave no answer to the
+#: health check after the Case (``diagfuzz.execution.parent``).
+STUCK_CHECK = "executor:health"
 #: Fresh-executor replays delta debugging may spend shrinking one history (it keeps the
 #: shortest failing sequence found when they run out).
 SHRINK_REPLAYS = 48
@@ -86,8 +89,9 @@ DEFAULT_REPEATS = 5
 class Classification:
     """How a failure of ``kind`` on ``case`` reproduced over ``runs`` re-runs.
 
-    ``failures`` is k: re-runs that failed with the same kind. ``kinds`` counts every
-    re-run's kind (a Case can be flaky between two kinds, e.g. 3 mismatch + 2 pass);
+    ``failures`` is k: re-runs that failed the same way (``failure_key``: a hang and a
+    crash that left its executor stuck are one failure). ``kinds`` counts every re-run's
+    kind (a Case can be flaky between two kinds, e.g. 3 mismatch + 2 pass);
     ``processes``: the fresh executors the re-runs took.
     """
 
@@ -319,9 +323,10 @@ class Classifier:
             return runner
 
     def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
-              timeout: float, *, more: int = 0, kind: str = "") -> list[Verdict]:
+              timeout: float, *, more: int = 0, key: str = "") -> list[Verdict]:
         """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped); then,
-        if none is ``kind``, up to ``more`` further calls until one is."""
+        if none fails as ``key`` (``failure_key``), up to ``more`` further calls until one
+        does."""
         runner = self._fresh(case, log, oracle, timeout)
         if runner is None:
             return []
@@ -329,12 +334,12 @@ class Classifier:
         try:
             while len(verdicts) < count or (
                     len(verdicts) < count + more
-                    and not any(v.kind == kind for v in verdicts)):
+                    and not any(_key(v) == key for v in verdicts)):
                 verdict = runner.run(case)
                 if self.stopped:  # killed under it: not the Case's verdict
                     break
                 verdicts.append(verdict)
-                if verdict.kind in RESTARTING_KINDS and verdict.kind != kind:
+                if verdict.kind in RESTARTING_KINDS and _key(verdict) != key:
                     break  # its executor was replaced: each further call may cost a restart
         except (ExecutorError, OSError, ValueError):
             if not self.stopped:
@@ -421,7 +426,7 @@ class Classifier:
         oracle = oracle or self.rerun.oracle
         timeout = timeout or self.rerun.timeout
         base = None if self.rerun.workdir is None else self.rerun.workdir / _case_id(case)
-        kind = failure.kind
+        kind, key = failure.kind, _key(failure)
         past = history.read(failure.details.get("history"))
         numbers = itertools.count(2)
 
@@ -434,38 +439,38 @@ class Classifier:
             processes = repeats
         else:
             more = min(len(past), REPEAT_SEARCH) if past else 0
-            alone = self._runs(case, repeats, log(0), oracle, timeout, more=more, kind=kind)
+            alone = self._runs(case, repeats, log(0), oracle, timeout, more=more, key=key)
             processes = 1
         if not alone:
             return None
-        first = next((i for i, v in enumerate(alone) if v.kind == kind), None)
+        first = next((i for i, v in enumerate(alone) if _key(v) == key), None)
         if first is None and not any(v.ok for v in alone):
             return self._fails_otherwise(case, alone, processes, log, oracle, timeout)
         if first is None:  # it passes alone: after what did it fail?
             self._note(case, "alone: " + ", ".join(
                 f"{k} {n}" for k, n in sorted(Counter(v.kind for v in alone).items())))
-            found = self._after_history(past, target, log, timeout, kind) if past else None
+            found = self._after_history(past, target, log, timeout, failure) if past else None
             if found is not None or self.stopped:
                 return found  # (stopped in the search: not classified)
             how: dict[str, Any] = ({"history": NOT_REPRODUCED, "searched": len(past)}
                                    if past else {})
             if kind in RESTARTING_KINDS:
-                return _measured(case, kind, alone, processes, **how)
+                return _measured(case, failure, alone, processes, **how)
             second = self._runs(case, repeats, log(1), oracle, timeout)
-            return _measured(case, kind, alone[:repeats] + second, processes + 1, **how)
-        if len(alone) >= repeats and _all_same(alone[:repeats], kind):
-            return _measured(case, kind, alone[:repeats], processes)  # fails alone
+            return _measured(case, failure, alone[:repeats] + second, processes + 1, **how)
+        if len(alone) >= repeats and _all_same(alone[:repeats], key):
+            return _measured(case, failure, alone[:repeats], processes)  # fails alone
         if kind in RESTARTING_KINDS:  # some of R fresh executors, each one call: it varies
-            return _measured(case, kind, alone, processes)
+            return _measured(case, failure, alone, processes)
         # Some of its own re-runs fail: the Case repeated up to its first failure.
         sequence = [target] * first
         verdicts = self._replays([sequence] * (2 * repeats), target, log, timeout)
         if first == 0 and not any(v.ok for v in alone):
             # It failed first, then hung or crashed when called again (its executor was
             # replaced, ``_runs``): no call of it passed, so it fails alone.
-            return _measured(case, kind, [v for v in verdicts if v is not None],
+            return _measured(case, failure, [v for v in verdicts if v is not None],
                              len(verdicts) + processes, searched=len(past))
-        return _measured(case, kind, [v for v in verdicts if v is not None],
+        return _measured(case, failure, [v for v in verdicts if v is not None],
                          len(verdicts) + processes,
                          history=COLD_FIRST_CALL if first == 0 else REPEATED_CALL,
                          sequence=tuple(sequence), searched=len(past))
@@ -479,23 +484,24 @@ class Classifier:
         the synchronisation comes later, a hang where it comes first; either way the Case
         fails alone, so nothing before it is needed, and replaying its history (each replay
         stalling on that hang) would only spend the gate's time."""
-        other = Counter(v.kind for v in alone).most_common(1)[0][0]
+        other = Counter(_key(v) for v in alone).most_common(1)[0][0]
+        seen = next(v for v in alone if _key(v) == other)
         verdicts = list(alone[:self.repeats])
-        self._note(case, f"fails alone as {other}, not as the run saw it")
+        self._note(case, f"fails alone as {seen.kind}, not as the run saw it")
         missing = self.repeats - len(verdicts)
         if missing > 0:  # its executor was replaced: one fresh executor per re-run
             verdicts += self._each_fresh(case, [log() for _ in range(missing)], oracle,
                                          timeout)
             processes += missing
-        return _measured(case, other, verdicts, processes)
+        return _measured(case, seen, verdicts, processes)
 
     def _after_history(self, past: list[Call], target: Call,
                        log: Callable[[], Path | None], timeout: float,
-                       kind: str) -> Classification | None:
+                       failure: Verdict) -> Classification | None:
         """The failure after its executor's history, shrunk and measured; None where the
         whole history replayed before it does not make it fail (or the gate stopped)."""
         def fails(verdict: Verdict | None) -> bool:
-            return (verdict is not None and verdict.kind == kind
+            return (verdict is not None and _key(verdict) == _key(failure)
                     and not verdict.details.get("replay_restarted"))
 
         replays, start = 0, None
@@ -528,7 +534,7 @@ class Classifier:
             return None
         self._note(target.case, f"shrunk to {len(shrunk)} calls in {replays} replays")
         verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout)
-        return _measured(target.case, kind, [v for v in verdicts if v is not None],
+        return _measured(target.case, failure, [v for v in verdicts if v is not None],
                          len(verdicts) + replays, history=AFTER_CALLS,
                          sequence=tuple(shrunk), searched=len(past), replays=replays)
 
@@ -625,20 +631,39 @@ def _split(calls: list[Call], n: int) -> list[list[Call]]:
     return [c for c in chunks if c]
 
 
-def _all_same(verdicts: Sequence[Verdict], kind: str) -> bool:
-    return bool(verdicts) and all(v.kind == kind for v in verdicts)
+def failure_key(kind: str, check: str = "") -> str:
+    """What classification compares of two verdicts: the kind, except that a hang and a
+    crash of ``STUCK_CHECK`` are one failure, "stuck". A Case that leaves a kernel running
+    for good is a hang where the next synchronisation falls inside its call, and that
+    crash where it falls in the health check after it; which comes first varies from one
+    re-run of the same Case to the next (FlagGems with a planted device hang, H200: crash
+    2, hang 3), and it fails every time."""
+    if kind == "hang" or (kind == "crash" and check == STUCK_CHECK):
+        return "stuck"
+    return kind
 
 
-def _measured(case: Case, kind: str, verdicts: Sequence[Verdict], processes: int,
+def _key(verdict: Verdict) -> str:
+    return failure_key(verdict.kind, verdict.check)
+
+
+def _all_same(verdicts: Sequence[Verdict], key: str) -> bool:
+    return bool(verdicts) and all(_key(v) == key for v in verdicts)
+
+
+def _measured(case: Case, failure: Verdict, verdicts: Sequence[Verdict], processes: int,
               **how: Any) -> Classification:
-    """A Classification of ``verdicts``, the re-runs of one sequence. Only a deterministic
+    """A Classification of ``verdicts``, the re-runs of one sequence, against ``failure``
+    (its kind, and what counts as the same, ``failure_key``). Only a deterministic
     failure gets a history's name: a flaky one keeps the sequence it was measured on."""
+    kind, key = failure.kind, _key(failure)
     kinds = Counter(v.kind for v in verdicts)
-    same = [v for v in verdicts if v.kind == kind]
+    same = [v for v in verdicts if _key(v) == key]
     if (len(same) < len(verdicts) or not verdicts) and how.get("history") != NOT_REPRODUCED:
         how["history"] = ""
+    example = next((v for v in same if v.kind == kind), same[0] if same else None)
     return Classification(case, kind, len(verdicts), len(same), dict(sorted(kinds.items())),
-                          same[0] if same else None, processes, **how)
+                          example, processes, **how)
 
 
 def classify(failure: Verdict, impl_spec: str, device: str | None = None, *,
