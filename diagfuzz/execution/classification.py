@@ -61,8 +61,8 @@ if TYPE_CHECKING:  # torch-heavy: the gate's options read DEFAULT_REPEATS before
 
 #: Kinds whose re-runs each take a fresh executor (it dies or is killed with the Case).
 RESTARTING_KINDS = ("crash", "hang")
-#: The check of a crash whose executor was left stuck, not dead: it gave no answer to the
-#: health check after the Case (``diagfuzz.execution.parent``).
+#: The check of a crash whose executor was left unusable, not dead: the health check after
+#: the Case gave no answer (stuck) or an error (``diagfuzz.execution.parent``).
 STUCK_CHECK = "executor:health"
 #: Fresh-executor replays delta debugging may spend shrinking one history (it keeps the
 #: shortest failing sequence found when they run out).
@@ -633,11 +633,12 @@ def _split(calls: list[Call], n: int) -> list[list[Call]]:
 
 def failure_key(kind: str, check: str = "") -> str:
     """What classification compares of two verdicts: the kind, except that a hang and a
-    crash of ``STUCK_CHECK`` are one failure, "stuck". A Case that leaves a kernel running
-    for good is a hang where the next synchronisation falls inside its call, and that
-    crash where it falls in the health check after it; which comes first varies from one
-    re-run of the same Case to the next (FlagGems with a planted device hang, H200: crash
-    2, hang 3), and it fails every time."""
+    crash of ``STUCK_CHECK`` are one failure, "stuck": the Case leaves its executor
+    unusable. A Case that leaves a kernel running for good is a hang where the next
+    synchronisation falls inside its call, and that crash where it falls in the health
+    check after it; which comes first varies from one re-run of the same Case to the next
+    (FlagGems with a planted device hang, H200: crash 2, hang 3), and it fails every
+    time."""
     if kind == "hang" or (kind == "crash" and check == STUCK_CHECK):
         return "stuck"
     return kind
