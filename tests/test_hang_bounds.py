@@ -159,12 +159,13 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     later = hung[1:]
     assert all("known_hang" in v.details and "first_attempt" not in v.details for v in later)
     # Stopped inside the executor (a stall in Python takes the watch's signal), which is
-    # then replaced: the stop may have landed anywhere, so no later Case runs there. After
-    # the first known hang's kill a spare is started ahead, so every later replacement is
-    # one and no hang waits on an executor's start (the last Case hangs: nothing follows
-    # it, and its spare is left unused).
+    # then replaced: the stop may have landed anywhere, so no later Case runs there. From
+    # the first Case of the op sent once its hang was confirmed, a spare is kept started
+    # ahead, so every replacement after a known hang is one, the first included, and no
+    # hang waits on an executor's start (the last Case hangs: nothing follows it, and its
+    # spare is left unused).
     assert all(v.details.get("stopped_in_executor") for v in later)
-    assert hangs(cases[-1]) and spares_used == len(later) - 2
+    assert hangs(cases[-1]) and spares_used == len(later) - 1
     # (The unused last spare writes its timing file only if it got that far before the
     # runner closed it: on a loaded machine it may not have.)
     assert runner_starts_of(tmp_path) - (2 + len(later)) in (0, 1)

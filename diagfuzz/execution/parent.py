@@ -281,7 +281,8 @@ class ProcessRunner:
         #: costs a kill, and a replacement's start (a CUDA context, the impl's import)
         #: would otherwise come on top of its allowance, Case after Case.
         self._spare: _Spare | None = None
-        self._keep_spare = False  #: a known hang has cost a kill: keep a spare from now on
+        #: Keep a spare from now on: a Case of an op with a confirmed hang or crash was sent.
+        self._keep_spare = False
         self.spares_used = 0  #: replacements that were a spare started ahead
         self._proc: subprocess.Popen[bytes] | forkserver.Forked | None = None
         self._conn: Connection | None = None  # answers from the executor
@@ -761,11 +762,26 @@ class ProcessRunner:
             return verdict
         return _with_details(verdict, history=self.history.reference(request.at))
 
+    def _spare_ahead(self) -> None:
+        """Keep an executor started ahead from this runner's first Case of an op with a
+        confirmed hang or crash on (``_keep_spare``), not from its first such kill: where
+        a hang blocks the host in C, every such Case costs a kill, and the first one's
+        replacement would otherwise wait a whole start (FlagGems' import, a CUDA context)
+        in front of the Cases after it, in each of the suite's workers."""
+        if self._keep_spare:
+            return
+        self._keep_spare = True
+        if self._proc is not None and self._spare is None and self._beacon is not None:
+            self._spare = self._fork(replacement=True)
+
     def _with_stall(self, request: _Request) -> _Request:
         """``request``, alone and with the allowance after which the executor stops it
         itself, where its op has a known hang (the runner then replaces the executor);
-        worked out for the executor it is sent to, whose first call it may be."""
+        worked out for the executor it is sent to, whose first call it may be. From the
+        first such request on, a spare is kept (``_spare_ahead``)."""
         case = request.case
+        if self.known.has(case.op):
+            self._spare_ahead()
         if not self.known.has(case.op, "hang"):
             return request
         first = (request.oracle, case.op, case.dtype) not in self._sent
