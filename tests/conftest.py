@@ -40,6 +40,70 @@ def _cache_bytecode() -> None:
 _cache_bytecode()  # before xdist starts its workers: they and their children inherit it
 
 
+#: The tests of 20 s or more on CI's 2 CPUs (``--durations``), longest first, each a whole
+#: gate, fuzz run or executor of its own (none shares a module-scoped fixture with the
+#: tests around it). pytest-xdist's worksteal splits the collection between the workers in
+#: order and an idle worker takes queued tests from the end of a busy one's queue: these
+#: run first, so the run ends on short tests, not on one of these beside an idle CPU.
+LONG_FIRST = (
+    "test_gate_end_to_end.py::test_correct_impl_passes_every_stage",
+    "test_real_targets.py::test_plain_pytorch_passes_the_default_gate",
+    "test_evidence_anywhere.py::test_reproducers_and_corpus_files_run_from_another_directory",
+    "test_gate_history.py::test_a_polluted_op_is_one_deterministic_finding_with_its_polluter",
+    "test_gate_hang_bound.py::test_a_common_shape_hang_costs_the_gate_seconds_not_hours",
+    "test_suite_history_check.py::"
+    "test_a_finding_that_passes_alone_gets_a_reproducer_that_replays_its_polluter",
+    "test_suite_sequences.py::"
+    "test_a_state_bug_is_found_by_the_suite_and_its_reproducer_replays_what_came_before",
+    "test_families_suite.py::test_the_case_budget_holds_with_families",
+    # Both take the shared run of tests.shared_runs (pipelined_wrong_run): one worker, in turn.
+    "test_pipeline_suite.py::test_phase_one_finds_phase_two_shrinks_as_the_synchronous_mode",
+    "test_fanout_suite.py::test_two_executors_find_and_shrink_like_one",
+    "test_suite_hang_shrink.py::test_a_confirmed_hang_is_kept_as_found_not_shrunk_into_its_stalls",
+    "test_suite_run.py::test_wrong_impl_fails_with_its_shrunk_case_the_same_on_every_run",
+    "test_gate_causes.py::test_one_finding_per_cause_over_dtypes_classes_and_stages",
+    "test_real_targets.py::test_integers_beyond_int64_reach_the_gate",
+    "test_huge_tier.py::test_the_suite_runs_the_tier_on_request_and_reports_the_planted_bug",
+    "test_real_targets.py::test_three_independent_bugs_are_three_findings_of_one_run",
+    "test_opinfo.py::test_the_gate_stage_reports_a_finding_with_a_failing_reproducer",
+    "test_suite_history_check.py::test_with_the_check_off_the_reproducer_runs_the_case_alone",
+    "test_real_targets.py::test_impl_and_reproducer_from_the_users_own_directory",
+    "test_campaign_partition.py::test_two_partitions_merge_into_the_whole_run",
+    "test_real_targets.py::test_integers_beyond_int32_and_int64_reach_the_report[2]",
+    "test_gate_end_to_end.py::test_deterministic_bug_exits_1_with_a_failing_reproducer",
+    "test_gate_pool.py::test_one_or_two_stage_executors_judge_the_same_findings_and_counts",
+    "test_covering_bugs.py::test_suite_judges_the_covering_cases_before_drawing_with_the_option",
+    "test_huge_tier.py::test_gate_huge_finds_the_planted_narrow_index_with_reproducers",
+    "test_suite_run.py::test_an_oracle_error_stops_its_shard_and_no_other",
+    "test_rundirs.py::test_two_fuzz_runs_with_one_seed_keep_each_ones_reproducers",
+    "test_suite_run.py::test_dead_worker_is_attributed_to_its_case",
+    "test_stop_bound.py::"
+    "test_a_gate_stuck_in_its_impl_import_and_children_that_ignore_sigterm_ends",
+    "test_stop_bound.py::test_a_stop_sent_to_the_whole_group_while_spares_start_ends_as_fast",
+    "test_gate_stop.py::test_sigterm_writes_what_finished_and_keeps_the_last_runs_reproducers",
+    "test_families_suite.py::test_an_int8_bug_is_reported_as_its_small_failing_member",
+    "test_plugin_workers.py::test_each_worker_gets_one_gpu_the_runs_cache_and_its_own_database",
+    "test_real_targets.py::test_integers_beyond_int32_and_int64_reach_the_report[0]",
+    "test_family_fuzz.py::test_the_ops_streams_pass[diagonal_scatter-diagfuzz.impl:triton_aten]",
+    "test_real_targets.py::test_a_planted_bug_in_plain_pytorch_is_its_finding",
+    "test_suite_run.py::test_two_workers_aggregate_every_case",
+    "test_hang_bounds.py::test_every_case_of_one_op_hanging_costs_each_a_short_allowance",
+    "test_forkserver.py::test_a_server_that_must_not_fork_spawns_each_executor",
+    "test_real_targets.py::test_progress_shows_cases_findings_and_pace",
+    "test_stop_bound.py::test_a_fuzz_run_whose_worker_never_returns_ends_within_the_bound",
+    "test_huge_tier.py::test_the_tier_is_the_nightly_profiles_and_skips_without_a_gpu",
+    "test_crash_shrink.py::test_crash_shrinks_like_a_mismatch",
+    "test_gate_end_to_end.py::test_flaky_bug_exits_2_with_k_of_r",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``LONG_FIRST`` first, in its order; every other test after them, in collection order
+    (the same order on every xdist worker, as xdist requires)."""
+    rank = {f"tests/{test}": i for i, test in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+
+
 def pytest_configure(config) -> None:
     from diagfuzz.adapters.hypothesis import pin_constant_pool
 
