@@ -28,8 +28,10 @@ def test_reproducers_and_corpus_files_run_from_another_directory(tmp_path: Path)
     elsewhere.mkdir()
     (project / "mylib_impl.py").write_text(
         "from tests.faulty.three_causes import impl  # noqa: F401\n")
+    # The error-parity stage alone: it meets diag_embed's assert (no valid Case, the
+    # covering array's, does), and what this checks is where its evidence runs from.
     gate = _run(["gate", "--impl", "mylib_impl:impl", "-n", "0", "--no-suite",
-                 "--no-opinfo",
+                 "--no-opinfo", "--no-covering",
                  "--no-sequences", "--no-compile", "--ops", "diag_embed", "--repeats", "1",
                  "--report", "report.json"], project)
     assert gate.returncode == 1, gate.stdout + gate.stderr
