@@ -172,7 +172,8 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
     assert (tmp_path / "known").read_text() == "diagonal hang\n"
-    assert took < CAP, took  # ten hangs: ten minutes at the whole timeout
+    # Ten hangs at the whole timeout: ten minutes; a CPU loaded threefold took 90 s here.
+    assert took < 3 * CAP, took
 
 
 def test_a_rare_shape_hang_is_found_and_the_rest_pass(tmp_path: Path) -> None:
