@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sys
 import tempfile
@@ -42,9 +43,10 @@ _cache_bytecode()  # before xdist starts its workers: they and their children in
 
 #: The tests of 20 s or more on CI's 2 CPUs (``--durations``), longest first, each a whole
 #: gate, fuzz run or executor of its own (none shares a module-scoped fixture with the
-#: tests around it). pytest-xdist's worksteal splits the collection between the workers in
-#: order and an idle worker takes queued tests from the end of a busy one's queue: these
-#: run first, so the run ends on short tests, not on one of these beside an idle CPU.
+#: tests around it). pytest-xdist's worksteal hands each worker a contiguous part of the
+#: collection, and an idle worker takes queued tests from the end of a busy one's queue
+#: (never its last two): these open each worker's part, dealt in turn, so both queues end
+#: on short tests and the run does not end on one of these beside an idle CPU.
 LONG_FIRST = (
     "test_gate_end_to_end.py::test_correct_impl_passes_every_stage",
     "test_real_targets.py::test_plain_pytorch_passes_the_default_gate",
@@ -98,10 +100,22 @@ LONG_FIRST = (
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """``LONG_FIRST`` first, in its order; every other test after them, in collection order
-    (the same order on every xdist worker, as xdist requires)."""
+    """Each xdist worker's part of the collection (worksteal's split: the k-th of W parts
+    holds (n - earlier parts) // (W - k) tests) opens with every W-th test of
+    ``LONG_FIRST``; the other tests keep their collection order. The same order on every
+    worker, as xdist requires; without xdist, ``LONG_FIRST`` first."""
     rank = {f"tests/{test}": i for i, test in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+    long = sorted((item for item in items if item.nodeid in rank),
+                  key=lambda item: rank[item.nodeid])
+    rest = iter([item for item in items if item.nodeid not in rank])
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    ordered, left = [], len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        part = long[k::workers]
+        ordered += part + list(itertools.islice(rest, max(0, size - len(part))))
+    items[:] = [*ordered, *rest]
 
 
 def pytest_configure(config) -> None:
