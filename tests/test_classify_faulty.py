@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from diagfuzz import oracles
+from diagfuzz.core.case import Case, Layout
 from diagfuzz.core.corpus import case_id
 from diagfuzz.core.verdict import Verdict
 from diagfuzz.execution.classification import Classifier, Rerun, classify
 from diagfuzz.execution.history import Call
 from diagfuzz.execution.messages import WARM_UP_ENV
 from diagfuzz.execution.parent import ProcessRunner
+from diagfuzz.execution.timeouts import Calibration, KnownFaults
+from tests.faulty import three_causes
 from tests.faulty.cases import square
 
 TIMEOUT = 3.0
@@ -79,6 +83,32 @@ def test_spares_launched_before_classifying_take_the_reruns_and_judge_the_same(
     assert not list((tmp_path / "classify").glob("*/0"))  # no executor started at the re-run
     assert all(r.pid is None or r._proc.poll() is not None  # type: ignore[union-attr]
                for r in spares)
+
+
+@pytest.mark.parametrize("spare", [True, False], ids=["spare", "started-for-it"])
+def test_an_error_of_an_op_with_a_confirmed_hang_is_no_hang_in_its_cold_reruns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spare: bool) -> None:
+    # The run confirmed a hang of diag_embed, and its warm executors' first calls took 20
+    # ms: a known hang's Case may stall 0.2 s there. A fresh executor's first diag_embed
+    # call loads for 1 s. The finding is the assert's error, which answered in the run:
+    # its re-runs say so, from one executor, not "hang 3/3" from three.
+    monkeypatch.setenv(WARM_UP_ENV, "0")  # as the gate launches them
+    case = Case("diag_embed", (3, 4), 0, 0, 0, "float32", Layout.contiguous((3, 4)),
+                invalid="same_dims")
+    claimed = oracles.check(case, three_causes.impl, "cpu")
+    assert claimed.kind == "error-parity"
+    learnt = (Calibration(), KnownFaults())
+    learnt[0].observe("check", [case], 0.02, first=True)
+    learnt[1].add("diag_embed", "hang")
+    classifier = Classifier(Rerun("tests.faulty.cold_first_call:impl", "cpu", 30.0,
+                                  learnt=learnt, workdir=tmp_path / "classify"), repeats=3)
+    if spare:
+        classifier.prepare(1)
+    [c] = classifier.classify_all([(claimed, "check", 30.0)])
+    assert c is not None
+    assert (c.label, c.ratio, c.kinds, c.processes) == (
+        "deterministic", "3/3", {"error-parity": 3}, 1)
+    assert learnt[1].items() == ["diag_embed hang"]  # the run's own faults, untouched
 
 
 def test_a_stopped_classifier_launches_no_spare(tmp_path: Path) -> None:

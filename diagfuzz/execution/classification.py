@@ -301,33 +301,40 @@ class Classifier:
         for runner in spares:
             runner.close()
 
-    def _fresh(self, case: Case, log: Path | None, oracle: str,
-               timeout: float) -> ProcessRunner | None:
-        """A spare if one is left, else a new executor (None once stopped). A spare's log
-        then says which Case it re-runs (its directory cannot name it)."""
+    def _fresh(self, case: Case, log: Path | None, oracle: str, timeout: float,
+               known: KnownFaults | None) -> ProcessRunner | None:
+        """A spare if one is left, else a new executor (None once stopped), with ``known``
+        as its confirmed faults where given (``_own_faults``), else the run's. A spare's
+        log then says which Case it re-runs (its directory cannot name it)."""
         with self._lock:
             if self.stopped:
                 return None
             if self._spares:
                 runner = self._spares.pop(0)
                 runner.oracle, runner.timeout = oracle, timeout
+                if known is not None:
+                    runner.known = known
                 if runner.log is not None:
                     with contextlib.suppress(OSError), runner.log.open("a") as out:
                         out.write(f"[diagfuzz classification: re-runs of Case "
                                   f"{_case_id(case)}: {case.describe()}]\n")
                 return runner
+            learnt = self.rerun.learnt
+            if known is not None:
+                learnt = (Calibration() if learnt is None else learnt[0], known)
             runner = ProcessRunner(self.rerun.impl_spec, self.rerun.device, timeout=timeout,
                                    oracle=oracle, workdir=log, strict=self.rerun.strict,
-                                   learnt=self.rerun.learnt)
+                                   learnt=learnt)
             self._live.add(runner)
             return runner
 
     def _runs(self, case: Case, count: int, log: Path | None, oracle: str,
-              timeout: float, *, more: int = 0, key: str = "") -> list[Verdict]:
+              timeout: float, known: KnownFaults | None, *, more: int = 0,
+              key: str = "") -> list[Verdict]:
         """``count`` verdicts of ``case`` from one fresh executor (fewer if stopped); then,
         if none fails as ``key`` (``failure_key``), up to ``more`` further calls until one
         does."""
-        runner = self._fresh(case, log, oracle, timeout)
+        runner = self._fresh(case, log, oracle, timeout, known)
         if runner is None:
             return []
         verdicts: list[Verdict] = []
@@ -349,11 +356,11 @@ class Classifier:
         return verdicts
 
     def _each_fresh(self, case: Case, logs: list[Path | None], oracle: str,
-                    timeout: float) -> list[Verdict]:
+                    timeout: float, known: KnownFaults | None) -> list[Verdict]:
         """One verdict of ``case`` from each of ``len(logs)`` fresh executors, side by side
         (a hang or crash ends its executor: each further call would pay a restart)."""
         with ThreadPoolExecutor(max_workers=len(logs)) as pool:
-            parts = list(pool.map(lambda path: self._runs(case, 1, path, oracle, timeout),
+            parts = list(pool.map(lambda path: self._runs(case, 1, path, oracle, timeout, known),
                                   logs))
         return [v for part in parts for v in part]
 
@@ -363,9 +370,9 @@ class Classifier:
         runner.close()
 
     def _replay(self, calls: Sequence[Call], target: Call, log: Path | None,
-                timeout: float) -> Verdict | None:
+                timeout: float, known: KnownFaults | None) -> Verdict | None:
         """The target's verdict after ``calls`` in one fresh executor (None if stopped)."""
-        runner = self._fresh(target.case, log, target.oracle, timeout)
+        runner = self._fresh(target.case, log, target.oracle, timeout, known)
         if runner is None:
             return None
         try:
@@ -384,13 +391,15 @@ class Classifier:
         return None if self.stopped else verdict
 
     def _replays(self, sequences: Sequence[Sequence[Call]], target: Call,
-                 log: Callable[[], Path | None], timeout: float) -> list[Verdict | None]:
+                 log: Callable[[], Path | None], timeout: float,
+                 known: KnownFaults | None) -> list[Verdict | None]:
         """``_replay`` of each sequence, side by side (one fresh executor each)."""
         if not sequences:
             return []
         width = min(len(sequences), spare_limit())
         with ThreadPoolExecutor(max_workers=width) as pool:
-            return list(pool.map(lambda calls: self._replay(calls, target, log(), timeout),
+            return list(pool.map(lambda calls: self._replay(calls, target, log(), timeout,
+                                                             known),
                                  sequences))
 
     def classify(self, failure: Verdict, *, oracle: str | None = None,
@@ -407,6 +416,18 @@ class Classifier:
         self._note(found.case, f"{found.label} {found.ratio} {found.history or 'alone'}, "
                                f"{found.processes} executors, {found.seconds:.1f} s")
         return found
+
+    @staticmethod
+    def _own_faults(kind: str) -> KnownFaults | None:
+        """The confirmed faults the re-runs of a failure of ``kind`` go by: the run's for a
+        hang or crash (each re-run that stalls again is that fault, after the calibrated
+        allowance); for any other failure, whose Case answered in the run, the re-runs' own,
+        starting empty. Why: a fresh executor's first call loads what the run's warm
+        executors had loaded (CUDA's modules, an impl's lazy imports), and past the short
+        stall of its op's confirmed hang it would read as that hang, five fresh executors
+        then measuring a hang the Case does not have; a stall of theirs is confirmed in a
+        fresh executor instead, once for all of the Case's re-runs."""
+        return None if kind in RESTARTING_KINDS else KnownFaults()
 
     def _note(self, case: Case, event: str) -> None:
         """One line of ``<workdir>/classification.log``: what each classification did when,
@@ -427,6 +448,7 @@ class Classifier:
         timeout = timeout or self.rerun.timeout
         base = None if self.rerun.workdir is None else self.rerun.workdir / _case_id(case)
         kind, key = failure.kind, _key(failure)
+        known = self._own_faults(kind)
         past = history.read(failure.details.get("history"))
         numbers = itertools.count(2)
 
@@ -435,28 +457,31 @@ class Classifier:
 
         target = Call(oracle, case)
         if kind in RESTARTING_KINDS:
-            alone = self._each_fresh(case, [log(i) for i in range(repeats)], oracle, timeout)
+            alone = self._each_fresh(case, [log(i) for i in range(repeats)], oracle, timeout,
+                                     known)
             processes = repeats
         else:
             more = min(len(past), REPEAT_SEARCH) if past else 0
-            alone = self._runs(case, repeats, log(0), oracle, timeout, more=more, key=key)
+            alone = self._runs(case, repeats, log(0), oracle, timeout, known, more=more,
+                               key=key)
             processes = 1
         if not alone:
             return None
         first = next((i for i, v in enumerate(alone) if _key(v) == key), None)
         if first is None and not any(v.ok for v in alone):
-            return self._fails_otherwise(case, alone, processes, log, oracle, timeout)
+            return self._fails_otherwise(case, alone, processes, log, oracle, timeout, known)
         if first is None:  # it passes alone: after what did it fail?
             self._note(case, "alone: " + ", ".join(
                 f"{k} {n}" for k, n in sorted(Counter(v.kind for v in alone).items())))
-            found = self._after_history(past, target, log, timeout, failure) if past else None
+            found = (self._after_history(past, target, log, timeout, failure, known)
+                     if past else None)
             if found is not None or self.stopped:
                 return found  # (stopped in the search: not classified)
             how: dict[str, Any] = ({"history": NOT_REPRODUCED, "searched": len(past)}
                                    if past else {})
             if kind in RESTARTING_KINDS:
                 return _measured(case, failure, alone, processes, **how)
-            second = self._runs(case, repeats, log(1), oracle, timeout)
+            second = self._runs(case, repeats, log(1), oracle, timeout, known)
             return _measured(case, failure, alone[:repeats] + second, processes + 1, **how)
         if len(alone) >= repeats and _all_same(alone[:repeats], key):
             return _measured(case, failure, alone[:repeats], processes)  # fails alone
@@ -464,7 +489,7 @@ class Classifier:
             return _measured(case, failure, alone, processes)
         # Some of its own re-runs fail: the Case repeated up to its first failure.
         sequence = [target] * first
-        verdicts = self._replays([sequence] * (2 * repeats), target, log, timeout)
+        verdicts = self._replays([sequence] * (2 * repeats), target, log, timeout, known)
         if first == 0 and not any(v.ok for v in alone):
             # It failed first, then hung or crashed when called again (its executor was
             # replaced, ``_runs``): no call of it passed, so it fails alone.
@@ -476,8 +501,8 @@ class Classifier:
                          sequence=tuple(sequence), searched=len(past))
 
     def _fails_otherwise(self, case: Case, alone: list[Verdict], processes: int,
-                         log: Callable[[], Path | None], oracle: str,
-                         timeout: float) -> Classification:
+                         log: Callable[[], Path | None], oracle: str, timeout: float,
+                         known: KnownFaults | None) -> Classification:
         """A Case that fails on every call alone, but not as the run saw it: measured as it
         fails alone, over R re-runs (a hang's or crash's each in its own fresh executor).
         Why: on a GPU, an error raised after a launch that never ends is the verdict where
@@ -491,13 +516,14 @@ class Classifier:
         missing = self.repeats - len(verdicts)
         if missing > 0:  # its executor was replaced: one fresh executor per re-run
             verdicts += self._each_fresh(case, [log() for _ in range(missing)], oracle,
-                                         timeout)
+                                         timeout, known)
             processes += missing
         return _measured(case, seen, verdicts, processes)
 
     def _after_history(self, past: list[Call], target: Call,
                        log: Callable[[], Path | None], timeout: float,
-                       failure: Verdict) -> Classification | None:
+                       failure: Verdict, known: KnownFaults | None
+                       ) -> Classification | None:
         """The failure after its executor's history, shrunk and measured; None where the
         whole history replayed before it does not make it fail (or the gate stopped)."""
         def fails(verdict: Verdict | None) -> bool:
@@ -507,7 +533,7 @@ class Classifier:
         replays, start = 0, None
         for part in (*related_parts(past, target), past):
             replays += 1
-            failed = fails(self._replay(part, target, log(), timeout))
+            failed = fails(self._replay(part, target, log(), timeout, known))
             self._note(target.case, f"after {len(part)} of its {len(past)} earlier calls: "
                                     f"{'fails' if failed else 'passes'}")
             if failed:
@@ -527,13 +553,14 @@ class Classifier:
             room = max(0, SHRINK_REPLAYS - replays)
             candidates = candidates[:room]
             replays += len(candidates)
-            return [fails(v) for v in self._replays(candidates, target, log, timeout)]
+            return [fails(v) for v in self._replays(candidates, target, log, timeout, known)]
 
         shrunk = ddmin(start, test)
         if self.stopped:
             return None
         self._note(target.case, f"shrunk to {len(shrunk)} calls in {replays} replays")
-        verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout)
+        verdicts = self._replays([shrunk] * (2 * self.repeats), target, log, timeout,
+                                 known)
         return _measured(target.case, failure, [v for v in verdicts if v is not None],
                          len(verdicts) + replays, history=AFTER_CALLS,
                          sequence=tuple(shrunk), searched=len(past), replays=replays)
