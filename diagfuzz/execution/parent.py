@@ -363,7 +363,8 @@ class ProcessRunner:
         self._seen, self._sent = set(), set()
         self.history.restart()
         spare, self._spare = self._spare, None
-        if spare is not None and spare.proc.poll() is None:
+        ahead = spare is not None and spare.proc.poll() is None
+        if spare is not None and ahead:
             self.spares_used += 1
             # Its Cases' stderr starts now (the executor before it wrote there since).
             spare.log_start = _size(self.log) if self.log is not None else 0
@@ -371,6 +372,9 @@ class ProcessRunner:
             if spare is not None:
                 spare.kill()
             spare = self._fork(replacement=self.starts > 0)
+        if self.starts:
+            self._event(f"replacement executor {spare.proc.pid}: "
+                        + ("the spare started ahead" if ahead else "started now"))
         self.starts += 1
         self._proc, self._out, self._conn = spare.proc, spare.out, spare.conn
         self._log_start = spare.log_start
@@ -419,6 +423,9 @@ class ProcessRunner:
         """Read the spawned executor's first message: "ready", or why it cannot start."""
         self._starting = False
         assert self._conn is not None
+        waited = time.monotonic()
+        if not self._conn.poll(0) and self.starts > 1:
+            self._event("waiting for the replacement to be ready")
         if not self._conn.poll(self.start_timeout):
             self._kill()
             raise ExecutorError(f"executor for {self.impl_spec!r} on {self.device!r} did not "
@@ -442,11 +449,26 @@ class ProcessRunner:
             raise ExecutorError(f"executor for {self.impl_spec!r} sent {reply!r} instead of "
                                 "ready")
         self.warmed = reply.warmed
+        if self.starts > 1:
+            self._event(f"replacement ready, waited {time.monotonic() - waited:.2f} s")
         if reply.health_s > 0:
             self.calibration.observe_health(reply.health_s)
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def _event(self, text: str) -> None:
+        """A line of the executor log from the runner, with the time of day: a kill and
+        how long the killed process took to exit, a replacement and how long it took to be
+        ready. Where a run's time went between its Cases (on a GPU a process stuck on a
+        kernel that never ends can take seconds to exit) is read there, beside the
+        executor's own lines."""
+        if self.log is None:
+            return
+        now = time.time()
+        stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+        with contextlib.suppress(OSError), self.log.open("a") as out:
+            out.write(f"[diagfuzz runner {stamp}] {text}\n")
 
     def _kill(self) -> int | None:
         """Stop the executor for good; returns its exit code (negative: the signal)."""
@@ -461,12 +483,18 @@ class ProcessRunner:
         self._conn = self._out = None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is not None:
+            return proc.returncode
+        proc.kill()
+        started = time.monotonic()
         try:
-            return proc.wait(10)
+            code = proc.wait(10)
         except subprocess.TimeoutExpired:
-            return None
+            code = None
+        self._event(f"killed executor {proc.pid}: "
+                    + (f"exited in {time.monotonic() - started:.2f} s" if code is not None
+                       else "still running after 10 s"))
+        return code
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Ask the executor to exit, and make sure it has (killed after ``wait`` seconds);
@@ -879,6 +907,8 @@ class ProcessRunner:
         flight is judged again alone, in order, in the fresh one, so a crash or hang is the
         Case's that causes it, as if no batch had been. Which Cases the executor had taken
         into the batch is unknown; those behind it lose only the batching."""
+        self._event(f"a batch failed after {time.monotonic() - self._head_started:.2f} s "
+                    f"({why}): {len(self._queue)} Cases judged again alone")
         self._kill()
         self.batch_failures.append(why)
         attempt = f"{why} in a batch of up to {len(self._queue)} Cases in flight"
@@ -955,6 +985,11 @@ class ProcessRunner:
         known = self.known.has(head.case.op, "hang") and head.first_attempt is None
         if known:
             details["known_hang"] = KNOWN_HANG_NOTE
+        self._event(f"{head.case.op} hang after {time.monotonic() - self._head_started:.2f} s"
+                    f" (no progress within {allowance:g} s; "
+                    + ("a confirmation" if head.first_attempt is not None
+                       else "its op's hang is confirmed" if known else "to be confirmed")
+                    + ")")
         if self.log is not None and self._proc is not None and not known:
             before = _size(self.log)
             self._proc.send_signal(signal.SIGUSR1)  # faulthandler: where it is stuck
@@ -1005,6 +1040,7 @@ class ProcessRunner:
 
     def _poisoned(self, case: Case, health: str, what: str, base: dict[str, Any],
                   original: dict[str, Any] | None = None) -> Verdict:
+        self._event(f"{case.op}: unhealthy after its Case ({error_line(health)})")
         self._kill()
         details = {**base, "health": health, "original": original or what}
         return _verdict()("crash", "executor:health",
