@@ -9,7 +9,7 @@ from pathlib import Path
 from diagfuzz.core.case import Case, Layout
 from diagfuzz.execution.fault_shapes import MIN_FAULTS, FaultShapes, describe
 from diagfuzz.execution.parent import ProcessRunner
-from diagfuzz.execution.timeouts import learnt_for
+from diagfuzz.execution.timeouts import KnownFaults, learnt_for
 
 
 def case(sizes: tuple[int, ...], dtype: str = "float32", op: str = "diagonal") -> Case:
@@ -165,3 +165,32 @@ def test_cases_in_flight_when_a_shape_forms_are_not_run(tmp_path: Path) -> None:
     blocked = [v for v in crashed if "blocked" in v.details]
     assert len(blocked) >= len(crashed) - MIN_FAULTS - 1 > 0
     assert starts <= MIN_FAULTS + 5, starts
+
+
+def test_a_shape_one_process_learnt_blocks_in_the_runs_others(tmp_path: Path) -> None:
+    """Processes of one run (KnownFaults on its file): the shape the first learnt from three
+    hangs blocks in the second, which hung on none, and narrows there as it narrows in
+    the first; a shape a Case that answered in a process has is not adopted there (the
+    third); its end, met in the second, ends it in the first."""
+    path = str(tmp_path / "faults")
+    first, second = KnownFaults(path, refresh=0.0), KnownFaults(path, refresh=0.0)
+    third = KnownFaults(path, refresh=0.0)
+    third.shapes.observe(case((3, 1, 1, 1)), None)  # answered there
+    first.add("diagonal", "hang")
+    for sizes, dtype in (((3, 2, 2, 1), "float32"), ((3, 4, 2, 7), "float16"),
+                         ((3, 6, 2, 3), "bool")):
+        first.shapes.observe(case(sizes, dtype), "hang")
+    assert second.has("diagonal", "hang")  # (reads the file)
+    [shape] = second.shapes.shapes("diagonal")
+    assert describe(shape) == "rank 4, dim 0 = 3, dim 2 = 2"
+    assert second.shapes.blocks(case((3, 5, 2, 5), "int32")) == shape
+    first.shapes.observe(case((3, 8, 5, 2)), "hang")  # narrows it: told as well
+    assert second.has("diagonal")
+    assert [describe(s) for s in second.shapes.shapes("diagonal")] == ["rank 4, dim 0 = 3"]
+    assert third.has("diagonal")  # has a Case of the narrower shape that answered:
+    assert [describe(s) for s in third.shapes.shapes("diagonal")] == [
+        "rank 4, dim 0 = 3, dim 2 = 2"]
+    second.shapes.observe(case((3, 9, 9, 9), "int8"), None)  # answered with every feature
+    assert first.has("diagonal")
+    assert first.shapes.blocks(case((3, 1, 1, 1))) is None
+    assert first.shapes.shapes("diagonal") == [] and second.shapes.shapes("diagonal") == []

@@ -15,14 +15,22 @@ because one fault can fail on two shapes (the input, or the ``out`` tensor), and
 large Case that merely ran past the short allowance of an op with a confirmed hang would
 otherwise narrow the fault's one shape to nothing; a Case that answered with every feature
 of a shape ends it.
+
+The processes of one run share what they learn (``publish`` and ``adopt``, through the
+run's known-faults file, ``timeouts.KnownFaults``): a shape that blocks, as it forms or
+narrows, and its end. Why: each of the suite's workers would otherwise pay ``MIN_FAULTS``
+hangs of every op's shape itself, each a kill and a fresh executor (on a GPU, where a hang
+stalls in C, seconds apiece). A process adopts a shape only where none of its own Cases
+that answered has all its features.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch-heavy: a worker launches its executors before it imports torch
     from diagfuzz.core.case import Case
@@ -36,6 +44,9 @@ FAULT_CHECKS = {"hang": "executor:timeout", "crash": "executor:died"}
 FAULTS = tuple(FAULT_CHECKS)
 
 Feature = tuple[object, ...]
+#: What one process tells the others of a shape (``FaultShapes.publish``): ``op``,
+#: ``fault``, ``features`` (JSON lists), ``check`` (its verdicts' check) and ``ends``.
+Shared = dict[str, Any]
 
 
 def features(case: Case) -> frozenset[Feature]:
@@ -89,11 +100,23 @@ class _Shape:
     faults: int = 1
 
 
+def _to_json(shape: frozenset[Feature]) -> list[list[object]]:
+    return sorted((list(feature) for feature in shape), key=repr)
+
+
+def _from_json(data: Any) -> frozenset[Feature]:
+    return frozenset(tuple(feature) for feature in data)
+
+
 class FaultShapes:
     """Per op and fault, the shapes its failing Cases formed, and per op the Cases that
-    answered; shared by the runners of one run in a process (``timeouts.KnownFaults``)."""
+    answered; shared by the runners of one run in a process (``timeouts.KnownFaults``),
+    and with the run's other processes through ``publish`` and ``adopt``."""
 
-    def __init__(self) -> None:
+    def __init__(self, publish: Callable[[Shared], None] | None = None) -> None:
+        #: Called (outside the lock) with each shape that blocks as it forms or narrows,
+        #: and each such shape's end.
+        self.publish = publish
         self._lock = threading.Lock()
         self._shapes: dict[tuple[str, str], list[_Shape]] = {}
         self._answered: dict[str, set[frozenset[Feature]]] = {}
@@ -114,6 +137,7 @@ class FaultShapes:
         """A verdict of ``case``: a ``FAULTS`` kind it failed with (and its check), or None:
         it answered."""
         mine, op = features(case), case.op
+        told: list[Shared] = []
         with self._lock:
             if fault is not None and check:
                 self.checks[(op, fault)] = check
@@ -121,17 +145,54 @@ class FaultShapes:
                 self._answered.setdefault(op, set()).add(mine)
                 for kind in FAULTS:
                     shapes = self._shapes.get((op, kind), [])
+                    told += [self._shared(op, kind, shape.features, ends=True)
+                             for shape in shapes
+                             if shape.features <= mine and shape.faults >= MIN_FAULTS]
                     shapes[:] = [shape for shape in shapes if not shape.features <= mine]
-                return
+            else:
+                shapes = self._shapes.setdefault((op, fault), [])
+                joined = [(len(shared), -i) for i, shape in enumerate(shapes)
+                          if self._separates(op, shared := shape.features & mine)]
+                if joined:
+                    shape = shapes[-max(joined)[1]]
+                    narrower = shape.features & mine
+                    if shape.faults + 1 >= MIN_FAULTS and (
+                            narrower != shape.features or shape.faults + 1 == MIN_FAULTS):
+                        told.append(self._shared(op, fault, narrower))
+                    shape.features = narrower
+                    shape.faults += 1
+                elif self._separates(op, mine):
+                    shapes.append(_Shape(mine))
+        if self.publish is not None:
+            for entry in told:
+                self.publish(entry)
+
+    def _shared(self, op: str, fault: str, shape: frozenset[Feature],
+                ends: bool = False) -> Shared:
+        return {"op": op, "fault": fault, "features": _to_json(shape),
+                "check": self.checks.get((op, fault), ""), "ends": ends}
+
+    def adopt(self, entry: Shared) -> None:
+        """A shape another process of the run published (``publish``): it blocks here too,
+        unless a Case that answered here has all its features; or its end."""
+        op, fault = str(entry["op"]), str(entry["fault"])
+        if fault not in FAULTS:
+            return
+        shape = _from_json(entry["features"])
+        with self._lock:
             shapes = self._shapes.setdefault((op, fault), [])
-            joined = [(len(shared), -i) for i, shape in enumerate(shapes)
-                      if self._separates(op, shared := shape.features & mine)]
-            if joined:
-                shape = shapes[-max(joined)[1]]
-                shape.features &= mine
-                shape.faults += 1
-            elif self._separates(op, mine):
-                shapes.append(_Shape(mine))
+            if entry.get("ends"):
+                shapes[:] = [s for s in shapes if s.features != shape]
+                return
+            if (any(s.features <= shape and s.faults >= MIN_FAULTS for s in shapes)
+                    or not self._separates(op, shape)):
+                return  # blocked here already (its own line too), or answered here
+            # (a shape it narrows, told before, blocks nothing it does not)
+            shapes[:] = [s for s in shapes if not (shape <= s.features
+                                                   and s.faults >= MIN_FAULTS)]
+            shapes.append(_Shape(shape, MIN_FAULTS))
+            if entry.get("check"):
+                self.checks.setdefault((op, fault), str(entry["check"]))
 
     def shapes(self, op: str, fault: str = "hang") -> list[frozenset[Feature]]:
         """The shapes that mark ``op``'s ``fault``: those ``MIN_FAULTS`` faults joined."""

@@ -25,6 +25,7 @@ landed anywhere: inside an import, a lock held), and no Case of it is confirmed 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -276,9 +277,10 @@ class Calibration:
 
 
 class KnownFaults:
-    """Ops with a confirmed hang or crash, shared by the runners of one run and, through
-    the file ``path``, by every process of the run (read again at most every ``refresh``
-    seconds)."""
+    """Ops with a confirmed hang or crash, and the shapes that mark them
+    (``fault_shapes``), shared by the runners of one run and, through the file ``path``,
+    by every process of the run (read again at most every ``refresh`` seconds): a line
+    "op kind" per fault, a JSON line per shape published."""
 
     def __init__(self, path: str | None = None, refresh: float = 0.5) -> None:
         self._lock = threading.Lock()
@@ -287,9 +289,9 @@ class KnownFaults:
         self.refresh = refresh
         self._read_at = float("-inf")
         self._read_bytes = 0
-        #: What marks each op's hang or crash (``fault_shapes``): learnt in this process
-        #: only.
-        self.shapes = FaultShapes()
+        #: What marks each op's hang or crash (``fault_shapes``): learnt in this process,
+        #: and adopted from the run's others through the file.
+        self.shapes = FaultShapes(self._append_shape if path else None)
 
     def add(self, op: str, kind: str) -> None:
         """``op`` has a confirmed fault of ``kind``."""
@@ -297,11 +299,18 @@ class KnownFaults:
             if (op, kind) in self._faults:
                 return
             self._faults.add((op, kind))
+        self._append(f"{op} {kind}")
+
+    def _append_shape(self, entry: dict[str, Any]) -> None:
+        self._append(json.dumps(entry, sort_keys=True))
+
+    def _append(self, line: str) -> None:
+        """One line onto the run's file (one write, so lines of processes never mix)."""
         if self.path:
             with contextlib.suppress(OSError):
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    os.write(fd, f"{op} {kind}\n".encode())
+                    os.write(fd, f"{line}\n".encode())
                 finally:
                     os.close(fd)
 
@@ -333,11 +342,19 @@ class KnownFaults:
             return
         data = data[:data.rfind(b"\n") + 1]  # a line still being written: read next time
         self._read_bytes += len(data)
+        shapes = []
         with self._lock:
             for line in data.decode("utf-8", "replace").splitlines():
+                if line.startswith("{"):
+                    with contextlib.suppress(ValueError):
+                        shapes.append(json.loads(line))
+                    continue
                 op, _, kind = line.partition(" ")
                 if kind in FAULT_KINDS:
                     self._faults.add((op, kind))
+        for entry in shapes:  # (this process's own too: adopting a shape it has is a no-op)
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                self.shapes.adopt(entry)
 
 
 def rule(cap: float) -> str:
