@@ -117,6 +117,7 @@ def test_make_runner_fans_out_only_when_asked_and_pipelined(tmp_path: Path) -> N
     one = make_runner(plan, "main")
     assert type(one.inner) is ProcessRunner  # N == 1: today's runner, unchanged
     assert one.inner.log == tmp_path / "main" / "executor.log"
+    assert one.inner.block_fault_shapes  # a shard's Cases, one executor or several
     one.close()
     assert "pipelined," in plan.describe()
     for off in (replace(plan, executors=3, pipeline=False),
@@ -129,6 +130,7 @@ def test_make_runner_fans_out_only_when_asked_and_pipelined(tmp_path: Path) -> N
     assert isinstance(inner, FanoutRunner) and len(inner.runners) == 3
     assert [r.log.name for r in inner.runners] == [f"executor-{i}.log" for i in range(3)]
     assert {r.timeout for r in inner.runners} == {30.0}
+    assert all(r.block_fault_shapes for r in inner.runners)
     assert inner.starts == 0  # executors start lazily, on their first Case
     runner.close()
 

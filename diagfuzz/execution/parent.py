@@ -739,6 +739,8 @@ class ProcessRunner:
                         # Stopped wherever it was (an import, a lock held): nothing after it
                         # is judged in that process; the queue goes to a fresh one, and a
                         # spare is kept for the op's next hang.
+                        self._event(f"{head.case.op} hang stopped by the executor after "
+                                    f"{time.monotonic() - self._head_started:.2f} s")
                         self._kill()
                         self._keep_spare = True
         self._queue.popleft()

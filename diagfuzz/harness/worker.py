@@ -313,8 +313,10 @@ def make_executors(plan: RunPlan, worker_id: str, device: str) -> Any:
 
     if plan.fans_out:
         return _fanout(plan, worker_id, ProcessRunner, device)
-    return ProcessRunner(plan.impl, device, plan.timeout, workdir=plan.worker_dir(worker_id),
-                         strict=plan.strict, learnt=learnt(plan))
+    runner = ProcessRunner(plan.impl, device, plan.timeout, workdir=plan.worker_dir(worker_id),
+                           strict=plan.strict, learnt=learnt(plan))
+    runner.block_fault_shapes = True  # a shard's Cases (``fault_shapes``)
+    return runner
 
 
 def learnt(plan: RunPlan) -> Any:
