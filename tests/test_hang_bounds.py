@@ -36,6 +36,7 @@ from diagfuzz.execution.timeouts import (
     confirm_allowance,
     learnt_for,
 )
+from tests.faulty.cases import square
 from tests.faulty.slow_start import SECONDS as SLOW_START_SECONDS
 
 CAP = 60.0  # the default --timeout: what every hang would cost without calibration
@@ -171,7 +172,8 @@ def test_a_common_shape_hang_costs_a_short_allowance_per_case(tmp_path: Path) ->
     assert runner_starts_of(tmp_path) - (2 + len(later)) in (0, 1)
     assert all(v.details["timeout"] < CAP and v.details["timeout_cap"] == CAP for v in hung)
     assert "shape_fault.py" in hung[0].details["stderr_tail"]  # where the first one stuck
-    assert (tmp_path / "known").read_text() == "diagonal hang\n"
+    faults = (tmp_path / "known").read_text().splitlines()
+    assert [line for line in faults if not line.startswith("{")] == ["diagonal hang"]
     # Ten hangs at the whole timeout: ten minutes; a CPU loaded threefold took 90 s here.
     assert took < 3 * CAP, took
 
@@ -284,7 +286,8 @@ def test_a_known_crash_is_not_confirmed_again_and_costs_only_its_case(tmp_path: 
     # One executor per crash and the first, plus at most the first crash's confirmation
     # and its batch judged again alone.
     assert starts <= len(crashed) + 3, starts
-    assert (tmp_path / "known").read_text() == "diagonal crash\n"
+    faults = (tmp_path / "known").read_text().splitlines()  # (and the shapes learnt)
+    assert [line for line in faults if not line.startswith("{")] == ["diagonal crash"]
 
 
 def test_a_hang_inside_a_batch_is_found_by_progress_not_the_whole_timeout(
@@ -396,3 +399,29 @@ def test_a_known_faults_line_read_while_it_is_written_is_read_whole_later(
     with path.open("a") as f:
         f.write("ng\n")
     assert known.has("diag_embed", "hang")
+
+
+def test_a_case_waiting_when_its_ops_hang_is_confirmed_elsewhere_gets_a_known_hangs_wait(
+        tmp_path: Path) -> None:
+    """A Case sent before its op had a confirmed hang waits a first call's allowance (10x
+    the slowest first call: 20 s here, a minute where a library compiles on first calls).
+    Another process of the run confirms the op's hang meanwhile: the wait is worked out
+    again, a known hang's (3x, at most 3 s), and the Case is that hang's, not confirmed
+    again. Before, it waited its whole first allowance and then a confirmation."""
+    import threading
+
+    path = str(tmp_path / "known-faults")
+    learnt = learnt_for(path)
+    calibration, _ = learnt
+    calibration.observe("check", [diagonal((3, 3))], 2.0, first=True)
+    other = KnownFaults(path)  # another process of the run
+    confirm = threading.Timer(1.0, other.add, ("diagonal", "hang"))
+    with ProcessRunner("tests.faulty.hang:impl", DEVICE, timeout=CAP, learnt=learnt,
+                       workdir=tmp_path / "runner") as runner:
+        runner.submit(square(-1))
+        assert not runner._queue[0].stall  # no known hang when it was sent
+        confirm.start()
+        [(_, verdict)] = runner.drain()
+    assert verdict.kind == "hang"
+    assert verdict.details["timeout"] == KNOWN_CAP  # not MULTIPLIER * 2.0
+    assert "known_hang" in verdict.details and "first_attempt" not in verdict.details

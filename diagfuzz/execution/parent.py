@@ -121,6 +121,10 @@ CLOSE_WAIT = 2.0
 #: itself (it answers within milliseconds when it can) before it kills it: a call stuck in C
 #: takes no signal (``beacon.StallWatch``).
 STALL_GRACE = 0.5
+#: Seconds between two looks at a waiting Case's deadline: a hang of its op confirmed
+#: meanwhile by another runner or process of the run shortens its allowance to a known
+#: hang's, which a single wait until the old deadline would never see.
+RECHECK = 1.0
 #: Bytes each pipe to and from an executor holds (Linux; elsewhere the default).
 _PIPE_BYTES = 1 << 20
 
@@ -704,7 +708,9 @@ class ProcessRunner:
                 break
             if not block:
                 return None
-            answered = self._conn.poll(left)  # then again: progress may move the deadline
+            # then again: progress may move the deadline, a hang confirmed elsewhere
+            # bring it nearer
+            answered = self._conn.poll(min(left, RECHECK))
         if not answered:
             if not alone:
                 return self._judge_alone(f"no progress within {allowance:g}s")
@@ -823,7 +829,8 @@ class ProcessRunner:
         gives it): ``allowance`` seconds after the executor's last progress mark (or the
         head's start), and never later than the head's ``timeout`` after its start."""
         head = self._queue[0]
-        key = (head.ticket, len(self._queue), len(self._seen), self.calibration.version)
+        key = (head.ticket, len(self._queue), len(self._seen), self.calibration.version,
+               self.known.count())
         if self._group_allowance[0] != key:  # a new head, queue, executor or measurement
             group = [head] if head.single else list(itertools.takewhile(
                 lambda r: not r.single and r.oracle == head.oracle,
@@ -851,7 +858,7 @@ class ProcessRunner:
         return self.calibration.allowance(
             request.oracle, case, request.timeout,
             first=(request.oracle, case.op, case.dtype) not in self._seen,
-            known=request.single and self.known.has(case.op, "hang"))
+            known=self.known.has(case.op, "hang"))
 
     def _observe(self, requests: list[_Request], stretch: float) -> None:
         """Calibrate on an answer for ``requests`` whose longest stretch took ``stretch``."""

@@ -314,6 +314,13 @@ class KnownFaults:
                 finally:
                     os.close(fd)
 
+    def count(self) -> int:
+        """How many faults are confirmed (read again from the run's file): it grows when
+        one is, so an allowance worked out before is worked out again."""
+        self._reload()
+        with self._lock:
+            return len(self._faults)
+
     def items(self) -> list[str]:
         """'op kind' of every confirmed fault, sorted."""
         self._reload()
