@@ -709,7 +709,7 @@ class ProcessRunner:
             if not block:
                 return None
             # then again: progress may move the deadline, a hang confirmed elsewhere
-            # bring it nearer
+            # brings it nearer
             answered = self._conn.poll(min(left, RECHECK))
         if not answered:
             if not alone:
