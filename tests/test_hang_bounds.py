@@ -407,7 +407,7 @@ def test_a_case_waiting_when_its_ops_hang_is_confirmed_elsewhere_gets_a_known_ha
     the slowest first call: 20 s here, a minute where a library compiles on first calls).
     Another process of the run confirms the op's hang meanwhile: the wait is worked out
     again, a known hang's (3x, at most 3 s), and the Case is that hang's, not confirmed
-    again. Before, it waited its whole first allowance and then a confirmation."""
+    again (rather than its whole first allowance and then a confirmation)."""
     import threading
 
     path = str(tmp_path / "known-faults")
